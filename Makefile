@@ -1,0 +1,32 @@
+# `make demo` and `make test` bootstrap .venv themselves on a machine with Python 3.11+ and make.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest clean
+
+$(STAMP): pyproject.toml adapters/celery/pyproject.toml adapters/rq/pyproject.toml adapters/dramatiq/pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "cron-bridge needs Python 3.11 or newer")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]" -e adapters/celery -e adapters/rq -e adapters/dramatiq
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/cron-bridge demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

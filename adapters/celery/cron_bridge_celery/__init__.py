@@ -1,0 +1,5 @@
+"""The Celery adapter of cron-bridge."""
+
+from cron_bridge_celery.adapter import CeleryAdapter
+
+__all__ = ["CeleryAdapter"]

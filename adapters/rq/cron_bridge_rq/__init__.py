@@ -1,0 +1,5 @@
+"""The RQ adapter of cron-bridge."""
+
+from cron_bridge_rq.adapter import RQAdapter
+
+__all__ = ["RQAdapter"]

@@ -1,0 +1,124 @@
+"""The seam between the core and the queue libraries.
+
+The core never imports Celery, RQ or Dramatiq. Each adapter distribution registers an
+``Adapter`` under the entry point group ``cron_bridge.adapters``; the core asks each one in
+turn whether it accepts a decorated object, so a fourth queue library needs no change here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from cron_bridge.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cron_bridge.jobs import Job
+
+__all__ = ["ENTRY_POINT_GROUP", "Adapter", "TaskRef", "find_adapter", "installed_adapters"]
+
+ENTRY_POINT_GROUP = "cron_bridge.adapters"
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskRef:
+    """How an adapter will find a task again without importing it in the beat.
+
+    Attributes:
+        task: the name it is enqueued by (Celery task name, dotted path, actor name).
+        name: the job name to use when the declaration gives none.
+        queue: the queue it goes to, when the task or the declaration says.
+    """
+
+    task: str
+    name: str
+    queue: str | None = None
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """What a queue library's adapter provides to the core."""
+
+    name: str
+
+    def accepts(self, obj: object, queue: object | None) -> bool:
+        """Whether ``obj`` (with the declaration's ``queue=``) is this library's task."""
+
+    def describe(self, obj: object, queue: object | None) -> TaskRef:
+        """Name the task for the job; raises ``ConfigError`` when it cannot be named."""
+
+    def wrap(self, obj: Any, job: Job) -> Any:
+        """What ``@cluster_task`` returns for ``obj``: the task, now running under the guard."""
+
+
+_lock = threading.Lock()
+_adapters: list[Adapter] | None = None
+
+
+def installed_adapters() -> Sequence[Adapter]:
+    """The adapters registered under the entry point group (and by ``register``), once loaded."""
+    global _adapters
+    with _lock:
+        if _adapters is None:
+            _adapters = []
+            for point in entry_points(group=ENTRY_POINT_GROUP):
+                try:
+                    factory = point.load()
+                    adapter = factory()
+                except Exception as exc:  # noqa: BLE001 - one broken adapter must not hide the others
+                    log.warning("cannot load the cron-bridge adapter %r: %s", point.name, exc)
+                    continue
+                _adapters.append(adapter)
+        return tuple(_adapters)
+
+
+def register(adapter: Adapter) -> None:
+    """Add an adapter that is not installed as a distribution (tests, embedded setups)."""
+    global _adapters
+    loaded = installed_adapters()
+    with _lock:
+        _adapters = [a for a in loaded if a.name != adapter.name] + [adapter]
+
+
+def get_adapter(name: str) -> Adapter:
+    """The installed adapter called ``name``.
+
+    Raises:
+        ConfigError: no adapter of that name is installed.
+    """
+    for adapter in installed_adapters():
+        if adapter.name == name:
+            return adapter
+    raise ConfigError(
+        f"no installed adapter is called {name!r} (installed: {_names()})",
+        option="adapter",
+        value=name,
+    )
+
+
+def find_adapter(obj: object, queue: object | None, *, job: str) -> Adapter:
+    """The adapter that accepts ``obj``.
+
+    Raises:
+        ConfigError: naming the installed adapters, when none accepts it.
+    """
+    for adapter in installed_adapters():
+        if adapter.accepts(obj, queue):
+            return adapter
+    raise ConfigError(
+        f"no installed adapter accepts {obj!r} (installed: {_names()}); decorate a Celery task, "
+        'a Dramatiq actor or a function with an RQ queue=, or use target="inline"',
+        job=job,
+        option="target",
+        value="queue",
+    )
+
+
+def _names() -> str:
+    return ", ".join(sorted(a.name for a in installed_adapters())) or "none"

@@ -1,0 +1,88 @@
+"""What a running handler sees: its ``JobContext`` and the abort signal in it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from cron_bridge.errors import Aborted
+
+__all__ = ["AbortReason", "AbortSignal", "JobContext", "Trigger"]
+
+Trigger = Literal["schedule", "misfire", "manual", "queue"]
+AbortReason = Literal["lock-lost", "shutdown", "timeout"]
+
+
+class AbortSignal:
+    """A one-way flag asking a run to stop, with the reason of the first request.
+
+    Handlers check it between units of work (``raise_if_aborted()``) or wait on it instead of
+    sleeping (``wait(timeout)``); cron-bridge never kills a thread.
+    """
+
+    __slots__ = ("_event", "_lock", "_reason")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._reason: AbortReason | None = None
+
+    def __repr__(self) -> str:
+        return f"<AbortSignal aborted={self.aborted} reason={self._reason!r}>"
+
+    @property
+    def aborted(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> AbortReason | None:
+        """Why the run was aborted, or None while it was not."""
+        return self._reason
+
+    def abort(self, reason: AbortReason) -> bool:
+        """Ask the run to stop. The first reason sticks; returns whether this call set it."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self._reason = reason
+            self._event.set()
+            return True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until aborted or ``timeout`` seconds pass; True when aborted."""
+        return self._event.wait(timeout)
+
+    def raise_if_aborted(self) -> None:
+        """Raise ``cron_bridge.Aborted`` with the reason once the run was asked to stop."""
+        if self._event.is_set():
+            raise Aborted(self._reason or "shutdown")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobContext:
+    """Handed to a handler as its first argument, ``ctx``.
+
+    Attributes:
+        name: the job's name.
+        occurrence_id: ``<job>@<scheduled UTC time>``; use it as an idempotency key.
+        scheduled_at: when the occurrence was due (aware UTC).
+        trigger: ``schedule``, ``misfire``, ``manual`` or ``queue``.
+        attempt: this try, from 1, as counted by the queue.
+        attempts: the total tries allowed.
+        replica: who runs it.
+        signal: aborted on ``lock-lost``, ``shutdown`` or ``timeout``.
+        logger: a logger that adds the job, occurrence and replica to each record.
+    """
+
+    name: str
+    occurrence_id: str
+    scheduled_at: datetime
+    trigger: Trigger
+    attempt: int
+    attempts: int
+    replica: str
+    signal: AbortSignal
+    logger: logging.LoggerAdapter[Any]

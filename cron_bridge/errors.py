@@ -1,0 +1,83 @@
+"""The errors cron-bridge raises.
+
+::
+
+    CronBridgeError            the root: catch this to catch everything of ours
+    ├── ConfigError            a bad declaration, option or URL (also a ValueError)
+    ├── StoreUnavailable       the store could not be reached or answered with an error
+    └── Aborted                a cooperative stop asked through ``ctx.signal``
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Aborted", "ConfigError", "CronBridgeError", "StoreUnavailable"]
+
+
+class CronBridgeError(Exception):
+    """The root of every error cron-bridge raises on purpose."""
+
+
+class ConfigError(CronBridgeError, ValueError):
+    """A bad declaration or option, found before anything runs.
+
+    Attributes:
+        reason: what is wrong, without the job and option.
+        job: the job the declaration is for, when there is one.
+        option: the option that is wrong.
+        value: the value given for it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job: str | None = None,
+        option: str | None = None,
+        value: Any = None,
+    ) -> None:
+        self.reason = message
+        self.job = job
+        self.option = option
+        self.value = value
+        parts = []
+        if job is not None:
+            parts.append(f"job {job!r}")
+        if option is not None:
+            parts.append(f"option {option}={value!r}")
+        prefix = ", ".join(parts)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+    def for_job(self, job: str, option: str | None = None, value: Any = None) -> ConfigError:
+        """The same error, said of ``job`` (and of its option, when the error had none)."""
+        if option is None:
+            option, value = self.option, self.value
+        return ConfigError(self.reason, job=job, option=option, value=value)
+
+
+class StoreUnavailable(CronBridgeError):
+    """The store could not be reached, or failed while answering.
+
+    Transient: a caller may try again later. A cluster job never runs without a claim, so
+    while this is raised cluster jobs do not run.
+
+    Attributes:
+        host: where the store was expected (host:port, or a file path).
+    """
+
+    def __init__(self, message: str, *, host: str | None = None) -> None:
+        self.host = host
+        super().__init__(f"{message} (store at {host})" if host else message)
+
+
+class Aborted(CronBridgeError):
+    """Raised by ``ctx.signal.raise_if_aborted()`` once the run has been asked to stop.
+
+    Attributes:
+        reason: ``lock-lost``, ``shutdown`` or ``timeout``.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"run aborted: {reason}")

@@ -1,0 +1,286 @@
+"""Jobs, their occurrences, and the backoff between attempts.
+
+A ``Job`` is a validated declaration: what runs, when, and under which guarantees. It is a
+value: registering it, running it and enqueueing it happen elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, cast, get_args
+
+from cron_bridge.errors import ConfigError
+from cron_bridge.schedules import EPOCH, Cron, Every, Schedule, load_zone, parse_duration
+
+__all__ = [
+    "Backoff",
+    "Job",
+    "Occurrence",
+    "declare",
+]
+
+Scope = Literal["cluster", "instance"]
+Overlap = Literal["skip", "allow"]
+Misfire = Literal["skip", "run-once"]
+Target = Literal["queue", "inline"]
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+CLAIM_TTL = timedelta(hours=48)
+_ONE_MS = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Backoff:
+    """The wait between a failed attempt and the next one.
+
+    Build it with ``Backoff.fixed(seconds)`` or ``Backoff.exponential(seconds, max=...)``.
+    """
+
+    kind: Literal["fixed", "exponential"]
+    base: float
+    max: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("fixed", "exponential"):
+            raise ConfigError("unknown backoff kind", option="backoff", value=self.kind)
+        if self.base < 0 or (self.max is not None and self.max < self.base):
+            raise ConfigError(
+                "the backoff needs base >= 0 and max >= base", option="backoff", value=self
+            )
+
+    @classmethod
+    def fixed(cls, seconds: float | str | timedelta = 0) -> Backoff:
+        """The same wait before every retry."""
+        return cls(kind="fixed", base=parse_duration(seconds, option="backoff").total_seconds())
+
+    @classmethod
+    def exponential(
+        cls, seconds: float | str | timedelta, *, max: float | str | timedelta | None = None
+    ) -> Backoff:
+        """``seconds``, then twice that, four times, ... capped at ``max``."""
+        cap = None if max is None else parse_duration(max, option="backoff").total_seconds()
+        base = parse_duration(seconds, option="backoff").total_seconds()
+        return cls(kind="exponential", base=base, max=cap)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after the failed attempt number ``attempt`` (from 1)."""
+        if self.kind == "fixed":
+            return self.base
+        wait = self.base * 2.0 ** (attempt - 1)
+        return wait if self.max is None else min(wait, self.max)
+
+    def delays(self, retries: int) -> list[float]:
+        """The waits before each of ``retries`` retries."""
+        return [self.delay(attempt) for attempt in range(1, retries + 1)]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Occurrence:
+    """One due time of one job: the unit that is claimed once in the store."""
+
+    job: str
+    scheduled_at: datetime
+
+    def __post_init__(self) -> None:
+        if self.scheduled_at.tzinfo is None:
+            raise ValueError("an occurrence needs an aware scheduled_at")
+        # Ids and keys carry milliseconds; keep the value equal to what they say.
+        utc = self.scheduled_at.astimezone(UTC)
+        object.__setattr__(
+            self, "scheduled_at", utc.replace(microsecond=utc.microsecond // 1000 * 1000)
+        )
+
+    @property
+    def epoch_ms(self) -> int:
+        return (self.scheduled_at - EPOCH) // _ONE_MS
+
+    @property
+    def id(self) -> str:
+        """``<job>@<scheduled time as UTC ISO-8601 with milliseconds>``."""
+        stamp = self.scheduled_at.strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{self.job}@{stamp}.{self.scheduled_at.microsecond // 1000:03d}Z"
+
+    @property
+    def claim_key(self) -> str:
+        """The store key claimed once for this occurrence."""
+        return f"occ:{self.job}:{self.epoch_ms}"
+
+    @classmethod
+    def parse(cls, occurrence_id: str) -> Occurrence:
+        """The occurrence an id names.
+
+        Raises:
+            ValueError: the id is not ``<job>@<YYYY-MM-DDTHH:MM:SS.mmmZ>``.
+        """
+        job, sep, stamp = occurrence_id.rpartition("@")
+        if not sep or not NAME_PATTERN.fullmatch(job) or not stamp.endswith("Z"):
+            raise ValueError(f"not an occurrence id: {occurrence_id!r}")
+        return cls(job=job, scheduled_at=datetime.fromisoformat(stamp[:-1] + "+00:00"))
+
+
+def lock_key(job: str) -> str:
+    """The store key of a job's overlap lock."""
+    return f"active:{job}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Job:
+    """A validated job declaration. Build one with ``declare()`` or ``@cluster_task``.
+
+    Attributes:
+        handler: the callable that runs: for an inline target the beat calls it; for a
+            queue target it is the wrapped task, which the beat never calls.
+        adapter: the name of the adapter that enqueues a queue target.
+        task: the name the adapter enqueues by (task name, dotted path, actor name).
+    """
+
+    name: str
+    schedule: Schedule
+    scope: Scope = "cluster"
+    overlap: Overlap = "skip"
+    misfire: Misfire = "skip"
+    misfire_grace: timedelta = timedelta(seconds=30)
+    attempts: int = 1
+    backoff: Backoff = field(default_factory=Backoff.fixed)
+    lock_ttl: timedelta = timedelta(seconds=30)
+    timeout: timedelta | None = None
+    external: bool = False
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    queue: str | None = None
+    target: Target = "queue"
+    handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    adapter: str | None = None
+    task: str | None = None
+
+    def __post_init__(self) -> None:
+        def fail(option: str, value: Any, reason: str) -> ConfigError:
+            return ConfigError(reason, job=self.name, option=option, value=value)
+
+        if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
+            raise fail("name", self.name, "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+        if not isinstance(self.schedule, Schedule):
+            raise fail("schedule", self.schedule, "expected a Cron or Every schedule")
+        for option, allowed in (
+            ("scope", Scope),
+            ("overlap", Overlap),
+            ("misfire", Misfire),
+            ("target", Target),
+        ):
+            value = getattr(self, option)
+            if value not in get_args(allowed):
+                raise fail(option, value, f"expected one of {', '.join(get_args(allowed))}")
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
+            raise fail("attempts", self.attempts, "expected a whole number of tries, at least 1")
+        if self.attempts < 1:
+            raise fail("attempts", self.attempts, "at least 1 try (the first one counts)")
+        if not isinstance(self.backoff, Backoff):
+            raise fail(
+                "backoff", self.backoff, "expected Backoff.fixed(...) or Backoff.exponential(...)"
+            )
+        for option in ("misfire_grace", "lock_ttl", "timeout"):
+            value = getattr(self, option)
+            if value is not None and value <= timedelta(0):
+                raise fail(option, value, "expected a positive duration")
+        if self.lock_ttl < timedelta(milliseconds=30):
+            raise fail("lock_ttl", self.lock_ttl, "too short to heartbeat (at least 30ms)")
+        try:
+            json.dumps(dict(self.kwargs), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise fail("kwargs", self.kwargs, f"must be JSON-serialisable ({exc})") from exc
+        if self.target == "queue":
+            if self.scope == "instance":
+                raise fail("scope", self.scope, 'a queue target needs scope="cluster"')
+            if self.adapter is None or self.task is None:
+                raise fail("target", self.target, "a queue target needs an adapter and a task name")
+        elif not callable(self.handler):
+            raise fail("target", self.target, "an inline target needs a callable")
+        elif self.queue is not None:
+            raise fail("queue", self.queue, "an inline target runs in the beat, not on a queue")
+
+    @property
+    def is_cluster(self) -> bool:
+        return self.scope == "cluster"
+
+    def occurrence(self, scheduled_at: datetime) -> Occurrence:
+        return Occurrence(job=self.name, scheduled_at=scheduled_at)
+
+
+def declare(
+    name: str,
+    *,
+    cron: str | None = None,
+    every: str | float | timedelta | None = None,
+    tz: str = "UTC",
+    offset: str | float | timedelta = 0,
+    scope: str = "cluster",
+    overlap: str = "skip",
+    misfire: str = "skip",
+    misfire_grace: str | float | timedelta = 30,
+    attempts: int = 1,
+    backoff: Backoff | None = None,
+    lock_ttl: str | float | timedelta = 30,
+    timeout: str | float | timedelta | None = None,
+    external: bool = False,
+    kwargs: Mapping[str, Any] | None = None,
+    queue: str | None = None,
+    target: str = "queue",
+    handler: Callable[..., Any] | None = None,
+    adapter: str | None = None,
+    task: str | None = None,
+) -> Job:
+    """Validate the options of DESIGN.md and build the ``Job``.
+
+    Raises:
+        ConfigError: naming the job, the option and the value.
+    """
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ConfigError(
+            "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}", job=str(name), option="name", value=name
+        )
+    try:
+        schedule = _schedule(cron=cron, every=every, tz=tz, offset=offset)
+        grace = parse_duration(misfire_grace, option="misfire_grace")
+        lock_lifetime = parse_duration(lock_ttl, option="lock_ttl")
+        time_limit = None if timeout is None else parse_duration(timeout, option="timeout")
+    except ConfigError as exc:
+        raise exc.for_job(name) from None
+    return Job(
+        name=name,
+        schedule=schedule,
+        scope=cast(Scope, scope),
+        overlap=cast(Overlap, overlap),
+        misfire=cast(Misfire, misfire),
+        attempts=attempts,
+        backoff=Backoff.fixed(0) if backoff is None else backoff,
+        external=external,
+        kwargs=dict(kwargs or {}),
+        queue=queue,
+        target=cast(Target, target),
+        handler=handler,
+        adapter=adapter,
+        task=task,
+        misfire_grace=grace,
+        lock_ttl=lock_lifetime,
+        timeout=time_limit,
+    )
+
+
+def _schedule(
+    *,
+    cron: str | None,
+    every: str | float | timedelta | None,
+    tz: str,
+    offset: str | float | timedelta,
+) -> Schedule:
+    if cron is not None and every is not None:
+        raise ConfigError("give one of cron= or every=, not both", option="cron", value=cron)
+    if cron is not None:
+        return Cron(cron, tz=tz)
+    if every is None:
+        raise ConfigError("give one of cron= or every=", option="cron", value=None)
+    load_zone(tz)  # a zone is validated even where an interval does not use it
+    return Every(every, offset=offset)

@@ -1,0 +1,169 @@
+"""Where declared jobs are kept, and ``@cluster_task``, which declares them."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from cron_bridge.adapters import find_adapter
+from cron_bridge.errors import ConfigError
+from cron_bridge.jobs import Backoff, Job, declare
+
+__all__ = ["Registry", "cluster_task", "default_registry"]
+
+T = TypeVar("T")
+
+
+class Registry:
+    """Jobs by name. A name is declared once; declaring it again from elsewhere is an error."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: dict[str, tuple[Job, str | None]] = {}
+
+    def add(self, job: Job, *, origin: str | None = None) -> None:
+        """Register ``job``.
+
+        Args:
+            job: the job.
+            origin: where it was declared (``module:qualname``). The same origin declaring the
+                same name again (a module reload) replaces the job instead of failing.
+
+        Raises:
+            ConfigError: the name is taken by another declaration.
+        """
+        with self._lock:
+            known = self._jobs.get(job.name)
+            if known is not None and (origin is None or known[1] != origin):
+                raise ConfigError(
+                    f"the name is already declared by {known[1] or 'another job'}",
+                    job=job.name,
+                    option="name",
+                    value=job.name,
+                )
+            self._jobs[job.name] = (job, origin)
+
+    def remove(self, name: str) -> Job | None:
+        """Forget the job called ``name``; returns it, or None when there was none."""
+        with self._lock:
+            entry = self._jobs.pop(name, None)
+        return None if entry is None else entry[0]
+
+    def get(self, name: str) -> Job | None:
+        entry = self._jobs.get(name)
+        return None if entry is None else entry[0]
+
+    def jobs(self) -> list[Job]:
+        with self._lock:
+            return [job for job, _ in self._jobs.values()]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._jobs.clear()
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self.jobs())
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._jobs
+
+
+default_registry = Registry()
+
+
+def cluster_task(
+    *,
+    cron: str | None = None,
+    every: str | float | timedelta | None = None,
+    tz: str = "UTC",
+    offset: str | float | timedelta = 0,
+    name: str | None = None,
+    scope: str = "cluster",
+    overlap: str = "skip",
+    misfire: str = "skip",
+    misfire_grace: str | float | timedelta = 30,
+    attempts: int = 1,
+    backoff: Backoff | None = None,
+    lock_ttl: str | float | timedelta = 30,
+    timeout: str | float | timedelta | None = None,
+    external: bool = False,
+    kwargs: Mapping[str, Any] | None = None,
+    queue: Any = None,
+    target: str = "queue",
+    registry: Registry | None = None,
+) -> Callable[[T], T]:
+    """Declare a scheduled job on top of a queue library's task, or on a plain function.
+
+    Put it above ``@app.task``, ``@shared_task`` or ``@dramatiq.actor``; above a plain
+    function with ``queue=`` for RQ; or above a plain function with ``target="inline"`` to
+    run it in the beat itself. Every option and default is that of DESIGN.md.
+
+    Raises:
+        ConfigError: at import, naming the job, the option and the value.
+    """
+    options: dict[str, Any] = {
+        "cron": cron,
+        "every": every,
+        "tz": tz,
+        "offset": offset,
+        "scope": scope,
+        "overlap": overlap,
+        "misfire": misfire,
+        "misfire_grace": misfire_grace,
+        "attempts": attempts,
+        "backoff": backoff,
+        "lock_ttl": lock_ttl,
+        "timeout": timeout,
+        "external": external,
+        "kwargs": kwargs,
+    }
+    jobs = default_registry if registry is None else registry
+
+    def decorate(obj: T) -> T:
+        origin = _origin(obj)
+        if target == "inline":
+            job_name = name or origin.replace(":", ".")
+            job = declare(
+                job_name, target="inline", handler=_callable(obj, job_name), queue=queue, **options
+            )
+            jobs.add(job, origin=origin)
+            return obj
+        if target != "queue":
+            raise ConfigError(
+                'expected "queue" or "inline"', job=name or origin, option="target", value=target
+            )
+        adapter = find_adapter(obj, queue, job=name or origin)
+        ref = adapter.describe(obj, queue)
+        job = declare(
+            name or ref.name,
+            target="queue",
+            queue=ref.queue,
+            adapter=adapter.name,
+            task=ref.task,
+            **options,
+        )
+        wrapped: T = adapter.wrap(obj, job)
+        jobs.add(replace(job, handler=_callable(wrapped, job.name)), origin=origin)
+        return wrapped
+
+    return decorate
+
+
+def _origin(obj: object) -> str:
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if qualname is None:
+        qualname = type(obj).__qualname__
+    return f"{module}:{qualname}"
+
+
+def _callable(obj: object, job: str) -> Callable[..., Any]:
+    if not callable(obj):
+        raise ConfigError("expected a callable", job=job, option="target", value=obj)
+    return obj

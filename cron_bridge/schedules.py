@@ -1,0 +1,286 @@
+"""Schedules: when a job is due.
+
+``Cron`` reads its fields with croniter and enforces our daylight-saving rules on top, in
+the job's zone:
+
+- spring forward: a wall time that does not exist that day fires once, at the first instant
+  after the gap;
+- fall back: an expression with a fixed hour fires once, in the first pass of the repeated
+  hour; one whose hour field covers every hour fires in both passes, since an hour really
+  elapsed.
+
+``Every`` counts elapsed time from the Unix epoch, so every replica computes the same
+occurrences whatever its start time, and ignores daylight saving.
+
+Every datetime going in must be aware; every datetime coming out is aware UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterError, croniter
+
+from cron_bridge.errors import ConfigError
+
+__all__ = ["Cron", "Every", "Schedule", "parse_duration"]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+
+_ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+# A fold longer than this (none in tzdata since the 1940s) would be looked at only in part.
+_FOLD_WINDOW = timedelta(hours=3)
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@runtime_checkable
+class Schedule(Protocol):
+    """What the beat needs of a schedule."""
+
+    @property
+    def tz(self) -> str:
+        """The IANA zone the schedule is read in (``UTC`` for intervals)."""
+
+    def next_after(self, dt: datetime) -> datetime:
+        """The first occurrence strictly after ``dt``, as an aware UTC datetime."""
+
+    def occurrences(self, start: datetime, end: datetime) -> Iterator[datetime]:
+        """Occurrences strictly after ``start`` up to and including ``end``, in order."""
+
+    def describe(self) -> str:
+        """A short text for listings, such as ``30 2 * * *`` or ``every 5m``."""
+
+
+def parse_duration(value: object, *, option: str = "duration") -> timedelta:
+    """Read ``"90s"``, ``"5m"``, ``"1h30m"``, ``"250ms"``, a number of seconds or a timedelta.
+
+    Raises:
+        ConfigError: for anything else, naming ``option``.
+    """
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise ConfigError(
+            "expected a duration such as '30s' or a timedelta", option=option, value=value
+        )
+    if isinstance(value, int | float):
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        if text and _DURATION_PART.sub("", text) == "":
+            seconds = sum(
+                float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text)
+            )
+            return timedelta(seconds=seconds)
+    raise ConfigError(
+        "expected a duration such as '90s', '5m', '1h' or a timedelta", option=option, value=value
+    )
+
+
+def _aware_utc(dt: datetime) -> datetime:
+    if dt.tzinfo is None or dt.utcoffset() is None:
+        raise ValueError(f"expected an aware datetime, got naive {dt.isoformat()}")
+    return dt.astimezone(UTC)
+
+
+def load_zone(tz: str) -> ZoneInfo:
+    """The zone named ``tz``, or ``ConfigError``."""
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
+        raise ConfigError("unknown time zone", option="tz", value=tz) from exc
+
+
+class Cron:
+    """A 5-field cron expression (or an ``@hourly``-style alias) read in an IANA zone.
+
+    Args:
+        expr: the expression.
+        tz: the zone its fields are read in.
+
+    Raises:
+        ConfigError: a bad field, an expression that never fires, an unknown zone.
+    """
+
+    __slots__ = ("_every_hour", "_fields", "_zone", "expr", "tz")
+
+    def __init__(self, expr: str, *, tz: str = "UTC") -> None:
+        if not isinstance(expr, str):
+            raise ConfigError("expected a cron expression string", option="cron", value=expr)
+        self.expr = expr
+        self.tz = tz
+        self._zone = load_zone(tz)
+        fields = _ALIASES.get(expr.strip().lower(), expr.strip())
+        if len(fields.split()) != 5:
+            raise ConfigError(
+                "expected 5 fields (minute hour day month weekday) or an alias such as @hourly",
+                option="cron",
+                value=expr,
+            )
+        try:
+            hours = croniter(fields).expanded[1]
+            croniter(fields, datetime(2000, 1, 1)).get_next(datetime)
+        except CroniterError as exc:
+            reason = "never fires" if "next date" in str(exc) else f"bad expression ({exc})"
+            raise ConfigError(reason, option="cron", value=expr) from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"bad expression ({exc})", option="cron", value=expr) from exc
+        self._fields = fields
+        hour_texts = {str(hour) for hour in hours}
+        self._every_hour = "*" in hour_texts or hour_texts == {str(h) for h in range(24)}
+
+    def __repr__(self) -> str:
+        return f"Cron({self.expr!r}, tz={self.tz!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cron) and (self._fields, self.tz) == (other._fields, other.tz)
+
+    def __hash__(self) -> int:
+        return hash((Cron, self._fields, self.tz))
+
+    def describe(self) -> str:
+        return self.expr
+
+    def next_after(self, dt: datetime) -> datetime:
+        after = _aware_utc(dt)
+        # Wall times earlier than ``after``'s own can still fire after it when a fold is near:
+        # their second pass comes later. Start that far back; the loop discards the rest.
+        wall = after.astimezone(self._zone).replace(tzinfo=None) - self._fold_margin(after)
+        walls = croniter(self._fields, wall - timedelta(minutes=1))
+        best: datetime | None = None
+        while True:
+            instants = self._instants(walls.get_next(datetime))
+            # The first instant of successive wall times never goes down, so once it passes
+            # the best candidate nothing later can beat it.
+            if best is not None and instants[0] >= best:
+                return best
+            for instant in instants:
+                if instant > after and (best is None or instant < best):
+                    best = instant
+
+    def occurrences(self, start: datetime, end: datetime) -> Iterator[datetime]:
+        return _iterate(self, start, end)
+
+    def _fold_margin(self, at: datetime) -> timedelta:
+        before = self._offset(at - _FOLD_WINDOW)
+        now = self._offset(at)
+        after = self._offset(at + _FOLD_WINDOW)
+        return max(timedelta(0), max(before, now) - min(now, after))
+
+    def _offset(self, at: datetime) -> timedelta:
+        offset = at.astimezone(self._zone).utcoffset()
+        return offset if offset is not None else timedelta(0)
+
+    def _instants(self, wall: datetime) -> list[datetime]:
+        """The UTC instants at which the wall time ``wall`` fires, by our DST rules."""
+        first = wall.replace(tzinfo=self._zone, fold=0).astimezone(UTC)
+        second = wall.replace(tzinfo=self._zone, fold=1).astimezone(UTC)
+        if first == second:
+            return [first]
+        if first.astimezone(self._zone).replace(tzinfo=None) == wall:
+            # It exists twice: the clocks went back. Both passes only for an every-hour field.
+            return [first, second] if self._every_hour else [first]
+        # It does not exist: the clocks went forward. Fire at the end of the gap, which lies
+        # between the wall time read with the offset after (second) and before (first).
+        return [self._gap_end(second, first)]
+
+    def _gap_end(self, low: datetime, high: datetime) -> datetime:
+        target = self._offset(high)
+        while high - low > timedelta(seconds=1):
+            middle = low + (high - low) / 2
+            if self._offset(middle) == target:
+                high = middle
+            else:
+                low = middle
+        return high.replace(microsecond=0)
+
+
+class Every:
+    """An interval counted from the Unix epoch, plus an optional offset.
+
+    Occurrences fall at ``epoch + k * interval + offset`` for whole ``k``, so every replica
+    agrees on them whatever its start time.
+
+    Args:
+        interval: ``"90s"``, ``"5m"``, ``"1h"``, ``"1d"``, a number of seconds or a timedelta.
+        offset: the shift from the epoch multiples, shorter than ``interval``.
+
+    Raises:
+        ConfigError: an interval that is not a positive duration of at least 1 ms, or an
+            offset outside ``[0, interval)``.
+    """
+
+    __slots__ = ("_interval_ms", "_offset_ms", "interval", "offset")
+
+    tz = "UTC"
+
+    def __init__(self, interval: str | float | timedelta, *, offset: str | float | timedelta = 0):
+        self.interval = parse_duration(interval, option="every")
+        self.offset = parse_duration(offset, option="offset")
+        self._interval_ms = self.interval // _ONE_MS
+        self._offset_ms = self.offset // _ONE_MS
+        if self._interval_ms < 1:
+            raise ConfigError("the interval must be at least 1ms", option="every", value=interval)
+        if not 0 <= self._offset_ms < self._interval_ms:
+            raise ConfigError(
+                "the offset must be at least 0 and shorter than the interval",
+                option="offset",
+                value=offset,
+            )
+
+    def __repr__(self) -> str:
+        return f"Every({_format_ms(self._interval_ms)!r}, offset={_format_ms(self._offset_ms)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Every) and (self._interval_ms, self._offset_ms) == (
+            other._interval_ms,
+            other._offset_ms,
+        )
+
+    def __hash__(self) -> int:
+        return hash((Every, self._interval_ms, self._offset_ms))
+
+    def describe(self) -> str:
+        text = f"every {_format_ms(self._interval_ms)}"
+        return f"{text} +{_format_ms(self._offset_ms)}" if self._offset_ms else text
+
+    def next_after(self, dt: datetime) -> datetime:
+        ms = (_aware_utc(dt) - EPOCH) // _ONE_MS
+        k = (ms - self._offset_ms) // self._interval_ms + 1
+        return EPOCH + (k * self._interval_ms + self._offset_ms) * _ONE_MS
+
+    def occurrences(self, start: datetime, end: datetime) -> Iterator[datetime]:
+        return _iterate(self, start, end)
+
+
+def _iterate(schedule: Schedule, start: datetime, end: datetime) -> Iterator[datetime]:
+    end = _aware_utc(end)
+    current = schedule.next_after(start)
+    while current <= end:
+        yield current
+        current = schedule.next_after(current)
+
+
+def _format_ms(ms: int) -> str:
+    if ms == 0:
+        return "0s"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"

@@ -1,0 +1,208 @@
+"""The store contract every backend honours, and the records it keeps.
+
+A store holds three kinds of state, each under a key that names a job:
+
+- **claims** ``occ:<job>:<epoch ms>``: created once per occurrence by the first replica to
+  ask, never released, expiring after 48 h. Creating one is a single atomic operation.
+- **locks** ``active:<job>``: taken with a lifetime, extended and released only by their
+  owner; an expired lock can be taken by anyone.
+- **records**: per job, the last claimed occurrence and the run history; and the live
+  replicas from their heartbeats.
+
+Every method either does what it says or raises ``StoreUnavailable``; none of them hangs past
+the store's connect or socket timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, ClassVar, Literal, Self
+
+from cron_bridge.jobs import CLAIM_TTL, Occurrence
+
+__all__ = ["Outcome", "ReplicaInfo", "RunRecord", "Store", "StoreStats"]
+
+Outcome = Literal[
+    "enqueued",
+    "completed",
+    "failed",
+    "skipped-claimed",
+    "skipped-overlap",
+    "missed",
+    "aborted",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    """What happened to one occurrence on one replica or worker, once.
+
+    Attributes:
+        reason: for ``aborted``: ``lock-lost``, ``shutdown`` or ``timeout``.
+        duration_ms: how long the handler ran, when it ran.
+        error: the error of a ``failed`` run, as ``Type: message``.
+    """
+
+    job: str
+    occurrence_id: str
+    outcome: Outcome
+    trigger: str
+    replica: str
+    started_at: datetime
+    attempt: int = 1
+    reason: str | None = None
+    duration_ms: float | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["started_at"] = self.started_at.isoformat()
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        return cls(**{**data, "started_at": datetime.fromisoformat(data["started_at"])})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReplicaInfo:
+    """A replica that sent a heartbeat recently: alive until ``expires_at``."""
+
+    id: str
+    expires_at: datetime
+
+
+class StoreStats:
+    """Counters a store keeps about itself, read by tests and benchmarks.
+
+    Attributes:
+        round_trips: requests sent to the server and answered (for an in-process store:
+            transactions). A pipeline counts once per server node it reaches.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.round_trips = 0
+
+    def add(self, trips: int = 1) -> None:
+        with self._lock:
+            self.round_trips += trips
+
+
+class Store(ABC):
+    """Shared state of a cluster of beats and workers. See the module text for the model.
+
+    Stores built from a URL own their connections and close them in ``close()``; a client or
+    pool passed in is borrowed and never closed.
+    """
+
+    distributed: ClassVar[bool] = True
+    """Whether processes on different hosts share this store's state."""
+
+    def __init__(self) -> None:
+        self.stats = StoreStats()
+
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """Where the store is, safe to log (no password)."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Reach the server once, creating tables where the store does.
+
+        Raises:
+            StoreUnavailable: within the connect timeout when it cannot be reached.
+        """
+
+    @abstractmethod
+    def claim_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+    ) -> list[bool]:
+        """Claim occurrences; one answer per occurrence, True where this call won it.
+
+        Each claim is atomic on its own: of any number of concurrent callers for one
+        occurrence, exactly one gets True. A claim is never released; it may be taken again
+        only after ``ttl``. Every job in ``occurrences`` has its last claimed occurrence
+        advanced to the latest of them (never moved back), whoever won. The whole call is a
+        small, fixed number of round trips, whatever the number of occurrences.
+        """
+
+    def claim(self, occurrence: Occurrence, owner: str, *, ttl: timedelta = CLAIM_TTL) -> bool:
+        """Claim one occurrence; see ``claim_many``."""
+        return self.claim_many([occurrence], owner, ttl=ttl)[0]
+
+    @abstractmethod
+    def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
+        """The latest claimed occurrence of each job that has one, in one round trip."""
+
+    @abstractmethod
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        """Take the lock ``key`` for ``ttl`` if nobody holds it or its holder's time ran out.
+
+        Atomic: of concurrent callers at most one gets True. A holder calling again gets
+        False; it extends instead.
+        """
+
+    @abstractmethod
+    def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
+        """Give the lock ``ttl`` more from now, only if ``owner`` still holds it."""
+
+    @abstractmethod
+    def release(self, key: str, owner: str) -> bool:
+        """Drop the lock, only if ``owner`` holds it; returns whether it did."""
+
+    @abstractmethod
+    def record_many(self, records: Sequence[RunRecord]) -> None:
+        """Append run records to their jobs' histories, in one round trip.
+
+        Each job's history keeps its newest ``history_limit`` records (an option of every
+        store, 1,000 by default).
+        """
+
+    def record(self, record: RunRecord) -> None:
+        """Append one run record; see ``record_many``."""
+        self.record_many([record])
+
+    @abstractmethod
+    def history(self, job: str, n: int = 20) -> list[RunRecord]:
+        """The newest ``n`` run records of ``job``, newest first."""
+
+    @abstractmethod
+    def heartbeat(self, replica: str, ttl: timedelta) -> None:
+        """Say that ``replica`` is alive for ``ttl`` more."""
+
+    @abstractmethod
+    def replicas(self) -> list[ReplicaInfo]:
+        """The replicas whose last heartbeat has not expired, by id."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close what the store created; borrowed clients stay open."""
+
+    def ensure_cluster_capable(self) -> None:  # noqa: B027 - a hook: most stores accept all
+        """Raise ``ConfigError`` when cluster jobs must not start on this store."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url}>"
+
+
+def ttl_ms(ttl: timedelta) -> int:
+    """A lifetime in whole milliseconds, at least 1."""
+    return max(1, int(ttl.total_seconds() * 1000))

@@ -1,0 +1,148 @@
+"""``MemoryStore``: one process only, for tests, notebooks and single-process setups."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from cron_bridge.clock import Clock, SystemClock
+from cron_bridge.errors import ConfigError
+from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.schedules import EPOCH
+from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store
+
+__all__ = ["MemoryStore"]
+
+log = logging.getLogger(__name__)
+
+
+class MemoryStore(Store):
+    """All state in this process's memory: replicas in other processes see none of it.
+
+    Args:
+        clock: where expiry reads the time (a fake clock in tests).
+        history_limit: run records kept per job.
+        allow_local_cluster: let cluster jobs start on it when ``CRON_BRIDGE_ENV=production``.
+    """
+
+    distributed = False
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        history_limit: int = 1000,
+        allow_local_cluster: bool = False,
+    ) -> None:
+        super().__init__()
+        self._clock = clock or SystemClock()
+        self._history_limit = history_limit
+        self._allow_local_cluster = allow_local_cluster
+        self._lock = threading.Lock()
+        self._keys: dict[str, tuple[str, datetime]] = {}
+        self._last: dict[str, datetime] = {}
+        self._runs: defaultdict[str, deque[RunRecord]] = defaultdict(
+            lambda: deque(maxlen=self._history_limit)
+        )
+        self._replicas: dict[str, datetime] = {}
+        log.warning(
+            "the memory store keeps claims in this process only: replicas in other processes "
+            "will run the same occurrences; use sqlite://, redis:// or postgresql:// for a cluster"
+        )
+
+    @property
+    def url(self) -> str:
+        return "memory://"
+
+    def ping(self) -> None:
+        self.stats.add()
+
+    def ensure_cluster_capable(self) -> None:
+        if os.environ.get("CRON_BRIDGE_ENV") == "production" and not self._allow_local_cluster:
+            raise ConfigError(
+                "cluster jobs refuse to start on the one-process memory store when "
+                "CRON_BRIDGE_ENV=production; use a shared store, or pass allow_local_cluster=True",
+                option="store",
+                value=self.url,
+            )
+
+    def _take(self, key: str, owner: str, ttl: timedelta, now: datetime) -> bool:
+        held = self._keys.get(key)
+        if held is not None and held[1] > now:
+            return False
+        self._keys[key] = (owner, now + ttl)
+        return True
+
+    def claim_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+    ) -> list[bool]:
+        with self._lock:
+            self.stats.add()
+            now = self._clock.now()
+            won = [self._take(o.claim_key, owner, ttl, now) for o in occurrences]
+            for occurrence in occurrences:
+                last = self._last.get(occurrence.job, EPOCH)
+                self._last[occurrence.job] = max(last, occurrence.scheduled_at)
+            return won
+
+    def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
+        with self._lock:
+            self.stats.add()
+            return {job: self._last[job] for job in jobs if job in self._last}
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        with self._lock:
+            self.stats.add()
+            return self._take(key, owner, ttl, self._clock.now())
+
+    def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
+        with self._lock:
+            self.stats.add()
+            now = self._clock.now()
+            held = self._keys.get(key)
+            if held is None or held[0] != owner or held[1] <= now:
+                return False
+            self._keys[key] = (owner, now + ttl)
+            return True
+
+    def release(self, key: str, owner: str) -> bool:
+        with self._lock:
+            self.stats.add()
+            held = self._keys.get(key)
+            if held is None or held[0] != owner:
+                return False
+            del self._keys[key]
+            return held[1] > self._clock.now()
+
+    def record_many(self, records: Sequence[RunRecord]) -> None:
+        with self._lock:
+            self.stats.add()
+            for record in records:
+                self._runs[record.job].appendleft(record)
+
+    def history(self, job: str, n: int = 20) -> list[RunRecord]:
+        with self._lock:
+            self.stats.add()
+            return list(self._runs.get(job, ()))[:n]
+
+    def heartbeat(self, replica: str, ttl: timedelta) -> None:
+        with self._lock:
+            self.stats.add()
+            self._replicas[replica] = self._clock.now() + ttl
+
+    def replicas(self) -> list[ReplicaInfo]:
+        with self._lock:
+            self.stats.add()
+            now = self._clock.now()
+            return [
+                ReplicaInfo(id=replica, expires_at=expires)
+                for replica, expires in sorted(self._replicas.items())
+                if expires > now
+            ]
+
+    def close(self) -> None:
+        """Nothing to close: the state goes with the object."""

@@ -1,0 +1,366 @@
+"""``PostgresStore``: PostgreSQL through psycopg 3 and a connection pool.
+
+Every expiry is computed with the database's ``now()``, so replicas whose clocks disagree
+still agree on who holds what. A claim batch is one statement (``INSERT ... ON CONFLICT``
+over ``unnest`` arrays). No advisory locks: they break behind a transaction pooler.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.schedules import EPOCH
+from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, ttl_ms
+from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        'the Postgres store needs psycopg 3: pip install "cron-bridge[postgres]"'
+    ) from exc
+
+__all__ = ["DDL", "PostgresStore"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_ONE_MS = timedelta(milliseconds=1)
+SCHEMA_VERSION = 1
+CLEANUP_EVERY = 600.0  # seconds between deletions of claims expired over an hour ago
+
+DDL = """
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text NOT NULL);
+INSERT INTO {meta} VALUES ('schema_version', '1') ON CONFLICT (name) DO NOTHING;
+CREATE TABLE IF NOT EXISTS {claims} (
+    key text PRIMARY KEY,
+    owner text NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {claims_expiry} ON {claims} (expires_at);
+CREATE TABLE IF NOT EXISTS {last_claimed} (
+    job text PRIMARY KEY,
+    scheduled_ms bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {runs} (
+    id bigserial PRIMARY KEY,
+    job text NOT NULL,
+    occurrence_id text NOT NULL,
+    outcome text NOT NULL,
+    reason text,
+    trigger text NOT NULL,
+    attempt integer NOT NULL,
+    replica text NOT NULL,
+    started_at timestamptz NOT NULL,
+    duration_ms double precision,
+    error text
+);
+CREATE INDEX IF NOT EXISTS {runs_job} ON {runs} (job, id);
+CREATE TABLE IF NOT EXISTS {replicas} (
+    id text PRIMARY KEY,
+    expires_at timestamptz NOT NULL
+);
+"""
+"""The tables, for teams whose migrations own the schema (``create_tables=False``).
+
+Fill in the names with ``PostgresStore.ddl()`` or by hand: ``{schema}`` is the schema and
+every other name is the table prefix (``cron_bridge_`` by default) and the name in braces.
+"""
+
+_CLAIM = """
+WITH input AS (
+    SELECT * FROM unnest(%(keys)s::text[], %(jobs)s::text[], %(ms)s::bigint[])
+        AS t(key, job, ms)
+), won AS (
+    INSERT INTO {claims} (key, owner, expires_at)
+    SELECT key, %(owner)s, now() + %(ttl)s * interval '1 millisecond' FROM input ORDER BY key
+    ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+    WHERE {claims}.expires_at <= now()
+    RETURNING key
+), advanced AS (
+    INSERT INTO {last_claimed} (job, scheduled_ms)
+    SELECT job, max(ms) FROM input GROUP BY job ORDER BY job
+    ON CONFLICT (job) DO UPDATE
+    SET scheduled_ms = greatest({last_claimed}.scheduled_ms, EXCLUDED.scheduled_ms)
+)
+SELECT key FROM won
+"""
+
+_TAKE = """
+INSERT INTO {claims} (key, owner, expires_at)
+VALUES (%s, %s, now() + %s * interval '1 millisecond')
+ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+WHERE {claims}.expires_at <= now()
+RETURNING key
+"""
+
+_TRIM = """
+DELETE FROM {runs} r USING (
+    SELECT id, row_number() OVER (PARTITION BY job ORDER BY id DESC) AS newer
+    FROM {runs} WHERE job = ANY(%s)
+) ranked
+WHERE r.id = ranked.id AND ranked.newer > %s
+"""
+
+_RUN_TYPES = (
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "integer",
+    "text",
+    "timestamptz",
+    "float8",
+    "text",
+)
+
+_TABLES = ("meta", "claims", "claims_expiry", "last_claimed", "runs", "runs_job", "replicas")
+
+
+class PostgresStore(Store):
+    """A store in PostgreSQL.
+
+    Args:
+        client_or_url: a ``postgresql://`` URL, or a ``psycopg_pool.ConnectionPool`` that
+            stays open on ``close()``.
+        schema: the schema the tables live in (created when missing).
+        table_prefix: put before every table name.
+        create_tables: create the tables on first use; False when migrations own them.
+        connect_timeout: seconds to connect or to wait for a pooled connection.
+        history_limit: run records kept per job.
+        pool_size: connections in the pool built from a URL.
+    """
+
+    def __init__(
+        self,
+        client_or_url: str | ConnectionPool[Any],
+        *,
+        schema: str = "public",
+        table_prefix: str = "cron_bridge_",
+        create_tables: bool = True,
+        connect_timeout: float = 5.0,
+        history_limit: int = 1000,
+        pool_size: int = 4,
+    ) -> None:
+        super().__init__()
+        self.schema = schema
+        self.table_prefix = table_prefix
+        self._create_tables = create_tables
+        self._timeout = connect_timeout
+        self._history_limit = history_limit
+        self._lock = threading.Lock()
+        self._ready = False
+        self._last_cleanup = 0.0
+        if isinstance(client_or_url, str):
+            parts = urlsplit(client_or_url)
+            if parts.scheme not in ("postgresql", "postgres"):
+                raise ConfigError("expected postgresql://", option="store", value=client_or_url)
+            self._host = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
+            self._url = parts._replace(netloc=self._host, query="").geturl()
+            self._pool = ConnectionPool(
+                client_or_url,
+                min_size=1,
+                max_size=pool_size,
+                open=False,
+                timeout=connect_timeout,
+                kwargs={"connect_timeout": max(1, round(connect_timeout)), "autocommit": True},
+                name="cron-bridge",
+            )
+            self._owned = True
+        else:
+            self._pool = client_or_url
+            self._owned = False
+            self._host = "postgres (borrowed pool)"
+            self._url = "postgresql://(borrowed pool)"
+        names = {name: sql.Identifier(schema, table_prefix + name) for name in _TABLES}
+        names["claims_expiry"] = sql.Identifier(table_prefix + "claims_expiry")
+        names["runs_job"] = sql.Identifier(table_prefix + "runs_job")
+        self._names: dict[str, sql.Composable] = {"schema": sql.Identifier(schema), **names}
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    def ddl(self) -> str:
+        """The DDL of this store's tables, with its schema and prefix filled in."""
+        return sql.SQL(DDL).format(**self._names).as_string(None)
+
+    def _sql(self, text: str) -> sql.Composed:
+        return sql.SQL(text).format(**self._names)
+
+    def _open(self) -> None:
+        with self._lock:
+            if self._ready:
+                return
+            if self._owned:
+                self._pool.open(wait=True, timeout=self._timeout)
+            if self._create_tables:
+                self._create()
+            self._ready = True
+
+    def _create(self) -> None:
+        for tries_left in (2, 1, 0):
+            try:
+                with self._pool.connection() as conn, conn.transaction():
+                    conn.execute(self._sql(DDL))
+                return
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject):
+                # Another replica created the same table in the same instant; look again.
+                if not tries_left:
+                    raise
+                time.sleep(0.1)
+
+    def _call(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        try:
+            self._open()
+            with self._pool.connection() as conn:
+                for tries_left in (2, 1, 0):
+                    try:
+                        with conn.transaction():
+                            result = work(conn)
+                        break
+                    except psycopg.errors.DeadlockDetected:
+                        if not tries_left:
+                            raise
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            first_line = (
+                str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            )
+            raise StoreUnavailable(f"postgres: {first_line}", host=self._host) from exc
+        self.stats.add()
+        return result
+
+    def ping(self) -> None:
+        self._call(lambda conn: conn.execute("SELECT 1"))
+
+    def claim_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+    ) -> list[bool]:
+        if not occurrences:
+            return []
+        unique = {o.claim_key: o for o in occurrences}
+        params = {
+            "keys": list(unique),
+            "jobs": [o.job for o in unique.values()],
+            "ms": [o.epoch_ms for o in unique.values()],
+            "owner": owner,
+            "ttl": ttl_ms(ttl),
+        }
+        won = {
+            row[0]
+            for row in self._call(lambda conn: conn.execute(self._sql(_CLAIM), params).fetchall())
+        }
+        self._maybe_clean_up()
+        answers, seen = [], set()
+        for occurrence in occurrences:
+            key = occurrence.claim_key
+            answers.append(key in won and key not in seen)
+            seen.add(key)
+        return answers
+
+    def _maybe_clean_up(self) -> None:
+        now = time.monotonic()
+        if now - self._last_cleanup < CLEANUP_EVERY:
+            return
+        self._last_cleanup = now
+        try:
+            self._call(
+                lambda conn: conn.execute(
+                    self._sql("DELETE FROM {claims} WHERE expires_at < now() - interval '1 hour'")
+                )
+            )
+        except StoreUnavailable as exc:
+            log.warning("could not delete expired claims, will try again: %s", exc)
+
+    def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
+        if not jobs:
+            return {}
+        rows = self._call(
+            lambda conn: conn.execute(
+                self._sql("SELECT job, scheduled_ms FROM {last_claimed} WHERE job = ANY(%s)"),
+                (list(jobs),),
+            ).fetchall()
+        )
+        return {job: EPOCH + ms * _ONE_MS for job, ms in rows}
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        return bool(
+            self._call(
+                lambda conn: conn.execute(self._sql(_TAKE), (key, owner, ttl_ms(ttl))).fetchall()
+            )
+        )
+
+    def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
+        statement = self._sql(
+            "UPDATE {claims} SET expires_at = now() + %s * interval '1 millisecond'"
+            " WHERE key = %s AND owner = %s AND expires_at > now()"
+        )
+        return (
+            self._call(lambda conn: conn.execute(statement, (ttl_ms(ttl), key, owner)).rowcount)
+            == 1
+        )
+
+    def release(self, key: str, owner: str) -> bool:
+        statement = self._sql(
+            "DELETE FROM {claims} WHERE key = %s AND owner = %s RETURNING expires_at > now()"
+        )
+        rows = self._call(lambda conn: conn.execute(statement, (key, owner)).fetchall())
+        return rows == [(True,)]
+
+    def record_many(self, records: Sequence[RunRecord]) -> None:
+        if not records:
+            return
+        statement = sql.SQL("INSERT INTO {runs} ({columns}) SELECT * FROM unnest({arrays})").format(
+            runs=self._names["runs"],
+            columns=sql.SQL(", ").join(map(sql.Identifier, RUN_COLUMNS)),
+            arrays=sql.SQL(", ").join(sql.SQL(f"%s::{kind}[]") for kind in _RUN_TYPES),
+        )
+        rows = [record_to_row(r, text_times=False) for r in records]
+        values = [list(column) for column in zip(*rows, strict=True)]
+        jobs = sorted({r.job for r in records})
+
+        def work(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(statement, values)
+            conn.execute(self._sql(_TRIM), (jobs, self._history_limit))
+
+        self._call(work)
+
+    def history(self, job: str, n: int = 20) -> list[RunRecord]:
+        columns = sql.SQL(", ").join(map(sql.Identifier, RUN_COLUMNS))
+        statement = sql.SQL(
+            "SELECT {columns} FROM {runs} WHERE job = %s ORDER BY id DESC LIMIT %s"
+        ).format(columns=columns, runs=self._names["runs"])
+        rows = self._call(lambda conn: conn.execute(statement, (job, n)).fetchall())
+        return [record_from_row(tuple(row)) for row in rows]
+
+    def heartbeat(self, replica: str, ttl: timedelta) -> None:
+        statement = self._sql(
+            "INSERT INTO {replicas} (id, expires_at) VALUES (%s, now() + %s * interval"
+            " '1 millisecond') ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+        )
+        self._call(lambda conn: conn.execute(statement, (replica, ttl_ms(ttl))))
+
+    def replicas(self) -> list[ReplicaInfo]:
+        statement = self._sql(
+            "SELECT id, expires_at FROM {replicas} WHERE expires_at > now() ORDER BY id"
+        )
+        rows = self._call(lambda conn: conn.execute(statement).fetchall())
+        return [ReplicaInfo(id=rid, expires_at=expires) for rid, expires in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._owned:
+                self._pool.close()
+            self._ready = False

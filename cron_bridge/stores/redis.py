@@ -1,0 +1,237 @@
+"""``RedisStore``: Redis, Valkey and Redis Cluster.
+
+A claim is one ``SET NX PX``; extending and releasing are owner-checked Lua scripts shipped
+beside this module. Every command and script touches a single key, so Redis Cluster works
+without hash tags. Batches go in one pipeline (one round trip per cluster node).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from importlib import resources
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.schedules import EPOCH
+from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, ttl_ms
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.cluster import RedisCluster
+    from redis.commands.core import Script
+    from redis.retry import Retry
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError('the Redis store needs redis-py: pip install "cron-bridge[redis]"') from exc
+
+__all__ = ["RedisStore"]
+
+T = TypeVar("T")
+_ONE_MS = timedelta(milliseconds=1)
+Client = redis.Redis | RedisCluster
+
+
+def _script(name: str) -> str:
+    return (resources.files("cron_bridge.stores") / "lua" / f"{name}.lua").read_text()
+
+
+class RedisStore(Store):
+    """A store in Redis, Valkey or Redis Cluster.
+
+    Args:
+        client_or_url: a ``redis://``, ``rediss://`` or ``redis+cluster://`` URL, or a
+            ``redis.Redis`` / ``redis.cluster.RedisCluster`` client, which stays open on
+            ``close()``.
+        prefix: put before every key, so services, environments or tenants share a server.
+        connect_timeout: seconds to connect, and to wait for any answer.
+        history_limit: run records kept per job.
+    """
+
+    def __init__(
+        self,
+        client_or_url: str | Client = "redis://localhost:6379/0",
+        *,
+        prefix: str = "cron_bridge:",
+        connect_timeout: float = 5.0,
+        history_limit: int = 1000,
+    ) -> None:
+        super().__init__()
+        self.prefix = prefix
+        self._timeout = connect_timeout
+        self._history_limit = history_limit
+        self._lock = threading.Lock()
+        self._scripts: dict[str, Script] = {}
+        if isinstance(client_or_url, str):
+            self._url = client_or_url
+            self._owned = True
+            self._client: Client | None = None
+            parts = urlsplit(client_or_url)
+            self._host = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
+            self._cluster = parts.scheme == "redis+cluster"
+        else:
+            self._client = client_or_url
+            self._owned = False
+            self._cluster = isinstance(client_or_url, RedisCluster)
+            self._host = _client_host(client_or_url)
+            self._url = f"{'redis+cluster' if self._cluster else 'redis'}://{self._host}"
+
+    @property
+    def url(self) -> str:
+        parts = urlsplit(self._url)
+        netloc = f"{parts.hostname or 'localhost'}" + (f":{parts.port}" if parts.port else "")
+        return parts._replace(netloc=netloc, query="").geturl()
+
+    def _connect(self) -> Client:
+        with self._lock:
+            if self._client is None:
+                # One try per call: the beat decides when to try again, and a call never
+                # takes longer than the timeout.
+                options: dict[str, Any] = {
+                    "socket_connect_timeout": self._timeout,
+                    "socket_timeout": self._timeout,
+                    "retry": Retry(NoBackoff(), 0),
+                    "decode_responses": True,
+                }
+                if self._cluster:
+                    url = "redis" + self._url.removeprefix("redis+cluster")
+                    self._client = RedisCluster.from_url(url, **options)
+                else:
+                    self._client = redis.Redis.from_url(self._url, **options)
+            return self._client
+
+    def _call(self, work: Callable[[Client], T], *, pipelines: int = 0, commands: int = 1) -> T:
+        """Run ``work`` and count its round trips: one per command, one per node per pipeline."""
+        try:
+            client = self._connect()
+            result = work(client)
+        except redis.RedisError as exc:
+            raise StoreUnavailable(f"redis: {exc}", host=self._host) from exc
+        cluster = isinstance(client, RedisCluster)
+        nodes = len(client.get_primaries()) if cluster else 1  # type: ignore[union-attr]
+        self.stats.add(pipelines * nodes + commands)
+        return result
+
+    def _run_script(self, client: Client, name: str, keys: list[str], args: list[Any]) -> Any:
+        script = self._scripts.get(name)
+        if script is None:
+            script = self._scripts[name] = client.register_script(_script(name))
+        return script(keys=keys, args=args, client=client)
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    def ping(self) -> None:
+        self._call(lambda client: client.ping())
+
+    def claim_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+    ) -> list[bool]:
+        if not occurrences:
+            return []
+        expiry = ttl_ms(ttl)
+        latest: dict[str, int] = {}
+        for occurrence in occurrences:
+            latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
+        advance = [value for item in sorted(latest.items()) for value in item]
+
+        def work(client: Client) -> list[bool]:
+            pipe = client.pipeline(transaction=False)
+            for occurrence in occurrences:
+                pipe.set(self._key(occurrence.claim_key), owner, nx=True, px=expiry)
+            won = [bool(answer) for answer in pipe.execute()]
+            self._run_script(client, "advance_last", [self._key("last")], advance)
+            return won
+
+        return self._call(work, pipelines=1, commands=1)
+
+    def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
+        if not jobs:
+            return {}
+        values = self._call(lambda client: client.hmget(self._key("last"), list(jobs)))
+        return {
+            job: EPOCH + int(ms) * _ONE_MS
+            for job, ms in zip(jobs, values, strict=True)
+            if ms is not None
+        }
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        return bool(
+            self._call(lambda client: client.set(self._key(key), owner, nx=True, px=ttl_ms(ttl)))
+        )
+
+    def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
+        return bool(
+            self._call(
+                lambda client: self._run_script(
+                    client, "extend", [self._key(key)], [owner, ttl_ms(ttl)]
+                )
+            )
+        )
+
+    def release(self, key: str, owner: str) -> bool:
+        return bool(
+            self._call(
+                lambda client: self._run_script(client, "release", [self._key(key)], [owner])
+            )
+        )
+
+    def record_many(self, records: Sequence[RunRecord]) -> None:
+        if not records:
+            return
+
+        def work(client: Client) -> None:
+            pipe = client.pipeline(transaction=False)
+            for record in records:
+                pipe.lpush(self._key(f"runs:{record.job}"), json.dumps(record.to_json()))
+            for job in sorted({record.job for record in records}):
+                pipe.ltrim(self._key(f"runs:{job}"), 0, self._history_limit - 1)
+            pipe.execute()
+
+        self._call(work, pipelines=1, commands=0)
+
+    def history(self, job: str, n: int = 20) -> list[RunRecord]:
+        if n <= 0:
+            return []
+        items = self._call(lambda client: client.lrange(self._key(f"runs:{job}"), 0, n - 1))
+        return [RunRecord.from_json(json.loads(item)) for item in items]
+
+    def heartbeat(self, replica: str, ttl: timedelta) -> None:
+        self._call(
+            lambda client: self._run_script(
+                client, "heartbeat", [self._key("replicas")], [replica, ttl_ms(ttl)]
+            )
+        )
+
+    def replicas(self) -> list[ReplicaInfo]:
+        flat = self._call(
+            lambda client: self._run_script(client, "replicas", [self._key("replicas")], [])
+        )
+        pairs = zip(flat[::2], flat[1::2], strict=True)
+        return [
+            ReplicaInfo(id=_text(replica), expires_at=EPOCH + int(float(ms)) * _ONE_MS)
+            for replica, ms in sorted(pairs)
+        ]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._owned and self._client is not None:
+                self._client.close()
+                self._client = None
+
+
+def _client_host(client: Client) -> str:
+    if isinstance(client, RedisCluster):
+        node = client.get_default_node()  # type: ignore[no-untyped-call]
+        return f"{node.host}:{node.port}" if node is not None else "redis-cluster"
+    kwargs = client.connection_pool.connection_kwargs
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+
+
+def _text(value: str | bytes) -> str:
+    # A borrowed client may not decode responses.
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,49 @@
+"""Run records as table rows, shared by the SQL stores."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from cron_bridge.stores.base import RunRecord
+
+__all__ = ["RUN_COLUMNS", "record_from_row", "record_to_row"]
+
+RUN_COLUMNS = (
+    "job",
+    "occurrence_id",
+    "outcome",
+    "reason",
+    "trigger",
+    "attempt",
+    "replica",
+    "started_at",
+    "duration_ms",
+    "error",
+)
+
+
+def record_to_row(record: RunRecord, *, text_times: bool = True) -> tuple[Any, ...]:
+    """The record as values in ``RUN_COLUMNS`` order; times as ISO text unless told not to."""
+    started: Any = record.started_at.isoformat() if text_times else record.started_at
+    return (
+        record.job,
+        record.occurrence_id,
+        record.outcome,
+        record.reason,
+        record.trigger,
+        record.attempt,
+        record.replica,
+        started,
+        record.duration_ms,
+        record.error,
+    )
+
+
+def record_from_row(row: tuple[Any, ...]) -> RunRecord:
+    """The record a row in ``RUN_COLUMNS`` order holds."""
+    values = dict(zip(RUN_COLUMNS, row, strict=True))
+    started = values["started_at"]
+    if not isinstance(started, datetime):
+        values["started_at"] = datetime.fromisoformat(started)
+    return RunRecord(**values)

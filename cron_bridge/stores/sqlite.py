@@ -1,0 +1,251 @@
+"""``SQLiteStore``: one file shared by the processes of one host.
+
+WAL lets readers go on while one writer holds the file; every claim batch is one
+``BEGIN IMMEDIATE`` transaction, so two processes never both win a key. Expiry reads this
+host's clock, which every process on the host shares.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TypeVar
+
+from cron_bridge.clock import Clock, SystemClock
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.schedules import EPOCH
+from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, ttl_ms
+from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
+
+__all__ = ["SQLiteStore"]
+
+T = TypeVar("T")
+_ONE_MS = timedelta(milliseconds=1)
+
+SCHEMA_VERSION = 1
+_DDL = f"""
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS last_claimed (job TEXT PRIMARY KEY, scheduled_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, occurrence_id TEXT NOT NULL,
+    outcome TEXT NOT NULL, reason TEXT, trigger TEXT NOT NULL, attempt INTEGER NOT NULL,
+    replica TEXT NOT NULL, started_at TEXT NOT NULL, duration_ms REAL, error TEXT);
+CREATE INDEX IF NOT EXISTS runs_job_id ON runs (job, id);
+CREATE TABLE IF NOT EXISTS replicas (id TEXT PRIMARY KEY, expires_ms INTEGER NOT NULL);
+"""
+
+_TAKE = """
+INSERT INTO claims (key, owner, expires_ms) VALUES (?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_ms = excluded.expires_ms
+WHERE claims.expires_ms <= ?
+RETURNING key
+"""
+
+
+class SQLiteStore(Store):
+    """A store in one SQLite file.
+
+    Args:
+        path: the database file (created with its tables when missing).
+        clock: where expiry reads the time.
+        connect_timeout: seconds a writer waits for the file lock before giving up.
+        history_limit: run records kept per job.
+    """
+
+    distributed = False
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock | None = None,
+        connect_timeout: float = 5.0,
+        history_limit: int = 1000,
+    ) -> None:
+        super().__init__()
+        self.path = str(path)
+        self._clock = clock or SystemClock()
+        self._timeout = connect_timeout
+        self._history_limit = history_limit
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    def _now_ms(self) -> int:
+        return (self._clock.now() - EPOCH) // _ONE_MS
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            conn = sqlite3.connect(
+                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+            conn.executescript(_DDL)
+            self._conn = conn
+        return self._conn
+
+    @contextmanager
+    def _transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                conn = self._connect()
+                self.stats.add()
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                raise StoreUnavailable(f"sqlite: {exc}", host=self.path) from exc
+
+    def _run(self, work: Callable[[sqlite3.Connection], T], *, write: bool = True) -> T:
+        with self._transaction(write=write) as conn:
+            return work(conn)
+
+    def ping(self) -> None:
+        self._run(lambda conn: conn.execute("SELECT 1").fetchone(), write=False)
+
+    def claim_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+    ) -> list[bool]:
+        now = self._now_ms()
+        expires = now + ttl_ms(ttl)
+        keys = list(dict.fromkeys(o.claim_key for o in occurrences))
+        latest: dict[str, int] = {}
+        for occurrence in occurrences:
+            latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
+
+        def work(conn: sqlite3.Connection) -> set[str]:
+            won = {
+                row[0]
+                for key in keys
+                for row in conn.execute(_TAKE, (key, owner, expires, now)).fetchall()
+            }
+            conn.executemany(
+                "INSERT INTO last_claimed VALUES (?, ?) ON CONFLICT (job) DO UPDATE"
+                " SET scheduled_ms = max(scheduled_ms, excluded.scheduled_ms)",
+                sorted(latest.items()),
+            )
+            return won
+
+        won = self._run(work)
+        # A key listed twice in one call is won once: by its first mention.
+        first: set[str] = set()
+        answers = []
+        for occurrence in occurrences:
+            key = occurrence.claim_key
+            answers.append(key in won and key not in first)
+            first.add(key)
+        return answers
+
+    def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
+        def work(conn: sqlite3.Connection) -> dict[str, datetime]:
+            marks = ",".join("?" * len(jobs))
+            rows = conn.execute(
+                f"SELECT job, scheduled_ms FROM last_claimed WHERE job IN ({marks})", list(jobs)
+            ).fetchall()
+            return {job: EPOCH + ms * _ONE_MS for job, ms in rows}
+
+        return self._run(work, write=False) if jobs else {}
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        now = self._now_ms()
+        return self._run(
+            lambda conn: bool(conn.execute(_TAKE, (key, owner, now + ttl_ms(ttl), now)).fetchall())
+        )
+
+    def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
+        now = self._now_ms()
+        return self._run(
+            lambda conn: (
+                conn.execute(
+                    "UPDATE claims SET expires_ms = ?"
+                    " WHERE key = ? AND owner = ? AND expires_ms > ?",
+                    (now + ttl_ms(ttl), key, owner, now),
+                ).rowcount
+                == 1
+            )
+        )
+
+    def release(self, key: str, owner: str) -> bool:
+        now = self._now_ms()
+        return self._run(
+            lambda conn: (
+                conn.execute(
+                    "DELETE FROM claims WHERE key = ? AND owner = ? RETURNING expires_ms > ?",
+                    (key, owner, now),
+                ).fetchall()
+                == [(1,)]
+            )
+        )
+
+    def record_many(self, records: Sequence[RunRecord]) -> None:
+        if not records:
+            return
+        columns = ", ".join(RUN_COLUMNS)
+        marks = ", ".join("?" * len(RUN_COLUMNS))
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                f"INSERT INTO runs ({columns}) VALUES ({marks})",
+                [record_to_row(r) for r in records],
+            )
+            for job in sorted({r.job for r in records}):
+                conn.execute(
+                    "DELETE FROM runs WHERE job = ? AND id <= (SELECT id FROM runs WHERE job = ?"
+                    " ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                    (job, job, self._history_limit),
+                )
+
+        self._run(work)
+
+    def history(self, job: str, n: int = 20) -> list[RunRecord]:
+        rows = self._run(
+            lambda conn: conn.execute(
+                f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE job = ? ORDER BY id DESC LIMIT ?",
+                (job, n),
+            ).fetchall(),
+            write=False,
+        )
+        return [record_from_row(row) for row in rows]
+
+    def heartbeat(self, replica: str, ttl: timedelta) -> None:
+        expires = self._now_ms() + ttl_ms(ttl)
+        self._run(
+            lambda conn: conn.execute(
+                "INSERT INTO replicas VALUES (?, ?) ON CONFLICT (id) DO UPDATE"
+                " SET expires_ms = excluded.expires_ms",
+                (replica, expires),
+            )
+        )
+
+    def replicas(self) -> list[ReplicaInfo]:
+        now = self._now_ms()
+        rows = self._run(
+            lambda conn: conn.execute(
+                "SELECT id, expires_ms FROM replicas WHERE expires_ms > ? ORDER BY id", (now,)
+            ).fetchall(),
+            write=False,
+        )
+        return [ReplicaInfo(id=rid, expires_at=EPOCH + ms * _ONE_MS) for rid, ms in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

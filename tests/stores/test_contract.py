@@ -1,0 +1,193 @@
+"""The store contract, run against every store: memory, sqlite, redis, redis-cluster, postgres."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cron_bridge.jobs import Occurrence, lock_key
+from cron_bridge.stores import RunRecord, Store, store_from_url
+from tests.conftest import StoreKit
+
+T0 = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+
+
+def occ(job: str = "billing.close-day", at: datetime = T0) -> Occurrence:
+    return Occurrence(job=job, scheduled_at=at)
+
+
+def run(job: str, n: int, outcome: Any = "completed") -> RunRecord:
+    scheduled = T0 + timedelta(minutes=n)
+    return RunRecord(
+        job=job,
+        occurrence_id=occ(job, scheduled).id,
+        outcome=outcome,
+        trigger="schedule",
+        replica=f"replica-{n}",
+        started_at=scheduled,
+        duration_ms=1.5,
+    )
+
+
+def test_sixteen_threads_race_for_one_occurrence_and_exactly_one_wins(kit: StoreKit) -> None:
+    """Of 16 threads claiming one occurrence at once, exactly one is told it won."""
+    stores = [kit.open() for _ in range(16)] if kit.kind != "memory" else [kit.open()] * 16
+    barrier = threading.Barrier(16)
+    results: list[bool] = []
+    lock = threading.Lock()
+
+    def contend(index: int) -> None:
+        barrier.wait()
+        won = stores[index].claim(occ(), f"thread-{index}")
+        with lock:
+            results.append(won)
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(results) == 16
+    assert results.count(True) == 1
+
+
+def _claim_in_child(url: str, owner: str, start: Any, answers: Any) -> None:
+    store = store_from_url(url)
+    try:
+        store.ping()
+        start.wait(30)
+        answers.put((owner, store.claim(occ(), owner)))
+    except Exception as exc:
+        answers.put((owner, repr(exc)))
+    finally:
+        store.close()
+
+
+def test_four_processes_race_for_one_occurrence_and_exactly_one_wins(shared_kit: StoreKit) -> None:
+    """Four processes opening the store from its URL: exactly one wins the claim."""
+    shared_kit.open().ping()  # create tables before the race, as a running cluster has them
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    answers = context.Queue()
+    children = [
+        context.Process(target=_claim_in_child, args=(shared_kit.url, f"proc-{i}", start, answers))
+        for i in range(4)
+    ]
+    for child in children:
+        child.start()
+    time.sleep(0.5)
+    start.set()
+    results = dict(answers.get(timeout=60) for _ in children)
+    for child in children:
+        child.join(30)
+    assert all(isinstance(value, bool) for value in results.values()), results
+    assert list(results.values()).count(True) == 1, results
+
+
+def test_claiming_ten_thousand_occurrences_in_one_call_takes_a_few_round_trips(
+    store: Store,
+) -> None:
+    """A batch of 10,000 claims gets the right winners back in at most 5 round trips."""
+    batch = [occ(f"job-{i:05d}") for i in range(10_000)]
+    taken = batch[::100]  # another replica got these 100 first
+    assert all(store.claim_many(taken, "other"))
+    before = store.stats.round_trips
+    won = store.claim_many(batch, "me")
+    trips = store.stats.round_trips - before
+    assert trips <= 5, trips
+    assert won == [i % 100 != 0 for i in range(10_000)]
+    assert not any(store.claim_many(batch[:50], "late"))
+
+
+def test_a_claim_advances_the_last_claimed_occurrence_and_never_moves_it_back(
+    store: Store,
+) -> None:
+    """Every claim attempt moves the job's last claimed occurrence forward only."""
+    assert store.last_claimed(["a", "b"]) == {}
+    store.claim_many([occ("a", T0), occ("a", T0 + timedelta(minutes=5)), occ("b", T0)], "r1")
+    store.claim(occ("a", T0 + timedelta(minutes=1)), "r2")  # older than the last: no move
+    assert store.last_claimed(["a", "b", "c"]) == {"a": T0 + timedelta(minutes=5), "b": T0}
+    store.claim(occ("b", T0 + timedelta(hours=1)), "r2")  # lost or won, it moves forward
+    assert store.last_claimed(["b"]) == {"b": T0 + timedelta(hours=1)}
+
+
+def test_a_lock_is_extended_and_released_only_by_its_owner(store: Store) -> None:
+    """Non-owners can neither extend nor release a held lock; the owner can do both."""
+    key = lock_key("billing.close-day")
+    ttl = timedelta(seconds=30)
+    assert store.acquire(key, "owner", ttl)
+    assert not store.acquire(key, "other", ttl)
+    assert not store.acquire(key, "owner", ttl)  # a holder extends, it does not re-acquire
+    assert not store.extend(key, "other", ttl)
+    assert not store.release(key, "other")
+    assert store.extend(key, "owner", ttl)
+    assert store.release(key, "owner")
+    assert not store.release(key, "owner")
+    assert store.acquire(key, "other", ttl)
+
+
+def test_an_expired_lock_can_be_taken_over_and_its_old_owner_cannot_touch_it(
+    store: Store,
+) -> None:
+    """After its lifetime a lock goes to the next taker; the old owner's extend fails."""
+    key = lock_key("nightly")
+    assert store.acquire(key, "first", timedelta(milliseconds=200))
+    time.sleep(0.5)
+    assert not store.extend(key, "first", timedelta(seconds=30))
+    assert store.acquire(key, "second", timedelta(seconds=30))
+    assert not store.release(key, "first")
+    assert store.extend(key, "second", timedelta(seconds=30))
+
+
+def test_an_expired_claim_can_be_claimed_again(store: Store) -> None:
+    """Claims expire after their lifetime (48 h in production, shorter here)."""
+    assert store.claim(occ(), "first", ttl=timedelta(milliseconds=200))
+    assert not store.claim(occ(), "second", ttl=timedelta(milliseconds=200))
+    time.sleep(0.5)
+    assert store.claim(occ(), "second")
+
+
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster", "postgres", "sqlite", "memory"])
+def test_two_namespaces_on_one_server_see_nothing_of_each_other(
+    kit_factory: Any, kind: str
+) -> None:
+    """Two prefixes (or schemas, files) on one server: claims, locks and records stay apart."""
+    one, two = kit_factory(kind).open(), kit_factory(kind).open()
+    assert one.claim(occ(), "a")
+    assert two.claim(occ(), "b")
+    assert one.acquire(lock_key("x"), "a", timedelta(seconds=30))
+    assert two.acquire(lock_key("x"), "b", timedelta(seconds=30))
+    one.record(run("x", 1))
+    assert two.history("x") == []
+    assert two.last_claimed([occ().job]) == {occ().job: T0}
+    one.heartbeat("replica-a", timedelta(seconds=30))
+    assert [r.id for r in two.replicas()] == []
+
+
+def test_history_is_newest_first_and_capped(kit: StoreKit) -> None:
+    """Run records come back newest first, at most n, and each job keeps its newest 5."""
+    store = kit.open(history_limit=5)
+    store.record_many([run("a", i) for i in range(4)])
+    store.record_many([run("a", i) for i in range(4, 8)] + [run("b", 0, "failed")])
+    history = store.history("a", 100)
+    assert [r.replica for r in history] == [f"replica-{i}" for i in (7, 6, 5, 4, 3)]
+    assert history[0] == run("a", 7)
+    assert [r.replica for r in store.history("a", 2)] == ["replica-7", "replica-6"]
+    assert [r.outcome for r in store.history("b")] == ["failed"]
+    assert store.history("nobody") == []
+
+
+def test_heartbeats_list_live_replicas_until_they_expire(store: Store) -> None:
+    """A replica is listed while its heartbeat lasts and not after."""
+    store.heartbeat("beat-1", timedelta(seconds=30))
+    store.heartbeat("beat-2", timedelta(milliseconds=200))
+    assert [r.id for r in store.replicas()] == ["beat-1", "beat-2"]
+    time.sleep(0.5)
+    live = store.replicas()
+    assert [r.id for r in live] == ["beat-1"]
+    assert live[0].expires_at > datetime.now(UTC)
