@@ -126,22 +126,23 @@ def cluster_task(
     jobs = default_registry if registry is None else registry
 
     def decorate(obj: T) -> T:
-        origin = _origin(obj)
         if target == "inline":
-            job_name = name or origin.replace(":", ".")
+            origin = _origin(obj)
+            job_name = origin.replace(":", ".") if name is None else name
             job = declare(
                 job_name, target="inline", handler=_callable(obj, job_name), queue=queue, **options
             )
             jobs.add(job, origin=origin)
             return obj
+        shown = name or getattr(obj, "__name__", None) or type(obj).__name__
         if target != "queue":
             raise ConfigError(
-                'expected "queue" or "inline"', job=name or origin, option="target", value=target
+                'expected "queue" or "inline"', job=shown, option="target", value=target
             )
-        adapter = find_adapter(obj, queue, job=name or origin)
+        adapter = find_adapter(obj, queue, job=shown)
         ref = adapter.describe(obj, queue)
         job = declare(
-            name or ref.name,
+            ref.name if name is None else name,
             target="queue",
             queue=ref.queue,
             adapter=adapter.name,
@@ -149,17 +150,17 @@ def cluster_task(
             **options,
         )
         wrapped: T = adapter.wrap(obj, job)
-        jobs.add(replace(job, handler=_callable(wrapped, job.name)), origin=origin)
+        jobs.add(
+            replace(job, handler=_callable(wrapped, job.name)), origin=f"{adapter.name}:{ref.task}"
+        )
         return wrapped
 
     return decorate
 
 
 def _origin(obj: object) -> str:
-    module = getattr(obj, "__module__", None) or type(obj).__module__
-    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
-    if qualname is None:
-        qualname = type(obj).__qualname__
+    module = getattr(obj, "__module__", None) or "?"
+    qualname = getattr(obj, "__qualname__", None) or type(obj).__qualname__
     return f"{module}:{qualname}"
 
 

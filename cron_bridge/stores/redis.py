@@ -25,6 +25,7 @@ try:
     from redis.backoff import NoBackoff
     from redis.cluster import RedisCluster
     from redis.commands.core import Script
+    from redis.exceptions import RedisClusterException
     from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError('the Redis store needs redis-py: pip install "cron-bridge[redis]"') from exc
@@ -34,6 +35,8 @@ __all__ = ["RedisStore"]
 T = TypeVar("T")
 _ONE_MS = timedelta(milliseconds=1)
 Client = redis.Redis | RedisCluster
+# redis-py raises RedisClusterException, outside RedisError, when no cluster node answers.
+_REDIS_ERRORS = (redis.RedisError, RedisClusterException)
 
 
 def _script(name: str) -> str:
@@ -109,7 +112,7 @@ class RedisStore(Store):
         try:
             client = self._connect()
             result = work(client)
-        except redis.RedisError as exc:
+        except _REDIS_ERRORS as exc:
             raise StoreUnavailable(f"redis: {exc}", host=self._host) from exc
         cluster = isinstance(client, RedisCluster)
         nodes = len(client.get_primaries()) if cluster else 1  # type: ignore[union-attr]

@@ -22,9 +22,9 @@ class CeleryAdapter:
         return isinstance(obj, Task | Proxy) and hasattr(obj, "name")
 
     def describe(self, obj: object, queue: object | None) -> TaskRef:
+        # Without queue= the app's own routing (task_routes) picks the queue when it is sent.
         task: Any = obj
-        own_queue = getattr(task, "queue", None)
-        return TaskRef(task=task.name, name=task.name, queue=_queue_name(queue) or own_queue)
+        return TaskRef(task=task.name, name=task.name, queue=_queue_name(queue))
 
     def wrap(self, obj: Any, job: Job) -> Any:
         # The worker-side guard around the task body comes with the queue-target work; until

@@ -1,0 +1,106 @@
+"""PostgreSQL specifics: server-side expiry, tables owned by migrations, old claims cleaned up."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from cron_bridge import StoreUnavailable
+from cron_bridge.jobs import Occurrence, lock_key
+from cron_bridge.stores import store_from_url
+from cron_bridge.stores.postgres import PostgresStore
+from tests.servers import PostgresServer
+
+
+def _seconds_left(url: str, schema: str, key: str) -> float:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            f'SELECT extract(epoch FROM expires_at - now()) FROM "{schema}".cron_bridge_claims'
+            " WHERE key = %s",
+            (key,),
+        ).fetchone()
+    assert row is not None
+    return float(row[0])
+
+
+def test_expiry_holds_when_the_client_clock_is_an_hour_off(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Locks expire by the database's now(): a client an hour ahead or behind changes nothing."""
+    schema = "clock_skew"
+    url = f"{postgres_server.url}?schema={schema}"
+    real_time = time.time
+    ahead, behind = store_from_url(url), store_from_url(url)
+    key = lock_key("settle")
+
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)
+    assert ahead.acquire(key, "ahead", timedelta(seconds=30))
+    assert 25 < _seconds_left(postgres_server.url, schema, key) <= 30
+
+    monkeypatch.setattr(time, "time", lambda: real_time() - 3600)
+    assert not behind.acquire(key, "behind", timedelta(seconds=30))  # not "expired an hour ago"
+    assert not behind.extend(key, "behind", timedelta(seconds=30))
+    assert ahead.extend(key, "ahead", timedelta(seconds=1))
+    time.sleep(1.5)
+    assert behind.acquire(key, "behind", timedelta(seconds=30))  # expired by the server's clock
+    ahead.close()
+    behind.close()
+
+
+def test_create_tables_false_uses_tables_made_from_the_documented_ddl(
+    postgres_server: PostgresServer,
+) -> None:
+    """Teams whose migrations own the schema run ``ddl()`` themselves; the store creates nothing."""
+    url = f"{postgres_server.url}?schema=migrated&table_prefix=cb_&create_tables=false"
+    store = store_from_url(url)
+    assert isinstance(store, PostgresStore)
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        store.claim(Occurrence(job="a", scheduled_at=datetime.now(UTC)), "me")
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute(store.ddl())
+    assert store.claim(Occurrence(job="a", scheduled_at=datetime.now(UTC)), "me")
+    assert '"migrated"."cb_claims"' in store.ddl()
+    store.close()
+
+
+def test_claims_expired_over_an_hour_ago_are_deleted(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The periodic clean-up removes long-expired claims and keeps live ones."""
+    schema = "cleanup"
+    store: Any = store_from_url(f"{postgres_server.url}?schema={schema}")
+    old = Occurrence(job="a", scheduled_at=datetime(2026, 1, 1, tzinfo=UTC))
+    live = Occurrence(job="a", scheduled_at=datetime(2026, 1, 2, tzinfo=UTC))
+    assert store.claim(old, "me", ttl=timedelta(milliseconds=1))
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE {schema}.cron_bridge_claims SET expires_at = now() - interval '2 hours'"
+        )
+    monkeypatch.setattr(store, "_last_cleanup", 0.0)
+    monkeypatch.setattr("cron_bridge.stores.postgres.CLEANUP_EVERY", 0.0)
+    assert store.claim(live, "me")
+    with psycopg.connect(postgres_server.url) as conn:
+        keys = [r[0] for r in conn.execute(f"SELECT key FROM {schema}.cron_bridge_claims")]
+    assert keys == [live.claim_key]
+    store.close()
+
+
+def test_a_borrowed_pool_is_not_closed(postgres_server: PostgresServer) -> None:
+    """A pool passed in stays open after the store closes."""
+    from psycopg_pool import ConnectionPool
+
+    pool: ConnectionPool[Any] = ConnectionPool(
+        postgres_server.url, min_size=1, max_size=2, open=True, kwargs={"autocommit": True}
+    )
+    store = PostgresStore(pool, schema="borrowed")
+    store.ping()
+    store.close()
+    with pool.connection() as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    pool.close()
+    with pytest.raises(StoreUnavailable):
+        PostgresStore(pool, schema="borrowed").ping()

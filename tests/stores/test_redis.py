@@ -1,0 +1,37 @@
+"""Redis specifics: keys under the prefix, single-key commands, borrowed clients left open."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import redis
+
+from cron_bridge.jobs import Occurrence, lock_key
+from cron_bridge.stores.redis import RedisStore
+from tests.servers import RedisServer
+
+
+def test_keys_follow_the_documented_formats_under_the_prefix(redis_server: RedisServer) -> None:
+    """occ:<job>:<epoch ms> and active:<job>, each under the prefix, with their lifetimes."""
+    client = redis.Redis(port=redis_server.port, decode_responses=True)
+    store = RedisStore(client, prefix="keys-test:")
+    at = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+    assert store.claim(Occurrence(job="billing.close-day", scheduled_at=at), "beat-1")
+    assert store.acquire(lock_key("billing.close-day"), "worker-1", timedelta(seconds=30))
+    claim_key = "keys-test:occ:billing.close-day:1767232800000"
+    assert client.get(claim_key) == "beat-1"
+    assert 47 * 3600 < client.ttl(claim_key) <= 48 * 3600
+    assert client.get("keys-test:active:billing.close-day") == "worker-1"
+    assert 0 < client.pttl("keys-test:active:billing.close-day") <= 30_000
+
+
+def test_a_borrowed_client_is_not_closed(redis_server: RedisServer) -> None:
+    """A client passed in keeps working after the store closes."""
+    client = redis.Redis(port=redis_server.port)
+    store = RedisStore(client, prefix="borrowed:")
+    store.ping()
+    store.heartbeat("beat-1", timedelta(seconds=5))
+    assert [r.id for r in store.replicas()] == ["beat-1"]  # bytes answers are decoded too
+    store.close()
+    assert client.ping()
+    client.close()

@@ -1,0 +1,82 @@
+"""Choosing a store by URL, and what an unreachable server does: fail fast, name the host."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cron_bridge import ConfigError, StoreUnavailable
+from cron_bridge.stores import MemoryStore, SQLiteStore, store_from_url
+from cron_bridge.stores.postgres import PostgresStore
+from cron_bridge.stores.redis import RedisStore
+from tests.servers import free_port, silent_listener
+
+
+def test_each_scheme_builds_its_store_with_its_options(tmp_path: Path) -> None:
+    """The scheme picks the store and query parameters become its options."""
+    redis_store = store_from_url("redis://127.0.0.1:6379/0?prefix=billing:cron:&connect_timeout=2")
+    assert isinstance(redis_store, RedisStore)
+    assert redis_store.prefix == "billing:cron:"
+    assert redis_store.url == "redis://127.0.0.1:6379/0"
+    pg = store_from_url("postgresql://app:secret@db.internal/ops?schema=ops&create_tables=false")
+    assert isinstance(pg, PostgresStore)
+    assert (pg.schema, pg.table_prefix) == ("ops", "cron_bridge_")
+    assert "secret" not in pg.url
+    sqlite = store_from_url(f"sqlite:///{tmp_path}/x.db")
+    assert isinstance(sqlite, SQLiteStore)
+    assert sqlite.path == f"{tmp_path}/x.db"
+    assert isinstance(store_from_url("memory://"), MemoryStore)
+
+
+@pytest.mark.parametrize(
+    ("url", "option"),
+    [
+        ("mysql://localhost/db", "store"),
+        ("http://localhost", "store"),
+        ("redis://localhost:6379/0?prefixx=a:", "prefixx"),
+        ("postgresql://localhost/db?schema=ops&create_tables=maybe", "create_tables"),
+        ("sqlite://", "store"),
+        ("memory://?history_limit=lots", "history_limit"),
+    ],
+)
+def test_an_unknown_scheme_or_option_is_a_config_error(url: str, option: str) -> None:
+    """Bad URLs fail when the store is built, naming the option."""
+    with pytest.raises(ConfigError) as caught:
+        store_from_url(url)
+    assert caught.value.option == option
+
+
+@pytest.mark.parametrize("scheme", ["redis", "redis+cluster", "postgresql"])
+def test_a_refused_connection_raises_store_unavailable_naming_the_host(scheme: str) -> None:
+    """Nobody listening: StoreUnavailable with host:port, at once."""
+    port = free_port()
+    store = store_from_url(f"{scheme}://127.0.0.1:{port}/0?connect_timeout=2")
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable) as caught:
+        store.ping()
+    assert f"127.0.0.1:{port}" in str(caught.value)
+    assert caught.value.host == f"127.0.0.1:{port}"
+    assert time.monotonic() - started < 2 + 5  # within the connect timeout, never a hang
+
+
+@pytest.mark.parametrize("scheme", ["redis", "redis+cluster", "postgresql"])
+def test_a_server_that_never_answers_raises_within_the_timeout(scheme: str) -> None:
+    """A port that accepts and then says nothing: StoreUnavailable after the timeout, no hang."""
+    with silent_listener() as port:
+        store = store_from_url(f"{scheme}://127.0.0.1:{port}/0?connect_timeout=1")
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable) as caught:
+            store.ping()
+        elapsed = time.monotonic() - started
+    assert caught.value.host == f"127.0.0.1:{port}"
+    assert elapsed < 1 + 5, elapsed
+
+
+def test_an_unwritable_sqlite_path_raises_store_unavailable(tmp_path: Path) -> None:
+    """A file SQLite cannot open is a StoreUnavailable naming the path."""
+    store = store_from_url(f"sqlite:///{tmp_path}/missing-dir/x.db")
+    with pytest.raises(StoreUnavailable) as caught:
+        store.ping()
+    assert caught.value.host == f"{tmp_path}/missing-dir/x.db"

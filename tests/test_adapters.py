@@ -1,0 +1,86 @@
+"""The adapter seam: adapters are found through entry points and name the tasks they accept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dramatiq
+import pytest
+from celery import Celery
+from dramatiq.brokers.stub import StubBroker
+from redis import Redis
+from rq import Queue
+
+from cron_bridge import ConfigError, Registry, cluster_task
+from cron_bridge.adapters import ENTRY_POINT_GROUP, get_adapter, installed_adapters
+
+
+def report(ctx: Any) -> None:
+    """A module-level function RQ can import by dotted path."""
+
+
+def test_the_three_adapters_are_discovered_through_entry_points() -> None:
+    """Installing an adapter distribution is all it takes for the core to find it."""
+    names = {adapter.name for adapter in installed_adapters()}
+    assert {"celery", "rq", "dramatiq"} <= names, ENTRY_POINT_GROUP
+    assert type(get_adapter("celery")).__module__.startswith("cron_bridge_celery")
+
+
+def test_a_celery_task_becomes_a_queue_job_named_after_the_task() -> None:
+    """``@cluster_task`` over ``@app.task`` takes the task's name, and ``queue=`` overrides."""
+    app = Celery("tests", set_as_current=False)
+    registry = Registry()
+
+    @cluster_task(cron="0 3 * * *", tz="Europe/Warsaw", queue="billing", registry=registry)
+    @app.task(name="billing.close_day")
+    def close_day(ctx: Any) -> None:
+        pass
+
+    job = registry.get("billing.close_day")
+    assert job is not None
+    assert (job.adapter, job.task, job.queue, job.target) == (
+        "celery", "billing.close_day", "billing", "queue",
+    )  # fmt: skip
+
+
+def test_a_dramatiq_actor_becomes_a_queue_job() -> None:
+    """``@cluster_task`` over an actor takes the actor name and queue name."""
+    registry = Registry()
+
+    def sync(ctx: Any) -> None:
+        pass
+
+    actor = dramatiq.actor(sync, broker=StubBroker(), actor_name="sync_accounts", queue_name="ops")
+    cluster_task(every="5m", registry=registry)(actor)
+    job = registry.get("sync_accounts")
+    assert job is not None
+    assert (job.adapter, job.task, job.queue) == ("dramatiq", "sync_accounts", "ops")
+
+
+def test_a_plain_function_with_an_rq_queue_is_named_by_its_dotted_path() -> None:
+    """RQ jobs are enqueued by dotted path, so that is their task and default name."""
+    registry = Registry()
+    cluster_task(every="5m", queue=Queue("reports", connection=Redis()), registry=registry)(report)
+    job = registry.get("tests.test_adapters.report")
+    assert job is not None
+    assert (job.adapter, job.task, job.queue) == ("rq", "tests.test_adapters.report", "reports")
+
+
+def test_an_rq_function_that_cannot_be_imported_is_refused() -> None:
+    """A closure has no dotted path a worker could import."""
+
+    def closure(ctx: Any) -> None:
+        pass
+
+    with pytest.raises(ConfigError, match="dotted path"):
+        cluster_task(every="5m", queue="default", registry=Registry())(closure)
+
+
+def test_an_object_no_adapter_accepts_lists_the_installed_adapters() -> None:
+    """A plain function without ``queue=`` or ``target="inline"`` is refused with a way out."""
+    with pytest.raises(ConfigError) as caught:
+        cluster_task(every="5m", name="lost", registry=Registry())(report)
+    message = str(caught.value)
+    assert "celery, dramatiq, rq" in message
+    assert 'target="inline"' in message
+    assert caught.value.job == "lost"

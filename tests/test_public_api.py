@@ -1,0 +1,24 @@
+"""The public face: what ``cron_bridge`` exports is what ``__all__`` says."""
+
+from __future__ import annotations
+
+import cron_bridge
+import cron_bridge.stores
+
+
+def test_all_lists_exactly_the_public_names() -> None:
+    """Every public attribute is in ``__all__`` and every name in it exists."""
+    for module in (cron_bridge, cron_bridge.stores):
+        public = {
+            name
+            for name in vars(module)
+            if not name.startswith("_") and not isinstance(getattr(module, name), type(cron_bridge))
+        }
+        assert set(module.__all__) == public - {"annotations"}, module.__name__
+
+
+def test_the_error_hierarchy_has_one_root() -> None:
+    """Every error cron-bridge raises on purpose is a CronBridgeError."""
+    for error in (cron_bridge.ConfigError, cron_bridge.StoreUnavailable, cron_bridge.Aborted):
+        assert issubclass(error, cron_bridge.CronBridgeError)
+    assert issubclass(cron_bridge.ConfigError, ValueError)

@@ -1,0 +1,268 @@
+"""Schedules: cron fields, our DST rules in Warsaw and New York, intervals anchored to the epoch."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from croniter import croniter
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cron_bridge import ConfigError, Cron, Every
+from cron_bridge.schedules import parse_duration
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def fire_times(expr: str, tz: str, start: str, end: str) -> list[str]:
+    """Occurrences between two UTC times, shown as local ISO times with their offsets."""
+    zone = ZoneInfo(tz)
+    return [
+        t.astimezone(zone).isoformat(timespec="minutes")
+        for t in Cron(expr, tz=tz).occurrences(utc(start), utc(end))
+    ]
+
+
+DST_TABLE = [
+    pytest.param(
+        "30 2 * * *", "Europe/Warsaw", "2026-03-27T12:00", "2026-03-30T12:00",
+        ["2026-03-28T02:30+01:00", "2026-03-29T03:00+02:00", "2026-03-30T02:30+02:00"],
+        id="warsaw-spring-fixed-hour-fires-at-the-end-of-the-gap",
+    ),
+    pytest.param(
+        "30 2 * * *", "Europe/Warsaw", "2026-10-23T12:00", "2026-10-26T12:00",
+        ["2026-10-24T02:30+02:00", "2026-10-25T02:30+02:00", "2026-10-26T02:30+01:00"],
+        id="warsaw-fall-fixed-hour-fires-once-in-the-first-pass",
+    ),
+    pytest.param(
+        "0 * * * *", "Europe/Warsaw", "2026-10-24T22:30", "2026-10-25T02:30",
+        ["2026-10-25T01:00+02:00", "2026-10-25T02:00+02:00", "2026-10-25T02:00+01:00",
+         "2026-10-25T03:00+01:00"],
+        id="warsaw-fall-hourly-fires-in-both-passes",
+    ),
+    pytest.param(
+        "0 */1 * * *", "Europe/Warsaw", "2026-10-24T23:30", "2026-10-25T01:30",
+        ["2026-10-25T02:00+02:00", "2026-10-25T02:00+01:00"],
+        id="warsaw-fall-step-over-every-hour-counts-as-wildcard",
+    ),
+    pytest.param(
+        "0 1-3 * * *", "Europe/Warsaw", "2026-10-24T22:30", "2026-10-25T03:30",
+        ["2026-10-25T01:00+02:00", "2026-10-25T02:00+02:00", "2026-10-25T03:00+01:00"],
+        id="warsaw-fall-hour-range-is-a-fixed-hour",
+    ),
+    pytest.param(
+        "0 * * * *", "Europe/Warsaw", "2026-03-28T23:30", "2026-03-29T02:30",
+        ["2026-03-29T01:00+01:00", "2026-03-29T03:00+02:00", "2026-03-29T04:00+02:00"],
+        id="warsaw-spring-hourly-skips-the-missing-hour-once",
+    ),
+    pytest.param(
+        "*/20 2 * * *", "Europe/Warsaw", "2026-03-28T12:00", "2026-03-29T12:00",
+        ["2026-03-29T03:00+02:00"],
+        id="warsaw-spring-several-missing-times-fire-once",
+    ),
+    pytest.param(
+        "0 2 * * *", "America/New_York", "2026-03-07T12:00", "2026-03-09T12:00",
+        ["2026-03-08T03:00-04:00", "2026-03-09T02:00-04:00"],
+        id="new-york-spring-fixed-hour-fires-at-the-end-of-the-gap",
+    ),
+    pytest.param(
+        "30 1 * * *", "America/New_York", "2026-10-31T12:00", "2026-11-02T12:00",
+        ["2026-11-01T01:30-04:00", "2026-11-02T01:30-05:00"],
+        id="new-york-fall-fixed-hour-fires-once-in-the-first-pass",
+    ),
+    pytest.param(
+        "*/30 * * * *", "America/New_York", "2026-11-01T04:15", "2026-11-01T07:15",
+        ["2026-11-01T00:30-04:00", "2026-11-01T01:00-04:00", "2026-11-01T01:30-04:00",
+         "2026-11-01T01:00-05:00", "2026-11-01T01:30-05:00", "2026-11-01T02:00-05:00"],
+        id="new-york-fall-wildcard-hour-fires-in-both-passes",
+    ),
+    pytest.param(
+        "0 * * * *", "America/New_York", "2026-03-08T05:30", "2026-03-08T08:30",
+        ["2026-03-08T01:00-05:00", "2026-03-08T03:00-04:00", "2026-03-08T04:00-04:00"],
+        id="new-york-spring-hourly-skips-the-missing-hour-once",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("expr", "tz", "start", "end", "expected"), DST_TABLE)
+def test_dst_rules(expr: str, tz: str, start: str, end: str, expected: list[str]) -> None:
+    """Each row: the local fire times our DST rules give across one transition."""
+    assert fire_times(expr, tz, start, end) == expected
+
+
+def test_next_after_is_strictly_after_even_inside_the_repeated_hour() -> None:
+    """Asking from inside the first pass of a fall-back hour still finds the second pass."""
+    hourly = Cron("30 * * * *", tz="Europe/Warsaw")
+    first_pass = utc("2026-10-25T00:30")  # 02:30+02:00
+    second_pass = utc("2026-10-25T01:30")  # 02:30+01:00
+    assert hourly.next_after(first_pass - timedelta(seconds=1)) == first_pass
+    assert hourly.next_after(first_pass) == second_pass
+    daily = Cron("30 2 * * *", tz="Europe/Warsaw")
+    assert daily.next_after(first_pass) == utc("2026-10-26T01:30")
+
+
+def test_aliases_and_utc() -> None:
+    """``@hourly``-style aliases read as their expressions; UTC is the default zone."""
+    start = utc("2026-05-01T10:20")
+    assert Cron("@hourly").next_after(start) == utc("2026-05-01T11:00")
+    assert Cron("@daily").next_after(start) == utc("2026-05-02T00:00")
+    assert Cron("@weekly").next_after(start) == utc("2026-05-03T00:00")  # a Sunday
+    assert Cron("@monthly").next_after(start) == utc("2026-06-01T00:00")
+    assert Cron("@yearly").next_after(start) == utc("2027-01-01T00:00")
+    assert Cron("@daily") == Cron("0 0 * * *")
+
+
+@pytest.mark.parametrize(
+    ("expr", "reason"),
+    [
+        ("61 * * * *", "bad expression"),
+        ("* * *", "5 fields"),
+        ("0 0 * * * *", "5 fields"),
+        ("0 0 30 2 *", "never fires"),
+        ("0 0 31 4 *", "never fires"),
+        ("@reboot", "5 fields"),
+        ("banana", "5 fields"),
+    ],
+)
+def test_bad_cron_expressions_raise_config_error(expr: str, reason: str) -> None:
+    """A bad or never-firing expression is a ConfigError naming the option and the value."""
+    with pytest.raises(ConfigError, match=reason) as caught:
+        Cron(expr)
+    assert caught.value.option == "cron"
+    assert caught.value.value == expr
+    assert repr(expr) in str(caught.value)
+
+
+def test_unknown_zone_raises_config_error() -> None:
+    """An unknown zone names the tz option and the value."""
+    with pytest.raises(ConfigError, match="unknown time zone") as caught:
+        Cron("0 3 * * *", tz="Europe/Atlantis")
+    assert (caught.value.option, caught.value.value) == ("tz", "Europe/Atlantis")
+
+
+def test_naive_datetimes_are_refused() -> None:
+    """Schedules only take aware datetimes."""
+    with pytest.raises(ValueError, match="aware"):
+        Cron("* * * * *").next_after(datetime(2026, 1, 1))
+    with pytest.raises(ValueError, match="aware"):
+        Every("5m").next_after(datetime(2026, 1, 1))
+
+
+def test_intervals_are_anchored_to_the_epoch() -> None:
+    """Every replica gets the same occurrences whatever time it starts at."""
+    every = Every("90s")
+    a = list(every.occurrences(utc("2026-01-01T00:00:07"), utc("2026-01-01T00:10")))
+    b = list(every.occurrences(utc("2026-01-01T00:01:01"), utc("2026-01-01T00:10")))
+    assert a[-len(b) :] == b
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    assert all((t - epoch) % timedelta(seconds=90) == timedelta(0) for t in a)
+    assert Every("1h", offset="15m").next_after(utc("2026-01-01T10:20")) == utc("2026-01-01T11:15")
+    assert Every(timedelta(minutes=5)) == Every("5m") == Every(300)
+
+
+def test_intervals_count_elapsed_time_across_dst() -> None:
+    """An hourly interval stays one hour apart through a fall-back night."""
+    times = list(Every("1h").occurrences(utc("2026-10-24T22:30"), utc("2026-10-25T03:30")))
+    assert [b - a for a, b in itertools.pairwise(times)] == [timedelta(hours=1)] * 4
+
+
+def test_occurrences_are_after_start_up_to_and_including_end() -> None:
+    """``occurrences(start, end)`` excludes start and includes end."""
+    times = list(Every("1m").occurrences(utc("2026-01-01T00:00"), utc("2026-01-01T00:03")))
+    assert times == [utc("2026-01-01T00:01"), utc("2026-01-01T00:02"), utc("2026-01-01T00:03")]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("5m", 300), ("1h", 3600), ("1d", 86400), ("1h30m", 5400), ("250ms", 0.25),
+     (12, 12), (1.5, 1.5), (timedelta(minutes=2), 120)],
+)  # fmt: skip
+def test_durations(text: object, seconds: float) -> None:
+    """Durations read as strings, numbers of seconds or timedeltas."""
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize(
+    ("value", "option"), [("5 parsecs", "every"), ("0s", "every"), (-1, "every")]
+)
+def test_bad_intervals_raise_config_error(value: object, option: str) -> None:
+    """A bad or non-positive interval is a ConfigError for the ``every`` option."""
+    with pytest.raises(ConfigError) as caught:
+        Every(value)  # type: ignore[arg-type]
+    assert caught.value.option == option
+
+
+def test_offset_must_be_shorter_than_the_interval() -> None:
+    """An offset outside [0, interval) is refused."""
+    with pytest.raises(ConfigError, match="offset"):
+        Every("5m", offset="5m")
+
+
+ZONES = ["Europe/Warsaw", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "UTC"]
+MINUTES = ["0", "30", "*/15", "5,35", "59"]
+HOURS = ["*", "2", "1", "1-3", "*/2", "*/1", "0,2,14", "23"]
+DAYS = ["*", "1", "15", "*/10"]
+MONTHS = ["*", "3", "10,11", "*/3", "4,9,10"]
+WEEKDAYS = ["*", "0", "1-5", "6"]
+# Windows around the 2026 transitions of the zones above, and one quiet week.
+STARTS = [
+    utc("2026-03-07T00:00"), utc("2026-03-28T00:00"), utc("2026-04-04T00:00"),
+    utc("2026-09-05T00:00"), utc("2026-10-03T00:00"), utc("2026-10-24T00:00"),
+    utc("2026-10-31T00:00"), utc("2026-06-10T00:00"),
+]  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    minute=st.sampled_from(MINUTES),
+    hour=st.sampled_from(HOURS),
+    day=st.sampled_from(DAYS),
+    month=st.sampled_from(MONTHS),
+    weekday=st.sampled_from(WEEKDAYS),
+    tz=st.sampled_from(ZONES),
+    start=st.sampled_from(STARTS),
+    shift=st.integers(min_value=0, max_value=36 * 60),
+)
+def test_cron_properties(
+    minute: str, hour: str, day: str, month: str, weekday: str, tz: str, start: datetime, shift: int
+) -> None:
+    """Occurrences strictly increase, match the expression in local time (or end a DST gap),
+    cover every existing matching wall time, and a fixed hour never fires twice on a day."""
+    expr = f"{minute} {hour} {day} {month} {weekday}"
+    zone = ZoneInfo(tz)
+    begin = start + timedelta(minutes=shift)
+    end = begin + timedelta(days=3)
+    times = list(Cron(expr, tz=tz).occurrences(begin, end))
+
+    assert all(a < b for a, b in itertools.pairwise(times))
+    assert all(begin < t <= end for t in times)
+    for t in times:
+        wall = t.astimezone(zone).replace(tzinfo=None)
+        gap_end = (
+            t.astimezone(zone).utcoffset()
+            != (t - timedelta(seconds=1)).astimezone(zone).utcoffset()
+        )
+        assert croniter.match(expr, wall) or gap_end, (expr, tz, t)
+
+    # Every wall time that matches and exists fires, in its first pass at least.
+    fired = set(times)
+    wall = begin.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0)
+    matches = croniter(expr, wall)
+    while True:
+        local = matches.get_next(datetime)
+        first = local.replace(tzinfo=zone, fold=0).astimezone(UTC)
+        if first > end:
+            break
+        exists = first.astimezone(zone).replace(tzinfo=None) == local
+        if exists and first > begin:
+            assert first in fired, (expr, tz, local)
+
+    every_hour = hour in ("*", "*/1")
+    if not every_hour:
+        walls = [t.astimezone(zone).replace(tzinfo=None) for t in times]
+        assert len(walls) == len(set(walls)), (expr, tz)
