@@ -4,6 +4,7 @@ Run any number of beat replicas, all active: each occurrence of each job is clai
 a shared store and handed to the queue the job belongs to.
 """
 
+from cron_bridge.beat import Beat, RunResult
 from cron_bridge.context import AbortSignal, JobContext
 from cron_bridge.errors import Aborted, ConfigError, CronBridgeError, StoreUnavailable
 from cron_bridge.jobs import Backoff, Job, Occurrence, declare
@@ -15,6 +16,7 @@ __all__ = [
     "AbortSignal",
     "Aborted",
     "Backoff",
+    "Beat",
     "ConfigError",
     "Cron",
     "CronBridgeError",
@@ -23,6 +25,7 @@ __all__ = [
     "JobContext",
     "Occurrence",
     "Registry",
+    "RunResult",
     "Schedule",
     "Store",
     "StoreUnavailable",

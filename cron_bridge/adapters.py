@@ -17,9 +17,19 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from cron_bridge.errors import ConfigError
 
 if TYPE_CHECKING:
-    from cron_bridge.jobs import Job
+    from cron_bridge.context import Trigger
+    from cron_bridge.jobs import Job, Occurrence
 
-__all__ = ["ENTRY_POINT_GROUP", "Adapter", "TaskRef", "find_adapter", "installed_adapters"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Adapter",
+    "Dispatch",
+    "TaskRef",
+    "find_adapter",
+    "get_adapter",
+    "installed_adapters",
+    "register",
+]
 
 ENTRY_POINT_GROUP = "cron_bridge.adapters"
 
@@ -41,6 +51,27 @@ class TaskRef:
     queue: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Dispatch:
+    """One claimed occurrence on its way to a queue."""
+
+    job: Job
+    occurrence: Occurrence
+    trigger: Trigger
+    replica: str
+
+    def meta(self) -> dict[str, Any]:
+        """What travels in the message, as JSON-ready values (never pickled)."""
+        return {
+            "job": self.job.name,
+            "occurrence_id": self.occurrence.id,
+            "scheduled_at": self.occurrence.scheduled_at.isoformat(),
+            "trigger": self.trigger,
+            "replica": self.replica,
+            "attempts": self.job.attempts,
+        }
+
+
 @runtime_checkable
 class Adapter(Protocol):
     """What a queue library's adapter provides to the core."""
@@ -55,6 +86,13 @@ class Adapter(Protocol):
 
     def wrap(self, obj: Any, job: Job) -> Any:
         """What ``@cluster_task`` returns for ``obj``: the task, now running under the guard."""
+
+    def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
+        """Send each dispatch to its job's queue, by name, over one connection.
+
+        Returns one entry per dispatch: None when it was sent, else the broker's error (the
+        beat retries those within the job's ``misfire_grace``).
+        """
 
 
 _lock = threading.Lock()

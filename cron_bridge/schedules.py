@@ -284,3 +284,26 @@ def _format_ms(ms: int) -> str:
         if ms % size == 0:
             return f"{ms // size}{unit}"
     return f"{ms}ms"
+
+
+_LOOK_BACK = (
+    timedelta(minutes=2),
+    timedelta(hours=2),
+    timedelta(days=2),
+    timedelta(days=33),
+    timedelta(days=400),
+    timedelta(days=5 * 366),
+    timedelta(days=30 * 366),
+)
+
+
+def previous_occurrence(schedule: Schedule, at: datetime) -> datetime | None:
+    """The latest occurrence at or before ``at``, or None when there is none in 30 years."""
+    at = _aware_utc(at)
+    for span in _LOOK_BACK:
+        latest = None
+        for latest in schedule.occurrences(at - span, at):  # noqa: B007 - keep the last one
+            pass
+        if latest is not None:
+            return latest
+    return None

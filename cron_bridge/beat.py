@@ -1,0 +1,541 @@
+"""The beat: one timer loop that claims due occurrences and hands them to their targets.
+
+Every replica runs the same loop over the same jobs. At each wake it claims every due
+occurrence in one batch; the occurrences it wins go to their targets (inline runs in a
+bounded thread pool, queue targets through their adapter), and every outcome is recorded in
+one batch. Nothing here holds a lock between replicas: the claims are the coordination.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import os
+import signal as signals
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import FrameType
+from typing import Any
+
+from cron_bridge.adapters import Dispatch, get_adapter
+from cron_bridge.clock import Clock, SystemClock
+from cron_bridge.context import AbortSignal, Trigger
+from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.guard import Guard
+from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.planning import Planned, catch_up, plan
+from cron_bridge.registry import Registry, default_registry
+from cron_bridge.schedules import parse_duration, previous_occurrence
+from cron_bridge.stores import Store, store_from_url
+from cron_bridge.stores.base import Outcome, RunRecord
+
+__all__ = ["Beat", "RunResult", "make_replica_id"]
+
+log = logging.getLogger(__name__)
+
+ENQUEUE_RETRY_FIRST = 0.25  # seconds before the first retry of a failed enqueue; then doubled
+
+
+def make_replica_id() -> str:
+    """``$HOSTNAME`` (else the host name), the pid and a random suffix."""
+    host = os.environ.get("HOSTNAME") or socket.gethostname()
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunResult:
+    """What ``Beat.trigger`` did: the outcome of the run, or of the claim that stopped it."""
+
+    name: str
+    occurrence_id: str
+    outcome: Outcome
+    trigger: Trigger
+    replica: str
+    duration_ms: float | None = None
+    reason: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "occurrence_id": self.occurrence_id,
+            "outcome": self.outcome,
+            "duration_ms": self.duration_ms,
+            "trigger": self.trigger,
+            "replica": self.replica,
+            "reason": self.reason,
+            "error": self.error,
+        }
+
+
+class Beat:
+    """A cluster-safe beat replica. Run as many as you like against one store.
+
+    Args:
+        store: a ``Store`` (borrowed, left open) or a store URL (closed on ``stop()``).
+        jobs: the jobs to schedule: a ``Registry`` or jobs; the default registry when
+            omitted (what ``@cluster_task`` fills).
+        replica_id: this replica's name in the store, records and logs.
+        shutdown_timeout: how long ``stop()`` waits for runs in flight before aborting them.
+        handle_signals: stop on SIGTERM and SIGINT (never exits the process itself).
+        clock: the time source (a ``cron_bridge.testing.FakeClock`` in tests).
+        max_workers: threads for inline runs and enqueues.
+        heartbeat_interval: how often the replica says it is alive in the store.
+    """
+
+    def __init__(
+        self,
+        store: Store | str,
+        jobs: Registry | Iterable[Job] | None = None,
+        *,
+        replica_id: str | None = None,
+        shutdown_timeout: str | float | timedelta = "25s",
+        handle_signals: bool = False,
+        clock: Clock | None = None,
+        max_workers: int = 8,
+        heartbeat_interval: str | float | timedelta = "5s",
+    ) -> None:
+        self._owns_store = isinstance(store, str)
+        self.store = store_from_url(store) if isinstance(store, str) else store
+        self.replica_id = replica_id or make_replica_id()
+        self.shutdown_timeout = parse_duration(shutdown_timeout, option="shutdown_timeout")
+        self.heartbeat_interval = parse_duration(heartbeat_interval, option="heartbeat_interval")
+        self.clock = clock or SystemClock()
+        self.handle_signals = handle_signals
+        self._jobs: dict[str, Job] = {}
+        for job in default_registry if jobs is None else jobs:
+            self._check_name(job)
+            self._jobs[job.name] = job
+        self._lock = threading.RLock()
+        self._heap: list[tuple[datetime, int, str, int]] = []
+        self._generation: dict[str, int] = {}
+        self._sequence = itertools.count()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="cron-bridge-run")
+        self._inflight: dict[Future[Any], AbortSignal] = {}
+        self._running_local: set[str] = set()
+        self._guard = Guard(self.store, self.replica_id, clock=self.clock)
+        self._store_down = False
+        self._needs_catch_up = True
+        self._next_heartbeat: datetime | None = None
+
+    # -- jobs ---------------------------------------------------------------------------
+
+    def jobs(self) -> list[Job]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def add(self, job: Job) -> None:
+        """Schedule ``job`` from its next occurrence on (also while running)."""
+        with self._lock:
+            self._check_name(job)
+            self._jobs[job.name] = job
+            if self._thread is not None:
+                self._arm(job, self.clock.now())
+        self._wake.set()
+
+    def remove(self, name: str) -> Job | None:
+        """Stop scheduling the job called ``name``; runs in flight go on."""
+        with self._lock:
+            job = self._jobs.pop(name, None)
+            self._generation[name] = self._generation.get(name, 0) + 1
+        self._wake.set()
+        return job
+
+    def _check_name(self, job: Job) -> None:
+        if job.name in self._jobs and self._jobs[job.name] is not job:
+            raise ConfigError(
+                "a job of this name is already scheduled",
+                job=job.name,
+                option="name",
+                value=job.name,
+            )
+
+    def _arm(self, job: Job, after: datetime) -> None:
+        if job.external:
+            return
+        generation = self._generation.get(job.name, 0)
+        entry = (job.schedule.next_after(after), next(self._sequence), job.name, generation)
+        heapq.heappush(self._heap, entry)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the timer loop in a background thread and return."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            if any(job.is_cluster for job in self._jobs.values()):
+                self.store.ensure_cluster_capable()
+            now = self.clock.now()
+            for job in self._jobs.values():
+                self._arm(job, now)
+            self._thread = threading.Thread(target=self._loop, name="cron-bridge-beat", daemon=True)
+        if self.handle_signals:
+            self._install_signal_handlers()
+        log.info(
+            "beat %s started with %d jobs on %s", self.replica_id, len(self._jobs), self.store.url
+        )
+        self._thread.start()
+
+    def run_forever(self) -> None:
+        """Start, and return once stopped (by ``stop()`` or, with handle_signals, a signal)."""
+        self.start()
+        while not self._stopped.wait(0.5):
+            pass
+
+    def stop(self) -> None:
+        """Stop arming timers, drain what is in flight, abort it at ``shutdown_timeout``.
+
+        Overlap locks of aborted runs are released; claims stay, so no other replica runs
+        the same occurrences again.
+        """
+        if self._stopping.is_set():
+            self._stopped.wait()
+            return
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        with self._lock:
+            pending = dict(self._inflight)
+        deadline = time.monotonic() + self.shutdown_timeout.total_seconds()
+        for future in pending:
+            _wait(future, deadline - time.monotonic())
+        late = [(f, s) for f, s in pending.items() if not f.done()]
+        for _, signal in late:
+            signal.abort("shutdown")
+        if late:
+            log.warning("aborting %d run(s) still going after %s", len(late), self.shutdown_timeout)
+            finish_by = time.monotonic() + 1.0
+            for future, _ in late:
+                _wait(future, finish_by - time.monotonic())
+        self._guard.release_all()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._owns_store:
+            self.store.close()
+        log.info("beat %s stopped", self.replica_id)
+        self._stopped.set()
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            log.warning("handle_signals needs the main thread; signals are left alone")
+            return
+
+        def on_signal(number: int, frame: FrameType | None) -> None:
+            log.info("received %s, stopping", signals.Signals(number).name)
+            threading.Thread(target=self.stop, name="cron-bridge-stop").start()
+
+        for number in (signals.SIGTERM, signals.SIGINT):
+            signals.signal(number, on_signal)
+
+    # -- the timer loop -----------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._tick()
+            except Exception:  # the loop must outlive any single bad tick
+                log.exception("the beat loop failed a tick; going on")
+                self._stopping.wait(1.0)
+
+    def _tick(self) -> None:
+        now = self.clock.now()
+        if self._next_heartbeat is None or now >= self._next_heartbeat:
+            self._heartbeat()
+            self._next_heartbeat = now + self.heartbeat_interval
+        if self._needs_catch_up and not self._store_down:
+            self._catch_up(now)
+        due = self._pop_due(now)
+        if due:
+            self._fire(due, now)
+            return
+        with self._lock:
+            wake_at = (
+                min(self._heap[0][0], self._next_heartbeat) if self._heap else self._next_heartbeat
+            )
+        self.clock.sleep_until(wake_at, self._wake)
+        self._wake.clear()
+
+    def _pop_due(self, now: datetime) -> list[tuple[Job, datetime]]:
+        due = []
+        with self._lock:
+            while self._heap and self._heap[0][0] <= now:
+                when, _, name, generation = heapq.heappop(self._heap)
+                job = self._jobs.get(name)
+                if job is not None and generation == self._generation.get(name, 0):
+                    due.append((job, when))
+        return due
+
+    def _fire(self, due: list[tuple[Job, datetime]], now: datetime) -> None:
+        planned: list[Planned] = []
+        for job, scheduled in due:
+            late = itertools.chain([scheduled], job.schedule.occurrences(scheduled, now))
+            decided = plan(job, late, now)
+            if decided.dropped:
+                log.warning(
+                    "%s missed %d more occurrences than are recorded", job.name, decided.dropped
+                )
+            planned.extend(decided.items)
+            with self._lock:
+                if self._jobs.get(job.name) is job:
+                    self._arm(job, now)
+        self._execute(planned)
+
+    def _catch_up(self, now: datetime) -> None:
+        jobs = [job for job in self.jobs() if job.is_cluster and not job.external]
+        try:
+            last = self.store.last_claimed([job.name for job in jobs]) if jobs else {}
+        except StoreUnavailable as exc:
+            self._store_failed(exc)
+            return
+        self._needs_catch_up = False
+        planned = [item for decided in catch_up(jobs, last, now) for item in decided.items]
+        if planned:
+            log.info(
+                "catching up on %d occurrence(s) missed while no replica could claim them",
+                len(planned),
+            )
+            self._execute(planned)
+
+    def _heartbeat(self) -> None:
+        try:
+            self.store.heartbeat(self.replica_id, self.heartbeat_interval * 3)
+        except StoreUnavailable as exc:
+            self._store_failed(exc)
+        else:
+            self._store_ok()
+
+    def _store_failed(self, exc: StoreUnavailable) -> None:
+        if not self._store_down:
+            log.warning("store unavailable, cluster jobs are paused until it is back: %s", exc)
+        self._store_down = True
+        self._needs_catch_up = True
+
+    def _store_ok(self) -> None:
+        if self._store_down:
+            log.warning("store reachable again; catching up on what was missed")
+        self._store_down = False
+
+    # -- claiming and dispatching -------------------------------------------------------
+
+    def _execute(self, planned: Sequence[Planned]) -> None:
+        cluster = [p for p in planned if p.job.is_cluster]
+        local = [p for p in planned if not p.job.is_cluster]
+        records: list[RunRecord] = []
+        to_run = list(local)
+        if cluster:
+            try:
+                won = self.store.claim_many([p.occurrence for p in cluster], self.replica_id)
+            except StoreUnavailable as exc:
+                self._store_failed(exc)
+                won = [False] * len(cluster)
+                cluster = []  # unclaimed: nothing runs, nothing is recorded as skipped
+            else:
+                self._store_ok()
+            for item, mine in zip(cluster, won, strict=False):
+                if not mine:
+                    records.append(self._record_of(item, "skipped-claimed"))
+                elif not item.run:
+                    records.append(self._record_of(item, "missed"))
+                else:
+                    to_run.append(item)
+        queued: list[Planned] = []
+        for item in to_run:
+            if item.job.target == "inline":
+                self._submit(self._run_inline, item)
+            else:
+                queued.append(item)
+        if queued:
+            self._submit(self._enqueue, queued)
+        self._record(records)
+
+    def _record_of(self, item: Planned, outcome: Outcome, **extra: Any) -> RunRecord:
+        return RunRecord(
+            job=item.job.name,
+            occurrence_id=item.occurrence.id,
+            outcome=outcome,
+            trigger=item.trigger,
+            replica=self.replica_id,
+            started_at=self.clock.now(),
+            **extra,
+        )
+
+    def _record(self, records: Sequence[RunRecord]) -> None:
+        for record in records:
+            log.info("%s %s on %s", record.outcome, record.occurrence_id, record.replica)
+        if not records:
+            return
+        try:
+            self.store.record_many(records)
+        except StoreUnavailable as exc:
+            self._store_failed(exc)
+
+    def _submit(self, work: Callable[[Any, AbortSignal], object], item: object) -> None:
+        signal = AbortSignal()
+        try:
+            future = self._pool.submit(work, item, signal)
+        except RuntimeError:  # the pool shut down while stopping
+            return
+        with self._lock:
+            self._inflight[future] = signal
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._inflight.pop(future, None)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("a run failed outside its handler", exc_info=future.exception())
+
+    def _run_inline(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
+        job = item.job
+        if not job.is_cluster and job.overlap == "skip":
+            with self._lock:
+                busy = job.name in self._running_local
+                self._running_local.add(job.name)
+            if busy:
+                self._record([self._record_of(item, "skipped-overlap")])
+                return None
+        try:
+            return self._attempts(item, signal)
+        finally:
+            if not job.is_cluster and job.overlap == "skip":
+                with self._lock:
+                    self._running_local.discard(job.name)
+
+    def _attempts(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
+        """Run an inline occurrence with the job's attempts and backoff."""
+        job = item.job
+        record = None
+        for attempt in range(1, job.attempts + 1):
+            try:
+                record = self._guard.run(
+                    job, item.occurrence, trigger=item.trigger, attempt=attempt, signal=signal
+                )
+            except StoreUnavailable as exc:
+                self._store_failed(exc)
+                log.warning(
+                    "%s did not run: its overlap lock could not be asked for", item.occurrence.id
+                )
+                return None
+            if record.outcome != "failed" or attempt == job.attempts:
+                return record
+            if signal.wait(job.backoff.delay(attempt)):
+                return record
+        return record
+
+    def _enqueue(self, items: list[Planned], signal: AbortSignal) -> list[RunRecord]:
+        """Send claimed occurrences to their queues; retry failures within misfire_grace."""
+        pending = list(items)
+        wait = ENQUEUE_RETRY_FIRST
+        records: list[RunRecord] = []
+        while pending:
+            failed: list[tuple[Planned, Exception]] = []
+            by_adapter: dict[str, list[Planned]] = {}
+            for item in pending:
+                by_adapter.setdefault(item.job.adapter or "", []).append(item)
+            for name, group in by_adapter.items():
+                for item, error in zip(group, self._send(name, group), strict=True):
+                    if error is None:
+                        records.append(self._record_of(item, "enqueued"))
+                    else:
+                        failed.append((item, error))
+            pending = []
+            now = self.clock.now()
+            for item, error in failed:
+                deadline = item.occurrence.scheduled_at + item.job.misfire_grace
+                if now + timedelta(seconds=wait) < deadline and not signal.aborted:
+                    pending.append(item)
+                else:
+                    records.append(self._record_of(item, "failed", error=_describe(error)))
+            if pending:
+                log.warning(
+                    "enqueue of %d occurrence(s) failed, trying again in %.2fs: %s",
+                    len(pending),
+                    wait,
+                    _describe(failed[0][1]),
+                )
+                if signal.wait(wait):
+                    records += [self._record_of(i, "aborted", reason="shutdown") for i in pending]
+                    pending = []
+                wait *= 2
+        self._record(records)
+        return records
+
+    def _send(self, adapter_name: str, items: list[Planned]) -> list[Exception | None]:
+        dispatches = [
+            Dispatch(job=i.job, occurrence=i.occurrence, trigger=i.trigger, replica=self.replica_id)
+            for i in items
+        ]
+        try:
+            return get_adapter(adapter_name).enqueue_many(dispatches)
+        except Exception as exc:  # noqa: BLE001 - a broken adapter fails its occurrences, not the beat
+            return [exc] * len(items)
+
+    # -- manual triggers ----------------------------------------------------------------
+
+    def trigger(self, name: str, force: bool = False) -> RunResult:
+        """Run a job now, through the normal claim (CLI, HTTP, dashboard).
+
+        Without ``force`` it claims the occurrence the schedule is at, so two triggers for
+        the same scheduled time (a CronJob firing twice) run it once. With ``force`` it runs
+        a fresh occurrence at the current time.
+
+        Raises:
+            ConfigError: no job of that name.
+            StoreUnavailable: the store could not be reached to claim it (it did not run).
+        """
+        job = self._jobs.get(name)
+        if job is None:
+            raise ConfigError("no such job", job=name, option="name", value=name)
+        now = self.clock.now()
+        at = now if force else (previous_occurrence(job.schedule, now) or now)
+        item = Planned(
+            job=job,
+            occurrence=Occurrence(job=job.name, scheduled_at=at),
+            trigger="manual",
+            run=True,
+        )
+        if job.is_cluster and not self.store.claim(item.occurrence, self.replica_id):
+            record = self._record_of(item, "skipped-claimed")
+            self._record([record])
+            return self._result(record)
+        if job.target == "inline":
+            ran = self._attempts(item, AbortSignal())
+            if ran is None:
+                raise StoreUnavailable("the overlap lock could not be asked for")
+            return self._result(ran)
+        (sent,) = self._enqueue([item], AbortSignal())
+        return self._result(sent)
+
+    def _result(self, record: RunRecord) -> RunResult:
+        return RunResult(
+            name=record.job,
+            occurrence_id=record.occurrence_id,
+            outcome=record.outcome,
+            trigger="manual",
+            replica=record.replica,
+            duration_ms=record.duration_ms,
+            reason=record.reason,
+            error=record.error,
+        )
+
+
+def _wait(future: Future[Any], timeout: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        future.exception(timeout=max(0.0, timeout))
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,200 @@
+"""The one place a handler runs: overlap lock, heartbeat, context, timeout and run record.
+
+The beat uses it for inline targets, and the adapters use it on workers for queue targets,
+so a run behaves the same wherever it happens.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from cron_bridge.clock import Clock, SystemClock
+from cron_bridge.context import AbortSignal, JobContext, Trigger
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.jobs import Job, Occurrence, lock_key
+from cron_bridge.stores.base import RunRecord, Store
+
+__all__ = ["Guard"]
+
+log = logging.getLogger(__name__)
+
+
+class Guard:
+    """Runs one attempt of an occurrence under the job's rules and records what happened.
+
+    Args:
+        store: where the lock is held and the record goes.
+        replica: who runs it, for the record and the context.
+        clock: the time source for ``started_at``.
+    """
+
+    def __init__(self, store: Store, replica: str, *, clock: Clock | None = None) -> None:
+        self.store = store
+        self.replica = replica
+        self.clock = clock or SystemClock()
+        self._held: dict[str, str] = {}
+        self._held_lock = threading.Lock()
+
+    def run(
+        self,
+        job: Job,
+        occurrence: Occurrence,
+        *,
+        trigger: Trigger,
+        attempt: int = 1,
+        signal: AbortSignal | None = None,
+        call: Callable[[JobContext], Any] | None = None,
+    ) -> RunRecord:
+        """Run one attempt and record it; never raises for a handler's failure.
+
+        Args:
+            job: the job.
+            occurrence: which occurrence this is.
+            trigger: ``schedule``, ``misfire``, ``manual`` or ``queue``.
+            attempt: the try number, from 1.
+            signal: the abort signal to hand over (the beat keeps one per run to abort it on
+                shutdown); a new one when omitted.
+            call: how to call the handler with the context; ``job.handler(ctx, **kwargs)``
+                when omitted.
+
+        Returns:
+            The record: ``completed``, ``failed``, ``aborted`` or ``skipped-overlap``. A
+            ``failed`` record keeps the exception in ``error``; the caller decides on retries.
+
+        Raises:
+            StoreUnavailable: the overlap lock could not be asked for; the handler did not run
+                (at most once wins).
+        """
+        signal = signal or AbortSignal()
+        started = self.clock.now()
+        owner = f"{self.replica}:{uuid.uuid4().hex[:8]}"
+        key = lock_key(job.name)
+        made = partial(
+            RunRecord,
+            job=job.name,
+            occurrence_id=occurrence.id,
+            trigger=trigger,
+            replica=self.replica,
+            started_at=started,
+            attempt=attempt,
+        )
+        if job.overlap == "skip":
+            if not self.store.acquire(key, owner, job.lock_ttl):
+                record = made(outcome="skipped-overlap")
+                self._record(record)
+                return record
+            with self._held_lock:
+                self._held[owner] = key
+        stop_helpers = threading.Event()
+        helpers = []
+        if job.overlap == "skip":
+            helpers.append(_start(self._heartbeat, job, key, owner, signal, stop_helpers))
+        if job.timeout is not None:
+            helpers.append(_start(_abort_after, job.timeout, signal, stop_helpers))
+        ctx = JobContext(
+            name=job.name,
+            occurrence_id=occurrence.id,
+            scheduled_at=occurrence.scheduled_at,
+            trigger=trigger,
+            attempt=attempt,
+            attempts=job.attempts,
+            replica=self.replica,
+            signal=signal,
+            logger=logging.LoggerAdapter(
+                logging.getLogger(f"cron_bridge.job.{job.name}"),
+                {"job": job.name, "occurrence": occurrence.id, "replica": self.replica},
+            ),
+        )
+        began = time.monotonic()
+        try:
+            if call is not None:
+                call(ctx)
+            elif job.handler is not None:
+                job.handler(ctx, **job.kwargs)
+            record = made(outcome="completed", duration_ms=_ms(began))
+        except Exception as exc:  # noqa: BLE001 - a handler's failure becomes its record
+            if signal.aborted:
+                # Whatever it raised once asked to stop, the stop is why it ended.
+                record = made(outcome="aborted", reason=signal.reason, duration_ms=_ms(began))
+            else:
+                error = f"{type(exc).__name__}: {exc}"
+                record = made(outcome="failed", error=error, duration_ms=_ms(began))
+        finally:
+            stop_helpers.set()
+            for helper in helpers:
+                helper.join()
+            if job.overlap == "skip":
+                self._release(key, owner)
+        self._record(record)
+        return record
+
+    def _heartbeat(
+        self, job: Job, key: str, owner: str, signal: AbortSignal, stop: threading.Event
+    ) -> None:
+        """Extend the lock every third of its lifetime; abort the run once it is lost."""
+        every = job.lock_ttl.total_seconds() / 3
+        held_until = time.monotonic() + job.lock_ttl.total_seconds()
+        while not stop.wait(every):
+            try:
+                extended = self.store.extend(key, owner, job.lock_ttl)
+            except StoreUnavailable as exc:
+                # Keep trying while the lock may still be ours; past its lifetime it is not.
+                if time.monotonic() < held_until:
+                    log.warning("could not extend the lock of %s, trying again: %s", job.name, exc)
+                    continue
+                extended = False
+            if not extended:
+                log.warning("the lock of %s was lost; aborting the run", job.name)
+                signal.abort("lock-lost")
+                return
+            held_until = time.monotonic() + job.lock_ttl.total_seconds()
+
+    def release_all(self) -> None:
+        """Release the locks of runs still going (their handlers ignored an abort)."""
+        with self._held_lock:
+            held = list(self._held.items())
+        for owner, key in held:
+            self._release(key, owner)
+
+    def _release(self, key: str, owner: str) -> None:
+        with self._held_lock:
+            self._held.pop(owner, None)
+        try:
+            self.store.release(key, owner)
+        except StoreUnavailable as exc:
+            log.warning("could not release %s, it expires by itself: %s", key, exc)
+
+    def _record(self, record: RunRecord) -> None:
+        log.info(
+            "%s %s on %s%s",
+            record.outcome,
+            record.occurrence_id,
+            record.replica,
+            f" ({record.reason or record.error})" if record.reason or record.error else "",
+        )
+        try:
+            self.store.record(record)
+        except StoreUnavailable as exc:
+            log.warning("could not record %s of %s: %s", record.outcome, record.occurrence_id, exc)
+
+
+def _abort_after(timeout: timedelta, signal: AbortSignal, stop: threading.Event) -> None:
+    if not stop.wait(timeout.total_seconds()):
+        signal.abort("timeout")
+
+
+def _start(target: Callable[..., None], *args: Any) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, daemon=True, name="cron-bridge-guard")
+    thread.start()
+    return thread
+
+
+def _ms(began: float) -> float:
+    return round((time.monotonic() - began) * 1000, 3)

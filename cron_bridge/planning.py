@@ -1,0 +1,92 @@
+"""What to do with occurrences that came due: run them, run the latest missed one, or record
+them missed. Pure functions of the job, the due times and the time now, so the rules are
+tested with a fake clock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from cron_bridge.context import Trigger
+from cron_bridge.jobs import Job, Occurrence
+
+__all__ = ["CATCH_UP_WINDOW", "Planned", "catch_up", "plan"]
+
+CATCH_UP_WINDOW = timedelta(hours=24)
+MISSED_KEPT = 100  # missed occurrences of one job recorded one by one; older ones are counted
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Planned:
+    """One occurrence and what to do with it once claimed.
+
+    Attributes:
+        run: True to run it with ``trigger``; False to record it ``missed``.
+    """
+
+    job: Job
+    occurrence: Occurrence
+    trigger: Trigger
+    run: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Plan:
+    """The occurrences to claim, and how many older missed ones were only counted."""
+
+    items: list[Planned]
+    dropped: int = 0
+
+
+def plan(job: Job, due: Iterable[datetime], now: datetime) -> Plan:
+    """Decide on occurrences of ``job`` that are due at ``now`` (oldest first).
+
+    An occurrence fired within ``misfire_grace`` of its time runs with trigger ``schedule``.
+    Later ones are misfires: ``misfire="skip"`` records them ``missed``; ``"run-once"`` runs
+    the latest of them with trigger ``misfire`` unless an on-time occurrence runs now anyway,
+    and records the rest ``missed``. Only the newest ``MISSED_KEPT`` misfires are listed.
+    """
+    kept: deque[datetime] = deque(maxlen=MISSED_KEPT)
+    seen_late = 0
+    on_time: list[datetime] = []
+    for scheduled in due:
+        if now - scheduled <= job.misfire_grace:
+            on_time.append(scheduled)
+        else:
+            kept.append(scheduled)
+            seen_late += 1
+    late = list(kept)
+    rerun = late[-1] if late and job.misfire == "run-once" and not on_time else None
+    items = [
+        Planned(
+            job=job,
+            occurrence=job.occurrence(scheduled),
+            trigger="misfire" if scheduled == rerun else "schedule",
+            run=scheduled == rerun,
+        )
+        for scheduled in late
+    ]
+    items += [
+        Planned(job=job, occurrence=job.occurrence(t), trigger="schedule", run=True)
+        for t in on_time
+    ]
+    return Plan(items=items, dropped=seen_late - len(late))
+
+
+def catch_up(jobs: Sequence[Job], last_claimed: dict[str, datetime], now: datetime) -> list[Plan]:
+    """Plans for what cluster jobs missed while no replica (or no store) was up.
+
+    Only jobs with a last claimed occurrence are caught up on, over at most the last 24 h;
+    a job the store has no record of starts with its next occurrence.
+    """
+    plans = []
+    for job in jobs:
+        last = last_claimed.get(job.name)
+        if last is None or not job.is_cluster or job.external:
+            continue
+        since = max(last, now - CATCH_UP_WINDOW)
+        plans.append(plan(job, job.schedule.occurrences(since, now), now))
+    return plans
