@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ __all__ = ["Beat", "RunResult", "make_replica_id"]
 
 log = logging.getLogger(__name__)
 
+UNCLAIMED_KEPT = 1000  # per job, occurrences remembered while the store is unreachable
 ENQUEUE_RETRY_FIRST = 0.25  # seconds before the first retry of a failed enqueue; then doubled
 
 
@@ -128,6 +130,9 @@ class Beat:
         self._guard = Guard(self.store, self.replica_id, clock=self.clock)
         self._store_down = False
         self._needs_catch_up = True
+        # Occurrences that came due while the store was unreachable, by job: claimed (and so
+        # run at most once) when it answers again, under the misfire rules of that moment.
+        self._unclaimed: dict[str, tuple[Job, deque[datetime]]] = {}
         self._next_heartbeat: datetime | None = None
 
     # -- jobs ---------------------------------------------------------------------------
@@ -255,8 +260,10 @@ class Beat:
         if self._next_heartbeat is None or now >= self._next_heartbeat:
             self._heartbeat()
             self._next_heartbeat = now + self.heartbeat_interval
-        if self._needs_catch_up and not self._store_down:
+        if self._needs_catch_up:
             self._catch_up(now)
+        elif self._unclaimed:
+            self._retry_unclaimed(now)
         due = self._pop_due(now)
         if due:
             self._fire(due, now)
@@ -309,6 +316,20 @@ class Beat:
             )
             self._execute(planned)
 
+    def _retry_unclaimed(self, now: datetime) -> None:
+        with self._lock:
+            waiting, self._unclaimed = self._unclaimed, {}
+        planned = [item for job, times in waiting.values() for item in plan(job, times, now).items]
+        self._execute(planned)
+
+    def _keep_unclaimed(self, items: Sequence[Planned]) -> None:
+        with self._lock:
+            for item in items:
+                _, times = self._unclaimed.setdefault(
+                    item.job.name, (item.job, deque(maxlen=UNCLAIMED_KEPT))
+                )
+                times.append(item.occurrence.scheduled_at)
+
     def _heartbeat(self) -> None:
         try:
             self.store.heartbeat(self.replica_id, self.heartbeat_interval * 3)
@@ -321,11 +342,10 @@ class Beat:
         if not self._store_down:
             log.warning("store unavailable, cluster jobs are paused until it is back: %s", exc)
         self._store_down = True
-        self._needs_catch_up = True
 
     def _store_ok(self) -> None:
         if self._store_down:
-            log.warning("store reachable again; catching up on what was missed")
+            log.warning("store reachable again; claiming what came due meanwhile")
         self._store_down = False
 
     # -- claiming and dispatching -------------------------------------------------------
@@ -340,8 +360,8 @@ class Beat:
                 won = self.store.claim_many([p.occurrence for p in cluster], self.replica_id)
             except StoreUnavailable as exc:
                 self._store_failed(exc)
-                won = [False] * len(cluster)
-                cluster = []  # unclaimed: nothing runs, nothing is recorded as skipped
+                self._keep_unclaimed(cluster)
+                won, cluster = [], []  # unclaimed: nothing runs until a claim succeeds
             else:
                 self._store_ok()
             for item, mine in zip(cluster, won, strict=False):

@@ -158,3 +158,16 @@ def kit_factory(
     yield factory
     for one in made:
         one.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Show what tests counted and reported (``user_properties``) at the end of the run."""
+    lines = [
+        f"{report.nodeid}: {name} = {value}"
+        for report in terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
+        for name, value in report.user_properties
+    ]
+    if lines:
+        terminalreporter.section("reported by tests")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -88,9 +88,16 @@ def redis_server_binary() -> str:
 
 
 class RedisServer:
-    """One redis-server process; ``stop()`` and ``start()`` keep its port (for outage tests)."""
+    """One redis-server process; ``stop()`` and ``start()`` keep its port (for outage tests).
 
-    def __init__(self, *, port: int | None = None, extra: list[str] | None = None) -> None:
+    With ``persist=True`` it saves its data on stop and loads it on start, as a production
+    Redis with RDB snapshots does across a restart.
+    """
+
+    def __init__(
+        self, *, port: int | None = None, extra: list[str] | None = None, persist: bool = False
+    ) -> None:
+        self.persist = persist
         self.binary = redis_server_binary()
         self.dir = Path(tempfile.mkdtemp(prefix="cron-bridge-redis-"))
         self.port = port or free_port()
@@ -108,7 +115,7 @@ class RedisServer:
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--dir", str(self.dir),
-            "--save", "",
+            *(["--save", "3600", "1"] if self.persist else ["--save", ""]),
             "--appendonly", "no",
             "--logfile", str(log),
             *self.extra,

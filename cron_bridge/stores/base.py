@@ -138,6 +138,10 @@ class Store(ABC):
         return self.claim_many([occurrence], owner, ttl=ttl)[0]
 
     @abstractmethod
+    def claimed_by(self, occurrence: Occurrence) -> str | None:
+        """Who holds the claim of ``occurrence``, or None when nobody does (or it expired)."""
+
+    @abstractmethod
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         """The latest claimed occurrence of each job that has one, in one round trip."""
 

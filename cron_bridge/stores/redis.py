@@ -152,6 +152,10 @@ class RedisStore(Store):
 
         return self._call(work, pipelines=1, commands=1)
 
+    def claimed_by(self, occurrence: Occurrence) -> str | None:
+        owner = self._call(lambda client: client.get(self._key(occurrence.claim_key)))
+        return None if owner is None else _text(owner)
+
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         if not jobs:
             return {}

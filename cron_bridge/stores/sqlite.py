@@ -153,6 +153,17 @@ class SQLiteStore(Store):
             first.add(key)
         return answers
 
+    def claimed_by(self, occurrence: Occurrence) -> str | None:
+        now = self._now_ms()
+        rows = self._run(
+            lambda conn: conn.execute(
+                "SELECT owner FROM claims WHERE key = ? AND expires_ms > ?",
+                (occurrence.claim_key, now),
+            ).fetchall(),
+            write=False,
+        )
+        return str(rows[0][0]) if rows else None
+
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         def work(conn: sqlite3.Connection) -> dict[str, datetime]:
             marks = ",".join("?" * len(jobs))

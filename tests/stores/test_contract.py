@@ -104,6 +104,14 @@ def test_claiming_ten_thousand_occurrences_in_one_call_takes_a_few_round_trips(
     assert not any(store.claim_many(batch[:50], "late"))
 
 
+def test_the_claim_holder_can_be_read_back(store: Store) -> None:
+    """``claimed_by`` names the winner of a claim, and nobody for an unclaimed occurrence."""
+    assert store.claimed_by(occ()) is None
+    assert store.claim(occ(), "beat-1")
+    assert not store.claim(occ(), "beat-2")
+    assert store.claimed_by(occ()) == "beat-1"
+
+
 def test_a_claim_advances_the_last_claimed_occurrence_and_never_moves_it_back(
     store: Store,
 ) -> None:

@@ -1,0 +1,304 @@
+"""The ``cron-bridge`` command: ``beat``, ``list``, ``run``, ``history``.
+
+Exit codes: 0 when the job completed, was enqueued or was already claimed; 1 when it
+failed; 2 when it did not run for a reason the caller must fix (an unknown job, a module
+that does not import, a bad or unreachable store), with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from socketserver import ThreadingMixIn
+from typing import Any, NoReturn, TypeVar
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import click
+
+from cron_bridge.beat import Beat
+from cron_bridge.errors import ConfigError, CronBridgeError, StoreUnavailable
+from cron_bridge.jobs import Job
+from cron_bridge.registry import default_registry
+from cron_bridge.stores import Store, store_from_url
+
+__all__ = ["main"]
+
+log = logging.getLogger("cron_bridge.cli")
+
+DEFAULT_STORE = "sqlite:///cron-bridge.db"
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """One line on stderr, then exit."""
+    click.echo(f"cron-bridge: {message}", err=True)
+    sys.exit(code)
+
+
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Turn our errors into one line on stderr and exit 2: no tracebacks for users."""
+    try:
+        yield
+    except (ConfigError, StoreUnavailable) as exc:
+        fail(str(exc))
+    except CronBridgeError as exc:
+        fail(str(exc), EXIT_FAILED)
+
+
+def load_app(module: str) -> list[Job]:
+    """Import the user's module (from the working directory too) and return its jobs."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        importlib.import_module(module)
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's module, said in one line
+        fail(f"cannot import {module!r}: {type(exc).__name__}: {exc}")
+    return default_registry.jobs()
+
+
+def open_store(url: str | None) -> Store:
+    """The store from --store or CRON_BRIDGE_STORE, else the local SQLite default; pinged."""
+    chosen = url or os.environ.get("CRON_BRIDGE_STORE")
+    if chosen is None:
+        log.info("no --store or CRON_BRIDGE_STORE given; using %s", DEFAULT_STORE)
+        chosen = DEFAULT_STORE
+    try:
+        store = store_from_url(chosen)
+    except ImportError as exc:
+        fail(str(exc))
+    store.ping()
+    return store
+
+
+def open_existing_store(url: str | None) -> Store | None:
+    """Like ``open_store``, but None instead of creating the default file when it is missing."""
+    default_file = DEFAULT_STORE.removeprefix("sqlite:///")
+    if url is None and "CRON_BRIDGE_STORE" not in os.environ and not os.path.exists(default_file):
+        return None
+    return open_store(url)
+
+
+def app_option(func: F) -> F:
+    return click.option(
+        "-A",
+        "--app",
+        "app",
+        required=True,
+        metavar="MODULE",
+        help="The module that declares the jobs, e.g. proj.tasks.",
+    )(func)
+
+
+def store_option(func: F) -> F:
+    help_text = f"Store URL (default: $CRON_BRIDGE_STORE, else {DEFAULT_STORE})."
+    return click.option("--store", metavar="URL", default=None, help=help_text)(func)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--log-level",
+    default=None,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="Default: INFO for beat, WARNING for the other commands.",
+)
+@click.pass_context
+def main(ctx: click.Context, log_level: str | None) -> None:
+    """cron-bridge: a cluster-safe beat for Celery, RQ and Dramatiq."""
+    level = log_level or ("INFO" if ctx.invoked_subcommand in ("beat", "demo") else "WARNING")
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@main.command()
+@app_option
+@store_option
+@click.option("--http", "http_bind", metavar="HOST:PORT", help="Serve the HTTP trigger here.")
+@click.option("--secret", envvar="CRON_BRIDGE_SECRET", help="Bearer token for --http.")
+@click.option("--replica-id", default=None, help="This replica's name (default: host-pid-random).")
+@click.option("--shutdown-timeout", default="25s", show_default=True)
+def beat(
+    app: str,
+    store: str | None,
+    http_bind: str | None,
+    secret: str | None,
+    replica_id: str | None,
+    shutdown_timeout: str,
+) -> None:
+    """Run a beat replica until SIGTERM or SIGINT, then drain and exit."""
+    with one_line_errors():
+        if http_bind and not secret:
+            fail("--http refuses to start without --secret (or CRON_BRIDGE_SECRET)")
+        jobs = load_app(app)
+        opened = open_store(store)
+        replica = Beat(
+            opened,
+            jobs,
+            replica_id=replica_id,
+            shutdown_timeout=shutdown_timeout,
+            handle_signals=True,
+        )
+        server = _serve_http(replica, http_bind, secret) if http_bind and secret else None
+        try:
+            replica.run_forever()
+        finally:
+            if server is not None:
+                server.shutdown()
+            opened.close()
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        log.info("http %s", format % args)
+
+
+def _serve_http(replica: Beat, bind: str, secret: str) -> _ThreadingWSGIServer:
+    from cron_bridge.http import wsgi_app
+
+    host, _, port = bind.rpartition(":")
+    if not port.isdigit():
+        fail(f"--http expects HOST:PORT, got {bind!r}")
+    try:
+        server = make_server(
+            host or "127.0.0.1",
+            int(port),
+            wsgi_app(replica, secret=secret),
+            server_class=_ThreadingWSGIServer,
+            handler_class=_QuietHandler,
+        )
+    except OSError as exc:
+        fail(f"cannot listen on {bind}: {exc.strerror or exc}")
+    threading.Thread(target=server.serve_forever, name="cron-bridge-http", daemon=True).start()
+    log.info("HTTP trigger on http://%s/_scheduler/run/<job>", bind)
+    return server
+
+
+@main.command("list")
+@app_option
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per job, in a list.")
+def list_jobs(app: str, store: str | None, as_json: bool) -> None:
+    """List the jobs with their schedules, next and last runs."""
+    with one_line_errors():
+        jobs = load_app(app)
+        opened = open_existing_store(store)
+        now = datetime.now(UTC)
+        rows: list[dict[str, Any]] = []
+        for job in sorted(jobs, key=lambda j: j.name):
+            last = opened.history(job.name, 1) if opened else []
+            rows.append(
+                {
+                    "name": job.name,
+                    "schedule": job.schedule.describe(),
+                    "timezone": job.schedule.tz,
+                    "scope": job.scope,
+                    "target": _target(job),
+                    "next": None if job.external else job.schedule.next_after(now).isoformat(),
+                    "last": last[0].to_json() if last else None,
+                }
+            )
+        if opened:
+            opened.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = [["NAME", "SCHEDULE", "TIMEZONE", "SCOPE", "TARGET", "NEXT", "LAST"]]
+    for row in rows:
+        last = row["last"]
+        shown_last = (
+            f"{last['started_at'][:19]} {last['outcome']} {last['replica']}" if last else "-"
+        )
+        table.append(
+            [
+                row["name"],
+                row["schedule"],
+                row["timezone"],
+                row["scope"],
+                row["target"],
+                (row["next"] or "external")[:19],
+                shown_last,
+            ]
+        )
+    _print_table(table)
+
+
+@main.command()
+@click.argument("name")
+@app_option
+@store_option
+@click.option("--force", is_flag=True, help="Run a fresh occurrence even if this one ran.")
+def run(name: str, app: str, store: str | None, force: bool) -> None:
+    """Run one job now through the normal claim and print the result as JSON."""
+    with one_line_errors():
+        jobs = load_app(app)
+        if name not in {job.name for job in jobs}:
+            known = ", ".join(sorted(job.name for job in jobs)) or "none"
+            fail(f"no job called {name!r} in {app} (known: {known})")
+        opened = open_store(store)
+        try:
+            result = Beat(opened, jobs).trigger(name, force=force)
+        finally:
+            opened.close()
+    click.echo(json.dumps(result.to_json()))
+    sys.exit(EXIT_FAILED if result.outcome in ("failed", "aborted") else 0)
+
+
+@main.command()
+@click.argument("name")
+@store_option
+@click.option("-n", "count", default=20, show_default=True, help="How many runs, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, in a list.")
+def history(name: str, store: str | None, count: int, as_json: bool) -> None:
+    """Show the recent runs of a job, newest first, from every replica."""
+    with one_line_errors():
+        opened = open_existing_store(store)
+        records = opened.history(name, count) if opened else []
+        if opened:
+            opened.close()
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in records], indent=2))
+        return
+    table = [["OCCURRENCE", "OUTCOME", "TRIGGER", "ATTEMPT", "REPLICA", "STARTED", "MS", "DETAIL"]]
+    for r in records:
+        table.append(
+            [
+                r.occurrence_id,
+                r.outcome,
+                r.trigger,
+                str(r.attempt),
+                r.replica,
+                r.started_at.isoformat()[:23],
+                "" if r.duration_ms is None else f"{r.duration_ms:.0f}",
+                r.error or r.reason or "",
+            ]
+        )
+    _print_table(table)
+
+
+def _target(job: Job) -> str:
+    return "inline" if job.target == "inline" else f"{job.adapter}:{job.queue or 'default'}"
+
+
+def _print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        click.echo("  ".join(cells).rstrip())

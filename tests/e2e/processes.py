@@ -1,0 +1,112 @@
+"""Real ``cron-bridge`` processes for the end-to-end tests, and what they left in the store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cron_bridge.stores import RunRecord, Store
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def command_env(journal: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a child process: the repo importable, the journal file named."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CB_TEST_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.pop("CRON_BRIDGE_STORE", None)
+    env.pop("CRON_BRIDGE_ENV", None)
+    if journal is not None:
+        env["CB_TEST_JOURNAL"] = str(journal)
+    env.update(extra)
+    return env
+
+
+def cli(
+    *args: str, env: dict[str, str], cwd: Path, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cron-bridge ARGS`` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "cron_bridge", *args],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+@dataclass
+class BeatProcess:
+    """One ``cron-bridge beat`` process, its output in files under ``folder``."""
+
+    name: str
+    app: str
+    store_url: str
+    folder: Path
+    env: dict[str, str]
+    extra: list[str] = field(default_factory=list)
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def log(self) -> Path:
+        return self.folder / f"{self.name}.log"
+
+    def start(self) -> BeatProcess:
+        self.starts += 1
+        out = open(self.log, "ab")  # noqa: SIM115 - the child keeps it; closed in wait()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cron_bridge", "beat", "-A", self.app,
+             "--store", self.store_url, "--replica-id", f"{self.name}-{self.starts}", *self.extra],
+            env=self.env, cwd=self.folder, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        out.close()
+        return self
+
+    def terminate(self) -> float:
+        """SIGTERM, then wait; returns the seconds it took to exit."""
+        assert self.process is not None
+        began = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(60)
+        return time.monotonic() - began
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(30)
+
+    def ensure_stopped(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``check`` until true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def outcomes_by_occurrence(store: Store, jobs: Iterable[str]) -> dict[str, Counter[str]]:
+    """For every occurrence of these jobs in the store's history: how many of each outcome."""
+    found: dict[str, Counter[str]] = defaultdict(Counter)
+    for job in jobs:
+        for record in store.history(job, 1000):
+            found[record.occurrence_id][record.outcome] += 1
+    return dict(found)
+
+
+def records_of(store: Store, jobs: Iterable[str]) -> list[RunRecord]:
+    return [record for job in jobs for record in store.history(job, 1000)]

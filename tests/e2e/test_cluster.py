@@ -1,0 +1,329 @@
+"""Real ``cron-bridge beat`` processes against real stores: every occurrence runs once."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+
+from cron_bridge.jobs import Occurrence
+from cron_bridge.stores import store_from_url
+from tests.apps import journal
+from tests.conftest import make_kit
+from tests.e2e.processes import (
+    BeatProcess,
+    command_env,
+    outcomes_by_occurrence,
+    records_of,
+    wait_for,
+)
+from tests.servers import RedisServer
+
+pytestmark = pytest.mark.slow
+
+JOBS = [f"tick.{n:02d}" for n in range(20)]
+
+
+def seconds_between(start: float, end: float) -> list[datetime]:
+    """Whole-second occurrence times t with start <= t <= end."""
+    return [datetime.fromtimestamp(s, UTC) for s in range(math.ceil(start), math.floor(end) + 1)]
+
+
+def start_beats(app: str, url: str, folder: Path, env: dict[str, str], count: int = 3,
+                extra: list[str] | None = None) -> list[BeatProcess]:  # fmt: skip
+    return [
+        BeatProcess(f"beat{i}", app, url, folder, env, extra=extra or []).start()
+        for i in range(count)
+    ]
+
+
+def wait_until_live(url: str, count: int) -> None:
+    store = store_from_url(url)
+    try:
+        wait_for(lambda: len(store.replicas()) >= count, 30, f"{count} live replicas")
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["redis", "postgres", "sqlite"])
+def test_three_replicas_run_every_occurrence_exactly_once(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """20 jobs every second for 20 s on 3 beats: one completed and two skipped-claimed each."""
+    kit = make_kit(kind, request, tmp_path)
+    notes = tmp_path / "journal.jsonl"
+    beats = start_beats("tests.apps.many", kit.url, tmp_path, command_env(notes))
+    try:
+        wait_until_live(kit.url, 3)
+        began = time.time()
+        time.sleep(20)
+        ended = time.time()
+        assert all(b.process and b.process.poll() is None for b in beats), "a beat died"
+        for beat in beats:
+            beat.terminate()
+    finally:
+        for beat in beats:
+            beat.ensure_stopped()
+    store = kit.open()
+    outcomes = outcomes_by_occurrence(store, JOBS)
+    window = seconds_between(began + 1, ended - 1)
+    assert len(window) >= 17
+    for job in JOBS:
+        for at in window:
+            occurrence = Occurrence(job=job, scheduled_at=at).id
+            assert outcomes.get(occurrence) == Counter(completed=1, **{"skipped-claimed": 2}), (
+                occurrence, outcomes.get(occurrence),
+            )  # fmt: skip
+    assert all(c["completed"] <= 1 for c in outcomes.values())
+    ran = Counter(line["occurrence_id"] for line in journal.read(notes))
+    assert ran and max(ran.values()) == 1, ran.most_common(3)
+    assert sum(ran.values()) == sum(c["completed"] for c in outcomes.values())
+
+
+@pytest.mark.parametrize("kind", ["redis", "postgres", "sqlite"])
+def test_a_replica_killed_halfway_doubles_nothing(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """SIGKILL one of 3 beats after 10 s and restart it: no occurrence runs twice, and the only
+    occurrences without a run are ones the killed replica had claimed when it died."""
+    kit = make_kit(kind, request, tmp_path)
+    notes = tmp_path / "journal.jsonl"
+    beats = start_beats("tests.apps.many", kit.url, tmp_path, command_env(notes))
+    try:
+        wait_until_live(kit.url, 3)
+        began = time.time()
+        time.sleep(10)
+        beats[0].kill()
+        killed_at = time.time()
+        beats[0].start()
+        time.sleep(10)
+        ended = time.time()
+        for beat in beats:
+            beat.terminate()
+    finally:
+        for beat in beats:
+            beat.ensure_stopped()
+    store = kit.open()
+    outcomes = outcomes_by_occurrence(store, JOBS)
+    assert all(c["completed"] <= 1 for c in outcomes.values())
+    ran = Counter(line["occurrence_id"] for line in journal.read(notes))
+    assert max(ran.values()) == 1, ran.most_common(3)
+    lost = []
+    for job in JOBS:
+        for at in seconds_between(began + 1, ended - 1):
+            occurrence = Occurrence(job=job, scheduled_at=at)
+            if outcomes.get(occurrence.id, Counter())["completed"] == 0:
+                lost.append(occurrence)
+    for occurrence in lost:
+        # Claimed by the killed process, in the moment it died; nobody else may run it.
+        assert store.claimed_by(occurrence) == "beat0-1", occurrence.id
+        assert abs(occurrence.scheduled_at.timestamp() - killed_at) < 3, occurrence.id
+    request.node.user_properties.append(("lost in flight on the killed replica", len(lost)))
+    assert len(lost) <= 2 * len(JOBS)
+
+
+def test_catch_up_after_every_replica_was_down(tmp_path: Path, redis_server: RedisServer) -> None:
+    """All beats stopped across several occurrences, three restarted together: the run-once job
+    runs its latest missed occurrence once (trigger misfire), the skip job records them missed,
+    and a job the store has never seen is not caught up on."""
+    url = f"{redis_server.url}?prefix=catchup{time.time_ns()}:"
+    notes = tmp_path / "journal.jsonl"
+    beats = start_beats("tests.apps.catchup", url, tmp_path, command_env(notes))
+    store = store_from_url(url)
+    try:
+        wait_for(lambda: len(store.last_claimed(["catchup.once", "catchup.skip"])) == 2, 30,
+                 "both jobs to have run")  # fmt: skip
+        for beat in beats:
+            beat.terminate()
+        stopped = time.time()
+        last_before = store.last_claimed(["catchup.once"])["catchup.once"]
+        time.sleep(7)
+        restarted = time.time()
+        beats = start_beats("tests.apps.catchup", url, tmp_path,
+                            command_env(notes, CB_TEST_NEW_JOB="1"))  # fmt: skip
+        wait_until_live(url, 3)
+        time.sleep(3)
+        for beat in beats:
+            beat.terminate()
+    finally:
+        for beat in beats:
+            beat.ensure_stopped()
+    once = records_of(store, ["catchup.once"])
+    misfires = [r for r in once if r.trigger == "misfire" and r.outcome == "completed"]
+    assert len(misfires) == 1, [(r.occurrence_id, r.outcome, r.trigger) for r in once]
+    rerun = Occurrence.parse(misfires[0].occurrence_id).scheduled_at
+    assert last_before < rerun < datetime.fromtimestamp(restarted + 5, UTC)
+    missed_before = [r for r in once if r.outcome == "missed"]
+    assert missed_before, "the earlier missed occurrences are recorded missed"
+    assert all(Occurrence.parse(r.occurrence_id).scheduled_at < rerun for r in missed_before)
+    assert len({r.occurrence_id for r in missed_before}) == len(missed_before)  # once each
+    skipped = records_of(store, ["catchup.skip"])
+    missed = Counter(r.occurrence_id for r in skipped if r.outcome == "missed")
+    assert len(missed) >= 2 and max(missed.values()) == 1, missed
+    gap = [datetime.fromtimestamp(stopped, UTC), datetime.fromtimestamp(restarted, UTC)]
+    for occurrence_id in missed:
+        assert (
+            gap[0] - timedelta(seconds=2)
+            < Occurrence.parse(occurrence_id).scheduled_at
+            < gap[1] + timedelta(seconds=5)
+        )
+    assert not [r for r in skipped if r.trigger == "misfire"]
+    new = records_of(store, ["catchup.new"])
+    assert new, "the new job runs from its next occurrence"
+    assert all(r.trigger == "schedule" and r.outcome != "missed" for r in new)
+    assert all(Occurrence.parse(r.occurrence_id).scheduled_at.timestamp() > restarted for r in new)
+    store.close()
+
+
+def test_overlapping_runs_are_skipped_across_replicas(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A 2.5 s job every second on 3 beats: no two runs overlap; the rest are skipped-overlap."""
+    url = f"{redis_server.url}?prefix=overlap{time.time_ns()}:"
+    notes = tmp_path / "journal.jsonl"
+    beats = start_beats("tests.apps.overlap", url, tmp_path, command_env(notes))
+    try:
+        wait_until_live(url, 3)
+        time.sleep(10)
+        for beat in beats:
+            beat.terminate()
+    finally:
+        for beat in beats:
+            beat.ensure_stopped()
+    lines = journal.read(notes)
+    starts = {line["occurrence_id"]: line["at"] for line in lines if line["event"] == "start"}
+    ends = {line["occurrence_id"]: line["at"] for line in lines if line["event"] == "end"}
+    runs = sorted((starts[o], ends.get(o, math.inf)) for o in starts)
+    assert len(runs) >= 3
+    for (_, previous_end), (next_start, _) in itertools.pairwise(runs):
+        assert next_start >= previous_end, runs
+    store = store_from_url(url)
+    outcomes = Counter(r.outcome for r in store.history("slow.overlap", 1000))
+    assert outcomes["skipped-overlap"] >= 2 * outcomes["completed"] - 2, outcomes
+    per_occurrence = outcomes_by_occurrence(store, ["slow.overlap"])
+    for counts in per_occurrence.values():
+        assert counts["completed"] + counts["skipped-overlap"] + counts["aborted"] <= 1, counts
+    store.close()
+
+
+def test_a_deleted_lock_aborts_the_run_with_lock_lost(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Deleting the overlap lock in the store during a run aborts ctx.signal within lock_ttl."""
+    prefix = f"lost{time.time_ns()}:"
+    url = f"{redis_server.url}?prefix={prefix}"
+    notes = tmp_path / "journal.jsonl"
+    (beat,) = start_beats("tests.apps.long", url, tmp_path, command_env(notes), count=1)
+    client = redis.Redis(port=redis_server.port)
+    try:
+        wait_for(lambda: any(x["event"] == "start" for x in journal.read(notes)), 30, "a run")
+        assert client.delete(f"{prefix}active:long.run") == 1
+        deleted = time.time()
+        wait_for(lambda: any(x["event"] == "aborted" for x in journal.read(notes)), 10, "abort")
+        beat.terminate()
+    finally:
+        beat.ensure_stopped()
+        client.close()
+    (aborted,) = [x for x in journal.read(notes) if x["event"] == "aborted"]
+    assert aborted["reason"] == "lock-lost"
+    assert aborted["at"] - deleted <= 3 + 1  # lock_ttl is 3 s; heartbeats every second
+    store = store_from_url(url)
+    records = [
+        r for r in store.history("long.run", 100) if r.occurrence_id == aborted["occurrence_id"]
+    ]
+    assert [(r.outcome, r.reason) for r in records] == [("aborted", "lock-lost")]
+    store.close()
+
+
+def test_sigterm_aborts_a_long_run_with_shutdown_and_keeps_the_claim(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """SIGTERM mid-run: the handler sees ``shutdown``, the beat exits within shutdown_timeout
+    + 2 s, the overlap lock is gone and the claim stays."""
+    prefix = f"term{time.time_ns()}:"
+    url = f"{redis_server.url}?prefix={prefix}"
+    notes = tmp_path / "journal.jsonl"
+    (beat,) = start_beats("tests.apps.long", url, tmp_path, command_env(notes), count=1,
+                          extra=["--shutdown-timeout", "3s"])  # fmt: skip
+    client = redis.Redis(port=redis_server.port, decode_responses=True)
+    try:
+        wait_for(lambda: any(x["event"] == "start" for x in journal.read(notes)), 30, "a run")
+        took = beat.terminate()
+    finally:
+        beat.ensure_stopped()
+    assert beat.process is not None and beat.process.returncode == 0, beat.output()
+    assert took <= 3 + 2, took
+    (aborted,) = [x for x in journal.read(notes) if x["event"] == "aborted"]
+    assert aborted["reason"] == "shutdown"
+    assert client.exists(f"{prefix}active:long.run") == 0
+    occurrence = Occurrence.parse(aborted["occurrence_id"])
+    assert client.get(f"{prefix}{occurrence.claim_key}") == aborted["replica"]
+    client.close()
+
+
+def test_a_redis_outage_pauses_cluster_jobs_and_doubles_nothing(tmp_path: Path) -> None:
+    """Redis stopped for 5 s under 3 beats: nothing runs unclaimed, nothing runs twice after it
+    returns, the beats keep running and each logs the outage once."""
+    server = RedisServer(persist=True)
+    try:
+        server.start()
+    except Exception as exc:
+        pytest.skip(f"redis-server could not be started: {exc}")
+    url = f"{server.url}?prefix=outage:&connect_timeout=1"
+    notes = tmp_path / "journal.jsonl"
+    env = command_env(notes, CB_TEST_JOBS="5")
+    beats = start_beats("tests.apps.many", url, tmp_path, env)
+    jobs = JOBS[:5]
+    try:
+        wait_until_live(url, 3)
+        began = time.time()
+        time.sleep(4)
+        server.stop()
+        down = time.time()
+        time.sleep(5)
+        server.start()
+        back = time.time()
+        time.sleep(6)
+        ended = time.time()
+        assert all(b.process and b.process.poll() is None for b in beats), "a beat died"
+        for beat in beats:
+            beat.terminate()
+        store = store_from_url(url)
+        lines = [x for x in journal.read(notes) if x["event"] == "ran"]
+        ran = Counter(x["occurrence_id"] for x in lines)
+        assert max(ran.values()) == 1, ran.most_common(3)
+        for line in lines:
+            owner = store.claimed_by(Occurrence.parse(line["occurrence_id"]))
+            assert owner == line["replica"], line
+        after = [x for x in lines if x["at"] > back + 1]
+        assert after, "jobs run again once the store is back"
+        outcomes = outcomes_by_occurrence(store, jobs)
+        assert all(c["completed"] <= 1 for c in outcomes.values())
+        # The gap is claimed once the store is back: each occurrence gets one outcome from its
+        # claimer (the backlog of one job runs once, the rest skipped-overlap). Only
+        # occurrences claimed in the instant it went down (whose run could not take its lock)
+        # stay without one.
+        decided = ("completed", "skipped-overlap", "failed", "missed")
+        for job in jobs:
+            for at in seconds_between(began + 1, ended - 1):
+                occurrence = Occurrence(job=job, scheduled_at=at)
+                counts = outcomes.get(occurrence.id, Counter())
+                assert sum(counts[o] for o in decided) <= 1, (occurrence.id, counts)
+                if sum(counts[o] for o in decided) == 0:
+                    assert store.claimed_by(occurrence) is not None, occurrence.id
+                    assert abs(at.timestamp() - down) < 2, occurrence.id
+        store.close()
+    finally:
+        for beat in beats:
+            beat.ensure_stopped()
+        server.remove()
+    for beat in beats:
+        output = beat.output()
+        assert output.count("store unavailable") == 1, output[-3000:]
+        assert output.count("store reachable again") == 1, output[-3000:]
