@@ -122,6 +122,8 @@ def main(ctx: click.Context, log_level: str | None) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # The pool logs every reconnect attempt; the beat already says once that the store is down.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 @main.command()

@@ -85,7 +85,9 @@ class Guard:
             started_at=started,
             attempt=attempt,
         )
-        if job.overlap == "skip":
+        # Instance-scope jobs overlap-check in their own process only (the beat does that).
+        locked = job.overlap == "skip" and job.is_cluster
+        if locked:
             if not self.store.acquire(key, owner, job.lock_ttl):
                 record = made(outcome="skipped-overlap")
                 self._record(record)
@@ -94,7 +96,7 @@ class Guard:
                 self._held[owner] = key
         stop_helpers = threading.Event()
         helpers = []
-        if job.overlap == "skip":
+        if locked:
             helpers.append(_start(self._heartbeat, job, key, owner, signal, stop_helpers))
         if job.timeout is not None:
             helpers.append(_start(_abort_after, job.timeout, signal, stop_helpers))
@@ -130,7 +132,7 @@ class Guard:
             stop_helpers.set()
             for helper in helpers:
                 helper.join()
-            if job.overlap == "skip":
+            if locked:
                 self._release(key, owner)
         self._record(record)
         return record

@@ -169,13 +169,15 @@ class PostgresStore(Store):
                 raise ConfigError("expected postgresql://", option="store", value=client_or_url)
             self._host = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
             self._url = parts._replace(netloc=self._host, query="").geturl()
+            self._conninfo = client_or_url
+            self._connect_seconds = max(1, round(connect_timeout))
             self._pool = ConnectionPool(
                 client_or_url,
                 min_size=1,
                 max_size=pool_size,
                 open=False,
                 timeout=connect_timeout,
-                kwargs={"connect_timeout": max(1, round(connect_timeout)), "autocommit": True},
+                kwargs={"connect_timeout": self._connect_seconds, "autocommit": True},
                 name="cron-bridge",
             )
             self._owned = True
@@ -205,6 +207,9 @@ class PostgresStore(Store):
             if self._ready:
                 return
             if self._owned:
+                # One direct connection first: its error says why (refused, auth, no such
+                # database), where the pool would only say it gave up after its timeout.
+                psycopg.connect(self._conninfo, connect_timeout=self._connect_seconds).close()
                 self._pool.open(wait=True, timeout=self._timeout)
             if self._create_tables:
                 self._create()

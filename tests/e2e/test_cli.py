@@ -1,0 +1,122 @@
+"""The ``cron-bridge`` command as a user runs it: output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
+
+pytestmark = pytest.mark.slow
+
+APP = "tests.apps.cli_app"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return command_env(tmp_path / "journal.jsonl", CRON_BRIDGE_STORE=f"sqlite:///{tmp_path}/s.db")
+
+
+def test_list_prints_the_documented_columns(tmp_path: Path, env: dict[str, str]) -> None:
+    """NAME SCHEDULE TIMEZONE SCOPE TARGET NEXT LAST, one row per job; --json too."""
+    done = cli("list", "-A", APP, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    assert header.split() == ["NAME", "SCHEDULE", "TIMEZONE", "SCOPE", "TARGET", "NEXT", "LAST"]
+    assert [row.split()[0] for row in rows] == ["billing.broken", "cache.warm", "reports.minutely"]
+    assert "Europe/Warsaw" in rows[0]
+    assert "external" in rows[2]
+    as_json = json.loads(cli("list", "-A", APP, "--json", env=env, cwd=tmp_path).stdout)
+    assert {row["name"]: row["timezone"] for row in as_json}["billing.broken"] == "Europe/Warsaw"
+
+
+def test_run_claims_the_scheduled_occurrence_once(tmp_path: Path, env: dict[str, str]) -> None:
+    """Two runs of a ``* * * * *`` job in one minute: completed, then skipped-claimed; both 0.
+    ``--force`` runs a fresh occurrence; ``list`` then shows the last run."""
+    if datetime.now(UTC).second > 50:  # both runs must fall in the same minute
+        time.sleep(61 - datetime.now(UTC).second)
+    first = cli("run", "reports.minutely", "-A", APP, env=env, cwd=tmp_path)
+    second = cli("run", "reports.minutely", "-A", APP, env=env, cwd=tmp_path)
+    assert (first.returncode, second.returncode) == (0, 0), (first.stderr, second.stderr)
+    one, two = json.loads(first.stdout), json.loads(second.stdout)
+    assert (one["outcome"], two["outcome"]) == ("completed", "skipped-claimed")
+    assert one["occurrence_id"] == two["occurrence_id"]
+    assert one["occurrence_id"].endswith(":00.000Z")
+    assert {"name", "occurrence_id", "outcome", "duration_ms"} <= one.keys()
+    forced = cli("run", "reports.minutely", "-A", APP, "--force", env=env, cwd=tmp_path)
+    assert forced.returncode == 0
+    again = json.loads(forced.stdout)
+    assert again["outcome"] == "completed"
+    assert again["occurrence_id"] != one["occurrence_id"]
+    listed = cli("list", "-A", APP, env=env, cwd=tmp_path).stdout
+    assert "completed" in next(line for line in listed.splitlines() if "reports.minutely" in line)
+    history = cli("history", "reports.minutely", "--json", env=env, cwd=tmp_path)
+    outcomes = [r["outcome"] for r in json.loads(history.stdout)]
+    assert outcomes == ["completed", "skipped-claimed", "completed"]
+
+
+def test_a_failing_job_exits_1(tmp_path: Path, env: dict[str, str]) -> None:
+    """The run's error is in the JSON, and the exit code is 1."""
+    done = cli("run", "billing.broken", "-A", APP, env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "failed"
+    assert "the ledger is locked" in result["error"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["run", "nope", "-A", APP], "no job called 'nope'"),
+        (["run", "reports.minutely", "-A", "tests.apps.missing"], "cannot import"),
+        (["run", "reports.minutely", "-A", APP, "--store", "mysql://db/x"], "unknown store scheme"),
+        (["run", "reports.minutely", "-A", APP, "--store", "redis://127.0.0.1:1/0"], "127.0.0.1:1"),
+        (["list", "-A", APP, "--store", "postgresql://127.0.0.1:1/db"], "127.0.0.1:1"),
+        (["beat", "-A", APP, "--http", "127.0.0.1:0"], "without --secret"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(
+    tmp_path: Path, env: dict[str, str], args: list[str], says: str
+) -> None:
+    """Unknown job, bad module, bad or unreachable store, missing secret: exit 2, one line."""
+    done = cli(*args, env=env, cwd=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert says in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_bad_declaration_fails_at_import_with_one_line(tmp_path: Path) -> None:
+    """A ConfigError while importing the app names the job and option, without a traceback."""
+    module = tmp_path / "badapp.py"
+    module.write_text(
+        "from cron_bridge import cluster_task\n"
+        "@cluster_task(cron='0 0 30 2 *', name='never', target='inline')\n"
+        "def never(ctx): pass\n"
+    )
+    done = cli("list", "-A", "badapp", env=command_env(), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "cron-bridge: job 'never', option cron='0 0 30 2 *': never fires"
+    )
+
+
+def test_the_memory_store_warns_and_refuses_cluster_jobs_in_production(tmp_path: Path) -> None:
+    """``beat --store memory://`` logs its warning; with CRON_BRIDGE_ENV=production it refuses."""
+    refused = cli("beat", "-A", APP, "--store", "memory://", cwd=tmp_path,
+                  env=command_env(CRON_BRIDGE_ENV="production"))  # fmt: skip
+    assert refused.returncode == 2
+    assert "allow_local_cluster" in refused.stderr.strip().splitlines()[-1]
+    beat = BeatProcess("mem", APP, "memory://", tmp_path, command_env()).start()
+    try:
+        wait_for(lambda: "started with" in beat.output(), 30, "the beat to start")
+        assert beat.terminate() < 30
+    finally:
+        beat.ensure_stopped()
+    assert "this process only" in beat.output()
+    assert beat.process is not None and beat.process.returncode == 0

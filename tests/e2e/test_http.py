@@ -1,0 +1,90 @@
+"""The HTTP trigger over a real socket, served by ``cron-bridge beat --http``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cron_bridge import Beat, ConfigError
+from cron_bridge.http import asgi_app, wsgi_app
+from cron_bridge.stores import MemoryStore
+from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.servers import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def call(url: str, token: str | None = None, method: str = "POST") -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_the_http_trigger_over_a_real_socket(tmp_path: Path) -> None:
+    """200 with outcome, occurrence_id and duration_ms; 401; 404; 500 for a failing job."""
+    port = free_port()
+    beat = BeatProcess(
+        "http", "tests.apps.cli_app", f"sqlite:///{tmp_path}/s.db", tmp_path, command_env(),
+        extra=["--http", f"127.0.0.1:{port}", "--secret", "s3cret"],
+    ).start()  # fmt: skip
+    base = f"http://127.0.0.1:{port}/_scheduler/run"
+    try:
+        wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
+        status, body = call(f"{base}/reports.minutely", "s3cret")
+        assert status == 200, body
+        assert body["outcome"] == "completed"
+        assert body["occurrence_id"].startswith("reports.minutely@")
+        assert isinstance(body["duration_ms"], float)
+        status, body = call(f"{base}/reports.minutely", "s3cret", method="GET")
+        assert (status, body["outcome"]) == (200, "skipped-claimed")
+        assert call(f"{base}/reports.minutely")[0] == 401
+        assert call(f"{base}/reports.minutely", "wrong")[0] == 401
+        assert call(f"{base}/nope", "s3cret")[0] == 404
+        status, body = call(f"{base}/billing.broken", "s3cret")
+        assert status == 500
+        assert body["outcome"] == "failed"
+        assert "ledger" in body["error"]
+        beat.terminate()
+    finally:
+        beat.ensure_stopped()
+
+
+def test_the_apps_refuse_to_start_without_a_secret() -> None:
+    """Both apps raise ConfigError without a secret."""
+    beat = Beat(MemoryStore(), [])
+    with pytest.raises(ConfigError, match="secret"):
+        wsgi_app(beat, secret="")
+    with pytest.raises(ConfigError, match="secret"):
+        asgi_app(beat, secret="")
+
+
+def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
+    """Driven through the ASGI protocol: 401 without the token, 404 for an unknown job."""
+    app = asgi_app(Beat(MemoryStore(), []), secret="s3cret")
+
+    async def request(headers: list[tuple[bytes, bytes]], path: str) -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b""}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
+        await app(scope, receive, send)
+        return int(sent[0]["status"])
+
+    assert asyncio.run(request([], "/_scheduler/run/x")) == 401
+    assert asyncio.run(request([(b"authorization", b"Bearer s3cret")], "/_scheduler/run/x")) == 404

@@ -1,0 +1,328 @@
+"""The beat in one process, on a fake clock: claims, targets, triggers, shutdown, the guard."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cron_bridge import Beat, ConfigError, JobContext, Registry, cluster_task, declare
+from cron_bridge.adapters import Dispatch, TaskRef, register
+from cron_bridge.jobs import Job, Occurrence, lock_key
+from cron_bridge.stores import MemoryStore, RunRecord, Store
+from cron_bridge.testing import FakeClock
+
+START = datetime(2026, 5, 1, 12, 0, 0, 500_000, tzinfo=UTC)
+
+
+class ListQueue:
+    """A queue library of our own, in memory: the test adapter for the queue seam."""
+
+    name = "listqueue"
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.calls = 0
+        self.down = False
+
+    def accepts(self, obj: object, queue: object | None) -> bool:
+        return isinstance(obj, QueueTask)
+
+    def describe(self, obj: object, queue: object | None) -> TaskRef:
+        assert isinstance(obj, QueueTask)
+        return TaskRef(
+            task=obj.name, name=obj.name, queue=queue if isinstance(queue, str) else None
+        )
+
+    def wrap(self, obj: Any, job: Job) -> Any:
+        return obj
+
+    def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
+        self.calls += 1
+        if self.down:
+            return [ConnectionError("broker down") for _ in dispatches]
+        self.sent.extend(d.meta() for d in dispatches)
+        return [None for _ in dispatches]
+
+
+class QueueTask:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any) -> None:
+        raise AssertionError("the beat never calls a queue target")
+
+
+@pytest.fixture
+def queue() -> ListQueue:
+    adapter = ListQueue()
+    register(adapter)
+    return adapter
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(START)
+
+
+@pytest.fixture
+def beats() -> Iterator[list[Beat]]:
+    started: list[Beat] = []
+    yield started
+    for beat in started:
+        beat.stop()
+
+
+def eventually(check: Any, what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def outcomes(store: Store, job: str) -> dict[str, Counter[str]]:
+    found: dict[str, Counter[str]] = {}
+    for record in store.history(job, 1000):
+        found.setdefault(record.occurrence_id, Counter())[record.outcome] += 1
+    return found
+
+
+def total(store: Store, job: str) -> int:
+    return len(store.history(job, 1000))
+
+
+def inline(name: str, every: str = "1s", **options: Any) -> tuple[Job, list[JobContext]]:
+    seen: list[JobContext] = []
+    job = declare(
+        name, every=every, target="inline", handler=lambda ctx: seen.append(ctx), **options
+    )
+    return job, seen
+
+
+def test_three_beats_share_each_occurrence(clock: FakeClock, beats: list[Beat]) -> None:
+    """One claim winner per occurrence; the other two record skipped-claimed."""
+    store = MemoryStore(clock=clock)
+    job, seen = inline("tick")
+    beats += [Beat(store, [job], clock=clock, replica_id=f"r{i}") for i in range(3)]
+    for beat in beats:
+        beat.start()
+    for step in range(1, 6):
+        clock.advance(1)
+        eventually(lambda n=step: total(store, "tick") == 3 * n, f"occurrence {step}")
+    for counts in outcomes(store, "tick").values():
+        assert counts == Counter({"completed": 1, "skipped-claimed": 2})
+    assert sorted(ctx.occurrence_id for ctx in seen) == sorted(outcomes(store, "tick"))
+    assert {ctx.trigger for ctx in seen} == {"schedule"}
+
+
+def test_instance_scope_runs_on_every_replica_without_claims(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """scope="instance" runs everywhere; its claim key is never taken."""
+    store = MemoryStore(clock=clock)
+    job, seen = inline("local", scope="instance")
+    beats += [Beat(store, [job], clock=clock, replica_id=f"r{i}") for i in range(3)]
+    for beat in beats:
+        beat.start()
+    clock.advance(1)
+    eventually(lambda: len(seen) == 3, "three runs")
+    assert len({ctx.replica for ctx in seen}) == 3
+    assert store.claimed_by(Occurrence.parse(seen[0].occurrence_id)) is None
+
+
+def test_external_jobs_are_not_armed_and_trigger_claims_once(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """external=True only runs when triggered; two triggers of one scheduled time run it once."""
+    store = MemoryStore(clock=clock)
+    job, seen = inline("manual.only", every="1m", external=True)
+    beat = Beat(store, [job], clock=clock)
+    beats.append(beat)
+    beat.start()
+    clock.advance(120)
+    time.sleep(0.2)
+    assert seen == []
+    first, second = beat.trigger("manual.only"), beat.trigger("manual.only")
+    assert (first.outcome, second.outcome) == ("completed", "skipped-claimed")
+    assert first.occurrence_id == "manual.only@2026-05-01T12:02:00.000Z"
+    forced = beat.trigger("manual.only", force=True)
+    assert forced.outcome == "completed"
+    assert forced.occurrence_id == "manual.only@2026-05-01T12:02:00.500Z"
+    assert [ctx.trigger for ctx in seen] == ["manual", "manual"]
+    with pytest.raises(ConfigError, match="no such job"):
+        beat.trigger("nope")
+
+
+def test_jobs_can_be_added_and_removed_while_running(clock: FakeClock, beats: list[Beat]) -> None:
+    """add() arms a job from its next occurrence; remove() stops it."""
+    store = MemoryStore(clock=clock)
+    beat = Beat(store, [], clock=clock)
+    beats.append(beat)
+    beat.start()
+    job, seen = inline("later")
+    beat.add(job)
+    clock.advance(1)
+    eventually(lambda: len(seen) == 1, "a run after add")
+    assert [j.name for j in beat.jobs()] == ["later"]
+    beat.remove("later")
+    clock.advance(3)
+    time.sleep(0.2)
+    assert len(seen) == 1
+
+
+def test_a_queue_target_is_enqueued_by_name_with_json_metadata(
+    clock: FakeClock, beats: list[Beat], queue: ListQueue
+) -> None:
+    """The claimer enqueues through the adapter and records enqueued; the meta is plain JSON."""
+    registry = Registry()
+    cluster_task(every="1s", queue="reports", attempts=3, registry=registry)(QueueTask("report"))
+    store = MemoryStore(clock=clock)
+    beats += [Beat(store, registry, clock=clock, replica_id=f"r{i}") for i in range(2)]
+    for beat in beats:
+        beat.start()
+    clock.advance(1)
+    eventually(lambda: len(queue.sent) == 1 and len(store.history("report")) == 2, "enqueue")
+    (meta,) = queue.sent
+    assert meta == {
+        "job": "report",
+        "occurrence_id": "report@2026-05-01T12:00:01.000Z",
+        "scheduled_at": "2026-05-01T12:00:01+00:00",
+        "trigger": "schedule",
+        "replica": meta["replica"],
+        "attempts": 3,
+    }
+    assert Counter(r.outcome for r in store.history("report")) == {
+        "enqueued": 1,
+        "skipped-claimed": 1,
+    }
+
+
+def test_a_broker_that_is_down_is_retried_within_the_grace_then_failed(
+    clock: FakeClock, beats: list[Beat], queue: ListQueue
+) -> None:
+    """Enqueue errors are retried until misfire_grace runs out, then recorded failed with the
+    broker's error; the beat goes on and enqueues the next occurrence once the broker is up."""
+    registry = Registry()
+    cluster_task(every="1m", misfire_grace="10s", registry=registry)(QueueTask("sync"))
+    store = MemoryStore(clock=clock)
+    beat = Beat(store, registry, clock=clock)
+    beats.append(beat)
+    beat.start()
+    queue.down = True
+    clock.advance(60)
+    eventually(lambda: queue.calls >= 3, "retries")
+    assert store.history("sync") == []
+    clock.advance(11)
+    eventually(lambda: len(store.history("sync")) == 1, "the failed record")
+    (failed,) = store.history("sync")
+    assert (failed.outcome, failed.error) == ("failed", "ConnectionError: broker down")
+    queue.down = False
+    clock.advance(50)
+    eventually(lambda: len(store.history("sync")) == 2, "the next occurrence")
+    assert store.history("sync")[0].outcome == "enqueued"
+
+
+def test_stop_aborts_runs_still_going_with_shutdown(clock: FakeClock) -> None:
+    """stop() waits shutdown_timeout, aborts with "shutdown", releases the lock, keeps the claim."""
+    store = MemoryStore(clock=clock)
+    started = threading.Event()
+    reasons: list[str | None] = []
+
+    def long_run(ctx: JobContext) -> None:
+        started.set()
+        ctx.signal.wait(30)
+        reasons.append(ctx.signal.reason)
+        ctx.signal.raise_if_aborted()
+
+    job = declare("long", every="1s", target="inline", handler=long_run)
+    beat = Beat(store, [job], clock=clock, shutdown_timeout="300ms")
+    beat.start()
+    clock.advance(1)
+    assert started.wait(10)
+    began = time.monotonic()
+    beat.stop()
+    assert time.monotonic() - began < 5
+    assert reasons == ["shutdown"]
+    (record,) = store.history("long")
+    assert (record.outcome, record.reason) == ("aborted", "shutdown")
+    assert store.acquire(lock_key("long"), "someone-else", timedelta(seconds=1))
+    assert store.claimed_by(Occurrence.parse(record.occurrence_id)) == beat.replica_id
+
+
+def test_timeout_aborts_the_run(clock: FakeClock) -> None:
+    """timeout= aborts ctx.signal with reason "timeout"."""
+    store = MemoryStore(clock=clock)
+
+    def slow(ctx: JobContext) -> None:
+        ctx.signal.wait(30)
+        ctx.signal.raise_if_aborted()
+
+    beat = Beat(store, [declare("slow", every="1h", timeout="200ms", external=True,
+                                target="inline", handler=slow)], clock=clock)  # fmt: skip
+    result = beat.trigger("slow")
+    assert (result.outcome, result.reason) == ("aborted", "timeout")
+
+
+def test_inline_attempts_retry_with_the_backoff(clock: FakeClock) -> None:
+    """attempts=3: three tries, ctx.attempt 1, 2, 3, each recorded, then failed."""
+    store = MemoryStore(clock=clock)
+    attempts: list[int] = []
+
+    def flaky(ctx: JobContext) -> None:
+        attempts.append(ctx.attempt)
+        raise ValueError(f"try {ctx.attempt}")
+
+    job = declare("flaky", every="1h", attempts=3, external=True, target="inline", handler=flaky,
+                  backoff=None)  # fmt: skip
+    result = Beat(store, [job], clock=clock).trigger("flaky")
+    assert attempts == [1, 2, 3]
+    assert (result.outcome, result.error) == ("failed", "ValueError: try 3")
+    assert [(r.attempt, r.outcome) for r in store.history("flaky")] == [
+        (3, "failed"), (2, "failed"), (1, "failed"),
+    ]  # fmt: skip
+
+
+def test_several_beats_in_one_process_keep_to_their_stores(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """Two beats with two stores in one process: each claims in its own store only."""
+    first, second = MemoryStore(clock=clock), MemoryStore(clock=clock)
+    job, seen = inline("shared.name")
+    beats += [Beat(first, [job], clock=clock), Beat(second, [job], clock=clock)]
+    for beat in beats:
+        beat.start()
+    clock.advance(1)
+    eventually(lambda: len(seen) == 2, "a run in each store")
+    assert [r.outcome for r in first.history("shared.name")] == ["completed"]
+    assert [r.outcome for r in second.history("shared.name")] == ["completed"]
+
+
+def test_cluster_jobs_refuse_the_memory_store_in_production(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beat.start() refuses cluster jobs on the memory store under CRON_BRIDGE_ENV=production."""
+    monkeypatch.setenv("CRON_BRIDGE_ENV", "production")
+    job, _ = inline("tick")
+    with pytest.raises(ConfigError, match="allow_local_cluster"):
+        Beat(MemoryStore(clock=clock), [job], clock=clock).start()
+    local, _ = inline("local", scope="instance")
+    beat = Beat(MemoryStore(clock=clock), [local], clock=clock)
+    beat.start()
+    beat.stop()
+
+
+def test_records_carry_the_replica_and_the_trigger(clock: FakeClock) -> None:
+    """Every record names the replica and the trigger."""
+    store = MemoryStore(clock=clock)
+    job, _ = inline("x", external=True)
+    Beat(store, [job], clock=clock, replica_id="host-1-abcd").trigger("x")
+    (record,) = store.history("x")
+    assert isinstance(record, RunRecord)
+    assert (record.replica, record.trigger) == ("host-1-abcd", "manual")

@@ -1,0 +1,76 @@
+"""The misfire rules and catch-up, on a fake timeline."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from cron_bridge import Job, declare
+from cron_bridge.planning import Planned, catch_up, plan
+
+T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def job(misfire: str = "skip") -> Job:
+    return declare(
+        "j", every="1m", misfire=misfire, misfire_grace="30s", target="inline", handler=print
+    )
+
+
+def summary(items: list[Planned]) -> list[tuple[str, str, bool]]:
+    return [(i.occurrence.scheduled_at.strftime("%H:%M"), i.trigger, i.run) for i in items]
+
+
+def test_an_occurrence_within_the_grace_runs_on_schedule() -> None:
+    """Late by less than misfire_grace is on time."""
+    decided = plan(job(), [T], T + timedelta(seconds=29))
+    assert summary(decided.items) == [("12:00", "schedule", True)]
+
+
+def test_skip_records_every_misfire_missed() -> None:
+    """With misfire="skip" nothing late runs; each late occurrence is to be recorded missed."""
+    due = [T, T + timedelta(minutes=1), T + timedelta(minutes=2)]
+    decided = plan(job(), due, T + timedelta(minutes=2, seconds=40))
+    assert summary(decided.items) == [
+        ("12:00", "schedule", False), ("12:01", "schedule", False), ("12:02", "schedule", False),
+    ]  # fmt: skip
+
+
+def test_run_once_runs_the_latest_misfire_only() -> None:
+    """With misfire="run-once" the latest late occurrence runs (trigger misfire), others missed."""
+    due = [T, T + timedelta(minutes=1), T + timedelta(minutes=2)]
+    decided = plan(job("run-once"), due, T + timedelta(minutes=2, seconds=40))
+    assert summary(decided.items) == [
+        ("12:00", "schedule", False), ("12:01", "schedule", False), ("12:02", "misfire", True),
+    ]  # fmt: skip
+
+
+def test_an_on_time_occurrence_supersedes_the_misfire() -> None:
+    """When an on-time occurrence runs now, the late ones are only recorded missed."""
+    due = [T, T + timedelta(minutes=1), T + timedelta(minutes=2)]
+    decided = plan(job("run-once"), due, T + timedelta(minutes=2, seconds=10))
+    assert summary(decided.items) == [
+        ("12:00", "schedule", False), ("12:01", "schedule", False), ("12:02", "schedule", True),
+    ]  # fmt: skip
+
+
+def test_only_the_newest_misfires_are_listed() -> None:
+    """A long outage lists the newest 100 misfires and counts the rest."""
+    due = [T + timedelta(minutes=n) for n in range(500)]
+    decided = plan(job(), due, T + timedelta(days=1))
+    assert len(decided.items) == 100
+    assert decided.dropped == 400
+    assert decided.items[-1].occurrence.scheduled_at == due[-1]
+
+
+def test_catch_up_covers_the_last_day_and_only_known_jobs() -> None:
+    """Jobs with a last claimed occurrence catch up (at most 24 h back); new jobs do not."""
+    known = job("run-once")
+    other = declare("new", every="1m", misfire="run-once", target="inline", handler=print)
+    now = T + timedelta(days=3, seconds=45)
+    plans = catch_up([known, other], {"j": T}, now)
+    (only,) = plans
+    times = [i.occurrence.scheduled_at for i in only.items]
+    assert min(times) > now - timedelta(hours=24)
+    [ran] = [i for i in only.items if i.run]
+    assert ran.trigger == "misfire"
+    assert catch_up([other], {}, now) == []
