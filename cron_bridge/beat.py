@@ -8,7 +8,6 @@ one batch. Nothing here holds a lock between replicas: the claims are the coordi
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import logging
@@ -16,21 +15,18 @@ import os
 import signal as signals
 import socket
 import threading
-import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
 
-from cron_bridge.adapters import Dispatch, get_adapter
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, Trigger
+from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import ConfigError, StoreUnavailable
-from cron_bridge.guard import Guard
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.planning import Planned, catch_up, plan
 from cron_bridge.registry import Registry, default_registry
@@ -43,7 +39,6 @@ __all__ = ["Beat", "RunResult", "make_replica_id"]
 log = logging.getLogger(__name__)
 
 UNCLAIMED_KEPT = 1000  # per job, occurrences remembered while the store is unreachable
-ENQUEUE_RETRY_FIRST = 0.25  # seconds before the first retry of a failed enqueue; then doubled
 
 
 def make_replica_id() -> str:
@@ -124,10 +119,14 @@ class Beat:
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="cron-bridge-run")
-        self._inflight: dict[Future[Any], AbortSignal] = {}
-        self._running_local: set[str] = set()
-        self._guard = Guard(self.store, self.replica_id, clock=self.clock)
+        self._dispatcher = Dispatcher(
+            self.store,
+            self.replica_id,
+            clock=self.clock,
+            max_workers=max_workers,
+            record=self._record,
+            store_failed=self._store_failed,
+        )
         self._store_down = False
         self._needs_catch_up = True
         # Occurrences that came due while the store was unreachable, by job: claimed (and so
@@ -213,21 +212,7 @@ class Beat:
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
-        with self._lock:
-            pending = dict(self._inflight)
-        deadline = time.monotonic() + self.shutdown_timeout.total_seconds()
-        for future in pending:
-            _wait(future, deadline - time.monotonic())
-        late = [(f, s) for f, s in pending.items() if not f.done()]
-        for _, signal in late:
-            signal.abort("shutdown")
-        if late:
-            log.warning("aborting %d run(s) still going after %s", len(late), self.shutdown_timeout)
-            finish_by = time.monotonic() + 1.0
-            for future, _ in late:
-                _wait(future, finish_by - time.monotonic())
-        self._guard.release_all()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._dispatcher.drain(self.shutdown_timeout)
         if self._owns_store:
             self.store.close()
         log.info("beat %s stopped", self.replica_id)
@@ -366,31 +351,13 @@ class Beat:
                 self._store_ok()
             for item, mine in zip(cluster, won, strict=False):
                 if not mine:
-                    records.append(self._record_of(item, "skipped-claimed"))
+                    records.append(self._dispatcher.record_of(item, "skipped-claimed"))
                 elif not item.run:
-                    records.append(self._record_of(item, "missed"))
+                    records.append(self._dispatcher.record_of(item, "missed"))
                 else:
                     to_run.append(item)
-        queued: list[Planned] = []
-        for item in to_run:
-            if item.job.target == "inline":
-                self._submit(self._run_inline, item)
-            else:
-                queued.append(item)
-        if queued:
-            self._submit(self._enqueue, queued)
+        self._dispatcher.dispatch(to_run)
         self._record(records)
-
-    def _record_of(self, item: Planned, outcome: Outcome, **extra: Any) -> RunRecord:
-        return RunRecord(
-            job=item.job.name,
-            occurrence_id=item.occurrence.id,
-            outcome=outcome,
-            trigger=item.trigger,
-            replica=self.replica_id,
-            started_at=self.clock.now(),
-            **extra,
-        )
 
     def _record(self, records: Sequence[RunRecord]) -> None:
         for record in records:
@@ -401,107 +368,6 @@ class Beat:
             self.store.record_many(records)
         except StoreUnavailable as exc:
             self._store_failed(exc)
-
-    def _submit(self, work: Callable[[Any, AbortSignal], object], item: object) -> None:
-        signal = AbortSignal()
-        try:
-            future = self._pool.submit(work, item, signal)
-        except RuntimeError:  # the pool shut down while stopping
-            return
-        with self._lock:
-            self._inflight[future] = signal
-        future.add_done_callback(self._forget)
-
-    def _forget(self, future: Future[Any]) -> None:
-        with self._lock:
-            self._inflight.pop(future, None)
-        if not future.cancelled() and future.exception() is not None:
-            log.error("a run failed outside its handler", exc_info=future.exception())
-
-    def _run_inline(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
-        job = item.job
-        if not job.is_cluster and job.overlap == "skip":
-            with self._lock:
-                busy = job.name in self._running_local
-                self._running_local.add(job.name)
-            if busy:
-                self._record([self._record_of(item, "skipped-overlap")])
-                return None
-        try:
-            return self._attempts(item, signal)
-        finally:
-            if not job.is_cluster and job.overlap == "skip":
-                with self._lock:
-                    self._running_local.discard(job.name)
-
-    def _attempts(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
-        """Run an inline occurrence with the job's attempts and backoff."""
-        job = item.job
-        record = None
-        for attempt in range(1, job.attempts + 1):
-            try:
-                record = self._guard.run(
-                    job, item.occurrence, trigger=item.trigger, attempt=attempt, signal=signal
-                )
-            except StoreUnavailable as exc:
-                self._store_failed(exc)
-                log.warning(
-                    "%s did not run: its overlap lock could not be asked for", item.occurrence.id
-                )
-                return None
-            if record.outcome != "failed" or attempt == job.attempts:
-                return record
-            if signal.wait(job.backoff.delay(attempt)):
-                return record
-        return record
-
-    def _enqueue(self, items: list[Planned], signal: AbortSignal) -> list[RunRecord]:
-        """Send claimed occurrences to their queues; retry failures within misfire_grace."""
-        pending = list(items)
-        wait = ENQUEUE_RETRY_FIRST
-        records: list[RunRecord] = []
-        while pending:
-            failed: list[tuple[Planned, Exception]] = []
-            by_adapter: dict[str, list[Planned]] = {}
-            for item in pending:
-                by_adapter.setdefault(item.job.adapter or "", []).append(item)
-            for name, group in by_adapter.items():
-                for item, error in zip(group, self._send(name, group), strict=True):
-                    if error is None:
-                        records.append(self._record_of(item, "enqueued"))
-                    else:
-                        failed.append((item, error))
-            pending = []
-            now = self.clock.now()
-            for item, error in failed:
-                deadline = item.occurrence.scheduled_at + item.job.misfire_grace
-                if now + timedelta(seconds=wait) < deadline and not signal.aborted:
-                    pending.append(item)
-                else:
-                    records.append(self._record_of(item, "failed", error=_describe(error)))
-            if pending:
-                log.warning(
-                    "enqueue of %d occurrence(s) failed, trying again in %.2fs: %s",
-                    len(pending),
-                    wait,
-                    _describe(failed[0][1]),
-                )
-                if signal.wait(wait):
-                    records += [self._record_of(i, "aborted", reason="shutdown") for i in pending]
-                    pending = []
-                wait *= 2
-        self._record(records)
-        return records
-
-    def _send(self, adapter_name: str, items: list[Planned]) -> list[Exception | None]:
-        dispatches = [
-            Dispatch(job=i.job, occurrence=i.occurrence, trigger=i.trigger, replica=self.replica_id)
-            for i in items
-        ]
-        try:
-            return get_adapter(adapter_name).enqueue_many(dispatches)
-        except Exception as exc:  # noqa: BLE001 - a broken adapter fails its occurrences, not the beat
-            return [exc] * len(items)
 
     # -- manual triggers ----------------------------------------------------------------
 
@@ -528,15 +394,15 @@ class Beat:
             run=True,
         )
         if job.is_cluster and not self.store.claim(item.occurrence, self.replica_id):
-            record = self._record_of(item, "skipped-claimed")
+            record = self._dispatcher.record_of(item, "skipped-claimed")
             self._record([record])
             return self._result(record)
         if job.target == "inline":
-            ran = self._attempts(item, AbortSignal())
+            ran = self._dispatcher.attempts(item, AbortSignal())
             if ran is None:
                 raise StoreUnavailable("the overlap lock could not be asked for")
             return self._result(ran)
-        (sent,) = self._enqueue([item], AbortSignal())
+        (sent,) = self._dispatcher.enqueue([item], AbortSignal())
         return self._result(sent)
 
     def _result(self, record: RunRecord) -> RunResult:
@@ -550,12 +416,3 @@ class Beat:
             reason=record.reason,
             error=record.error,
         )
-
-
-def _wait(future: Future[Any], timeout: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        future.exception(timeout=max(0.0, timeout))
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,215 @@
+"""Running claimed occurrences on their targets.
+
+Inline targets run under the guard in a bounded thread pool, with the job's attempts and
+backoff; queue targets go to their adapter, grouped per adapter, with failed enqueues retried
+within the job's ``misfire_grace``. The dispatcher keeps the abort signal of everything in
+flight, so the beat can drain it on shutdown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from cron_bridge.adapters import Dispatch, get_adapter
+from cron_bridge.clock import Clock
+from cron_bridge.context import AbortSignal
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.guard import Guard
+from cron_bridge.planning import Planned
+from cron_bridge.stores.base import Outcome, RunRecord, Store
+
+__all__ = ["Dispatcher"]
+
+log = logging.getLogger(__name__)
+
+ENQUEUE_RETRY_FIRST = 0.25  # seconds before the first retry of a failed enqueue; then doubled
+
+
+class Dispatcher:
+    """Hands claimed occurrences to their targets and keeps track of what is in flight.
+
+    Args:
+        store: the store the guard locks and records in.
+        replica: who runs them.
+        clock: the time source for records and deadlines.
+        max_workers: threads for inline runs and enqueues.
+        record: how outcomes are written (the beat batches them and watches the store).
+        store_failed: told when the store could not be reached.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        replica: str,
+        *,
+        clock: Clock,
+        max_workers: int,
+        record: Callable[[Sequence[RunRecord]], None],
+        store_failed: Callable[[StoreUnavailable], None],
+    ) -> None:
+        self.replica = replica
+        self.clock = clock
+        self._record = record
+        self._store_failed = store_failed
+        self._guard = Guard(store, replica, clock=clock)
+        self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="cron-bridge-run")
+        self._lock = threading.Lock()
+        self._inflight: dict[Future[Any], AbortSignal] = {}
+        self._running_local: set[str] = set()
+
+    def dispatch(self, items: Sequence[Planned]) -> None:
+        """Start every item on its target, in the background."""
+        queued = []
+        for item in items:
+            if item.job.target == "inline":
+                self._submit(self.run_inline, item)
+            else:
+                queued.append(item)
+        if queued:
+            self._submit(self.enqueue, queued)
+
+    def drain(self, timeout: timedelta) -> None:
+        """Wait for what is in flight, abort it with ``shutdown`` at ``timeout``, release locks."""
+        with self._lock:
+            pending = dict(self._inflight)
+        deadline = time.monotonic() + timeout.total_seconds()
+        for future in pending:
+            _wait(future, deadline - time.monotonic())
+        late = [(f, s) for f, s in pending.items() if not f.done()]
+        for _, signal in late:
+            signal.abort("shutdown")
+        if late:
+            log.warning("aborting %d run(s) still going after %s", len(late), timeout)
+            finish_by = time.monotonic() + 1.0
+            for future, _ in late:
+                _wait(future, finish_by - time.monotonic())
+        self._guard.release_all()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _submit(self, work: Callable[[Any, AbortSignal], object], item: object) -> None:
+        signal = AbortSignal()
+        try:
+            future = self._pool.submit(work, item, signal)
+        except RuntimeError:  # the pool shut down while stopping
+            return
+        with self._lock:
+            self._inflight[future] = signal
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._inflight.pop(future, None)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("a run failed outside its handler", exc_info=future.exception())
+
+    def run_inline(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
+        job = item.job
+        if not job.is_cluster and job.overlap == "skip":
+            with self._lock:
+                busy = job.name in self._running_local
+                self._running_local.add(job.name)
+            if busy:
+                self._record([self.record_of(item, "skipped-overlap")])
+                return None
+        try:
+            return self.attempts(item, signal)
+        finally:
+            if not job.is_cluster and job.overlap == "skip":
+                with self._lock:
+                    self._running_local.discard(job.name)
+
+    def attempts(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
+        """Run an inline occurrence with the job's attempts and backoff."""
+        job = item.job
+        record = None
+        for attempt in range(1, job.attempts + 1):
+            try:
+                record = self._guard.run(
+                    job, item.occurrence, trigger=item.trigger, attempt=attempt, signal=signal
+                )
+            except StoreUnavailable as exc:
+                self._store_failed(exc)
+                log.warning(
+                    "%s did not run: its overlap lock could not be asked for", item.occurrence.id
+                )
+                return None
+            if record.outcome != "failed" or attempt == job.attempts:
+                return record
+            if signal.wait(job.backoff.delay(attempt)):
+                return record
+        return record
+
+    def enqueue(self, items: list[Planned], signal: AbortSignal) -> list[RunRecord]:
+        """Send claimed occurrences to their queues; retry failures within misfire_grace."""
+        pending = list(items)
+        wait = ENQUEUE_RETRY_FIRST
+        records: list[RunRecord] = []
+        while pending:
+            failed: list[tuple[Planned, Exception]] = []
+            by_adapter: dict[str, list[Planned]] = {}
+            for item in pending:
+                by_adapter.setdefault(item.job.adapter or "", []).append(item)
+            for name, group in by_adapter.items():
+                for item, error in zip(group, self._send(name, group), strict=True):
+                    if error is None:
+                        records.append(self.record_of(item, "enqueued"))
+                    else:
+                        failed.append((item, error))
+            pending = []
+            now = self.clock.now()
+            for item, error in failed:
+                deadline = item.occurrence.scheduled_at + item.job.misfire_grace
+                if now + timedelta(seconds=wait) < deadline and not signal.aborted:
+                    pending.append(item)
+                else:
+                    records.append(self.record_of(item, "failed", error=_describe(error)))
+            if pending:
+                log.warning(
+                    "enqueue of %d occurrence(s) failed, trying again in %.2fs: %s",
+                    len(pending),
+                    wait,
+                    _describe(failed[0][1]),
+                )
+                if signal.wait(wait):
+                    records += [self.record_of(i, "aborted", reason="shutdown") for i in pending]
+                    pending = []
+                wait *= 2
+        self._record(records)
+        return records
+
+    def _send(self, adapter_name: str, items: list[Planned]) -> list[Exception | None]:
+        dispatches = [
+            Dispatch(job=i.job, occurrence=i.occurrence, trigger=i.trigger, replica=self.replica)
+            for i in items
+        ]
+        try:
+            return get_adapter(adapter_name).enqueue_many(dispatches)
+        except Exception as exc:  # noqa: BLE001 - a broken adapter fails its occurrences, not the beat
+            return [exc] * len(items)
+
+    def record_of(self, item: Planned, outcome: Outcome, **extra: Any) -> RunRecord:
+        return RunRecord(
+            job=item.job.name,
+            occurrence_id=item.occurrence.id,
+            outcome=outcome,
+            trigger=item.trigger,
+            replica=self.replica,
+            started_at=self.clock.now(),
+            **extra,
+        )
+
+
+def _wait(future: Future[Any], timeout: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        future.exception(timeout=max(0.0, timeout))
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
