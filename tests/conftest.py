@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from cron_bridge.stores import Store, store_from_url
-from tests.servers import PostgresServer, RedisCluster, RedisServer, ServerUnavailable
+from tests.servers import (
+    PostgresServer,
+    RabbitMQServer,
+    RedisCluster,
+    RedisServer,
+    ServerUnavailable,
+)
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -61,6 +67,18 @@ def postgres_server() -> Iterator[PostgresServer]:
         server.start()
     except ServerUnavailable as exc:
         unavailable("PostgreSQL", exc)
+    yield server
+    server.remove()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_server() -> Iterator[RabbitMQServer]:
+    """One RabbitMQ node for the whole run; tests keep apart by queue name."""
+    try:
+        server = RabbitMQServer()
+        server.start()
+    except ServerUnavailable as exc:
+        unavailable("RabbitMQ", exc)
     yield server
     server.remove()
 

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -19,7 +20,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["PostgresServer", "RedisCluster", "RedisServer", "ServerUnavailable", "free_port"]
+__all__ = [
+    "PostgresServer",
+    "RabbitMQServer",
+    "RedisCluster",
+    "RedisServer",
+    "ServerUnavailable",
+    "free_port",
+]
 
 
 class ServerUnavailable(Exception):
@@ -271,6 +279,67 @@ class PostgresServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def rabbitmq_binary() -> str:
+    # Debian's /usr/sbin wrapper switches to the rabbitmq user; the real script runs as anyone.
+    for candidate in ("/usr/lib/rabbitmq/bin/rabbitmq-server", shutil.which("rabbitmq-server")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    raise ServerUnavailable("no rabbitmq-server installed (apt-get install rabbitmq-server)")
+
+
+class RabbitMQServer:
+    """A throwaway RabbitMQ node with its own ports, Erlang port mapper and folder."""
+
+    def __init__(self) -> None:
+        self.binary = rabbitmq_binary()
+        self.dir = Path(tempfile.mkdtemp(prefix="cron-bridge-rabbit-"))
+        self.port, self.dist_port, self.epmd_port = free_port(), free_port(), free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        (self.dir / "enabled_plugins").write_text("[].\n")
+        self.env = {
+            **os.environ,
+            "HOME": str(self.dir),
+            "RABBITMQ_NODENAME": f"cbtest{self.port}@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "ERL_EPMD_PORT": str(self.epmd_port),
+            "RABBITMQ_MNESIA_BASE": str(self.dir / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(self.dir / "log"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.dir / "enabled_plugins"),
+            "RABBITMQ_CONFIG_FILE": str(self.dir / "rabbitmq"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(self.dir / "advanced.config"),
+            "RABBITMQ_PID_FILE": str(self.dir / "pid"),
+        }
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
+
+    def start(self) -> None:
+        log = self.dir / "out.log"
+        with open(log, "wb") as out:
+            self.process = subprocess.Popen(
+                [self.binary], env=self.env, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        _wait_for_port(self.port, self.process, 90, log)
+
+    def remove(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        epmd = shutil.which("epmd") or "/usr/lib/erlang/bin/epmd"
+        if Path(epmd).exists():
+            subprocess.run([epmd, "-kill"], env=self.env, capture_output=True, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -40,15 +40,12 @@ def cli(
 
 
 @dataclass
-class BeatProcess:
-    """One ``cron-bridge beat`` process, its output in files under ``folder``."""
+class Service:
+    """A long-running child process (a beat or a worker), its output in ``folder``."""
 
     name: str
-    app: str
-    store_url: str
     folder: Path
     env: dict[str, str]
-    extra: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
@@ -56,15 +53,15 @@ class BeatProcess:
     def log(self) -> Path:
         return self.folder / f"{self.name}.log"
 
-    def start(self) -> BeatProcess:
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> Service:
         self.starts += 1
-        out = open(self.log, "ab")  # noqa: SIM115 - the child keeps it; closed in wait()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "cron_bridge", "beat", "-A", self.app,
-             "--store", self.store_url, "--replica-id", f"{self.name}-{self.starts}", *self.extra],
-            env=self.env, cwd=self.folder, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        out.close()
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                self.argv(), env=self.env, cwd=self.folder, stdout=out, stderr=subprocess.STDOUT
+            )
         return self
 
     def terminate(self) -> float:
@@ -87,6 +84,47 @@ class BeatProcess:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@dataclass
+class BeatProcess(Service):
+    """One ``cron-bridge beat`` process; its replica id is ``<name>-<start count>``."""
+
+    app: str = ""
+    store_url: str = ""
+    extra: list[str] = field(default_factory=list)
+
+    def argv(self) -> list[str]:
+        return [
+            sys.executable, "-m", "cron_bridge", "beat", "-A", self.app, "--store", self.store_url,
+            "--replica-id", f"{self.name}-{self.starts}", *self.extra,
+        ]  # fmt: skip
+
+
+@dataclass
+class Worker(Service):
+    """A worker of one queue library for one of the tests/apps apps."""
+
+    library: str = ""
+    queue: str = ""
+    broker: str = ""
+
+    def argv(self) -> list[str]:
+        bin_dir = Path(sys.executable).parent
+        if self.library == "celery":
+            return [
+                sys.executable, "-m", "celery", "-A", "tests.apps.celery_app", "worker",
+                "-P", "prefork", "-c", "1", "--without-gossip", "--without-mingle",
+                "--without-heartbeat", "-n", f"{self.name}@%h", "-Q", self.queue, "-l", "INFO",
+            ]  # fmt: skip
+        if self.library == "rq":
+            return [str(bin_dir / "rq"), "worker", self.queue, "--url", self.broker,
+                    "--with-scheduler", "--name", f"{self.name}-{self.starts}",
+                    "--serializer", "rq.serializers.JSONSerializer"]  # fmt: skip
+        if self.library == "dramatiq":
+            return [str(bin_dir / "dramatiq"), "tests.apps.dramatiq_app", "--processes", "1",
+                    "--threads", "2", "--queues", self.queue]  # fmt: skip
+        raise ValueError(self.library)
 
 
 def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:

@@ -112,7 +112,7 @@ def test_the_memory_store_warns_and_refuses_cluster_jobs_in_production(tmp_path:
                   env=command_env(CRON_BRIDGE_ENV="production"))  # fmt: skip
     assert refused.returncode == 2
     assert "allow_local_cluster" in refused.stderr.strip().splitlines()[-1]
-    beat = BeatProcess("mem", APP, "memory://", tmp_path, command_env()).start()
+    beat = BeatProcess("mem", tmp_path, command_env(), app=APP, store_url="memory://").start()
     try:
         wait_for(lambda: "started with" in beat.output(), 30, "the beat to start")
         assert beat.terminate() < 30

@@ -38,7 +38,7 @@ def seconds_between(start: float, end: float) -> list[datetime]:
 def start_beats(app: str, url: str, folder: Path, env: dict[str, str], count: int = 3,
                 extra: list[str] | None = None) -> list[BeatProcess]:  # fmt: skip
     return [
-        BeatProcess(f"beat{i}", app, url, folder, env, extra=extra or []).start()
+        BeatProcess(f"beat{i}", folder, env, app=app, store_url=url, extra=extra or []).start()
         for i in range(count)
     ]
 

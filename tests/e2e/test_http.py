@@ -35,7 +35,8 @@ def test_the_http_trigger_over_a_real_socket(tmp_path: Path) -> None:
     """200 with outcome, occurrence_id and duration_ms; 401; 404; 500 for a failing job."""
     port = free_port()
     beat = BeatProcess(
-        "http", "tests.apps.cli_app", f"sqlite:///{tmp_path}/s.db", tmp_path, command_env(),
+        "http", tmp_path, command_env(), app="tests.apps.cli_app",
+        store_url=f"sqlite:///{tmp_path}/s.db",
         extra=["--http", f"127.0.0.1:{port}", "--secret", "s3cret"],
     ).start()  # fmt: skip
     base = f"http://127.0.0.1:{port}/_scheduler/run"

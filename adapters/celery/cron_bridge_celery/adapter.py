@@ -1,14 +1,23 @@
-"""Recognises Celery tasks for ``@cluster_task`` and names them for the beat."""
+"""The Celery adapter: ``@cluster_task`` over ``@app.task`` / ``@shared_task``.
+
+The beat sends by task name (``send_task``) with the occurrence in a ``cron_bridge`` message
+header, never importing or pickling the handler. On the worker the task body runs under the
+guard; a failure goes back to Celery through ``task.retry(countdown=..., max_retries=...)``.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
+from celery import Celery
 from celery.app.task import Task
-from celery.local import Proxy
+from celery.local import PromiseProxy, Proxy
 
-from cron_bridge.adapters import TaskRef
+from cron_bridge.adapters import Dispatch, TaskRef
 from cron_bridge.jobs import Job
+from cron_bridge.worker import META_KEY, run_delivery
 
 __all__ = ["CeleryAdapter"]
 
@@ -19,18 +28,98 @@ class CeleryAdapter:
     name = "celery"
 
     def accepts(self, obj: object, queue: object | None) -> bool:
-        return isinstance(obj, Task | Proxy) and hasattr(obj, "name")
+        return isinstance(obj, Task | Proxy)
 
     def describe(self, obj: object, queue: object | None) -> TaskRef:
         # Without queue= the app's own routing (task_routes) picks the queue when it is sent.
         task: Any = obj
-        return TaskRef(task=task.name, name=task.name, queue=_queue_name(queue))
+        return TaskRef(
+            task=task.name, name=task.name, queue=queue if isinstance(queue, str) else None
+        )
 
     def wrap(self, obj: Any, job: Job) -> Any:
-        # The worker-side guard around the task body comes with the queue-target work; until
-        # then the task is returned as it is.
+        if isinstance(obj, PromiseProxy) and not obj.__evaluated__():
+            # The app is not finalized yet: install once Celery builds the task.
+            obj.__then__(_install, obj, job)
+        else:
+            _install(obj, job)
         return obj
 
+    def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
+        results: list[Exception | None] = [None] * len(dispatches)
+        by_app: defaultdict[int, list[int]] = defaultdict(list)
+        apps: dict[int, Celery] = {}
+        for index, dispatch in enumerate(dispatches):
+            app = _app_of(dispatch.job)
+            apps[id(app)] = app
+            by_app[id(app)].append(index)
+        for key, indexes in by_app.items():
+            app = apps[key]
+            try:
+                with app.connection_for_write() as connection:
+                    # One quick try: the beat retries within misfire_grace itself, and a
+                    # blocking reconnect loop would hold up the other occurrences.
+                    connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
+                    with app.amqp.Producer(connection) as producer:
+                        for index in indexes:
+                            results[index] = _send(app, producer, dispatches[index])
+            except Exception as exc:  # noqa: BLE001 - no connection: every send of this app failed
+                for index in indexes:
+                    results[index] = results[index] or exc
+        return results
 
-def _queue_name(queue: object | None) -> str | None:
-    return queue if isinstance(queue, str) else None
+
+def _app_of(job: Job) -> Celery:
+    task: Any = job.handler
+    app: Celery = task._get_app() if hasattr(task, "_get_app") else task.app
+    return app
+
+
+def _send(app: Celery, producer: Any, dispatch: Dispatch) -> Exception | None:
+    job = dispatch.job
+    try:
+        app.send_task(
+            job.task or job.name,
+            kwargs=dict(job.kwargs),
+            headers={META_KEY: dispatch.meta()},
+            queue=job.queue,
+            producer=producer,
+            # The beat retries within misfire_grace itself; a blocking publish retry would
+            # hold up every other occurrence of the batch.
+            retry=False,
+        )
+    except Exception as exc:  # noqa: BLE001 - the broker's error is the occurrence's outcome
+        return exc
+    return None
+
+
+def _install(task: Any, job: Job) -> None:
+    """Run the task body under the guard, with Celery's own retries for failures."""
+    original = task.run
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        request = task.request
+        meta = (getattr(request, "headers", None) or {}).get(META_KEY)
+        if meta is None:
+            meta = getattr(request, META_KEY, None)
+        attempt = (getattr(request, "retries", 0) or 0) + 1
+        delivery = run_delivery(
+            job, meta, attempt=attempt, call=lambda ctx: original(ctx, *args, **kwargs)
+        )
+        if delivery.retry_in is not None:
+            raise task.retry(
+                countdown=delivery.retry_in, max_retries=job.attempts - 1, exc=delivery.error
+            )
+        if delivery.failed:
+            raise delivery.error or RuntimeError(
+                f"{delivery.record.occurrence_id} {delivery.record.outcome}: "
+                f"{delivery.record.reason or delivery.record.error}"
+            )
+        return delivery.value
+
+    run.__name__ = getattr(original, "__name__", "run")
+    run.__doc__ = getattr(original, "__doc__", None)
+    task.run = run
+    # Messages never carry ctx (the worker makes it), so Celery must not check the call
+    # against the handler's own signature, which starts with ctx.
+    task.typing = False

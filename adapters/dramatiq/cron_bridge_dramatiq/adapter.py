@@ -1,15 +1,36 @@
-"""Recognises Dramatiq actors for ``@cluster_task`` and names them for the beat."""
+"""The Dramatiq adapter: ``@cluster_task`` over ``@dramatiq.actor``.
+
+The beat enqueues a ``Message`` by actor name with the occurrence in its options, together
+with ``max_retries``, ``min_backoff`` and ``max_backoff`` (ms) from the job. On the worker the
+actor runs under the guard; the attempt comes from ``CurrentMessage``, which the adapter adds
+to the broker, and a failure goes back to Dramatiq's ``Retries`` middleware with the job's
+own backoff as the delay.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import dramatiq
+from dramatiq.middleware import CurrentMessage
 
-from cron_bridge.adapters import TaskRef
+from cron_bridge.adapters import Dispatch, TaskRef
 from cron_bridge.jobs import Job
+from cron_bridge.worker import META_KEY, run_delivery
 
 __all__ = ["DramatiqAdapter"]
+
+
+def retry_options(job: Job) -> dict[str, int]:
+    """Dramatiq's retry options for the job's attempts and backoff, in milliseconds."""
+    retries = job.attempts - 1
+    delays = job.backoff.delays(max(retries, 1))
+    return {
+        "max_retries": retries,
+        "min_backoff": max(1, round(min(delays) * 1000)),
+        "max_backoff": max(1, round(max(delays) * 1000)),
+    }
 
 
 class DramatiqAdapter:
@@ -28,6 +49,52 @@ class DramatiqAdapter:
         )
 
     def wrap(self, obj: Any, job: Job) -> Any:
-        # The worker-side guard around the actor comes with the queue-target work; until then
-        # the actor is returned as it is.
-        return obj
+        actor: dramatiq.Actor[Any, Any] = obj
+        broker = actor.broker
+        if not any(isinstance(m, CurrentMessage) for m in broker.middleware):
+            broker.add_middleware(CurrentMessage())
+        # Direct .send() calls get the job's attempts too, not Dramatiq's default of 20.
+        actor.options.update(retry_options(job))
+        original = actor.fn
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            message = CurrentMessage.get_current_message()
+            options = message.options if message is not None else {}
+            delivery = run_delivery(
+                job,
+                options.get(META_KEY),
+                attempt=int(options.get("retries", 0)) + 1,
+                call=lambda ctx: original(ctx, *args, **kwargs),
+            )
+            if delivery.retry_in is not None:
+                delay = max(1, round(delivery.retry_in * 1000))
+                raise dramatiq.Retry(str(delivery.error), delay=delay) from delivery.error
+            if delivery.failed:
+                raise delivery.error or RuntimeError(
+                    f"{delivery.record.occurrence_id} {delivery.record.outcome}: "
+                    f"{delivery.record.reason or delivery.record.error}"
+                )
+            return delivery.value
+
+        actor.fn = run
+        return actor
+
+    def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
+        results: list[Exception | None] = []
+        for dispatch in dispatches:
+            job = dispatch.job
+            actor: Any = job.handler
+            message: dramatiq.Message[Any] = dramatiq.Message(
+                queue_name=job.queue or actor.queue_name,
+                actor_name=job.task or job.name,
+                args=(),
+                kwargs=dict(job.kwargs),
+                options={META_KEY: dispatch.meta(), **retry_options(job)},
+            )
+            try:
+                actor.broker.enqueue(message)
+            except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome
+                results.append(exc)
+            else:
+                results.append(None)
+        return results

@@ -1,23 +1,66 @@
-"""Recognises plain functions with an RQ ``queue=`` for ``@cluster_task``."""
+"""The RQ adapter: ``@cluster_task(queue=...)`` over a plain, importable function.
+
+The beat enqueues by dotted path with ``unique=True`` and a job id made from the occurrence,
+so the same occurrence can never sit in RQ twice; the occurrence travels in the job's meta.
+Failures go back to RQ, whose ``Retry(max=..., interval=[...])`` (run by a worker started with
+``--with-scheduler``) brings the next attempt.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import math
+import os
+import re
+import threading
 import types
+from collections.abc import Sequence
 from typing import Any
 
-from rq import Queue
+from redis import Redis
+from rq import Queue, Retry, get_current_job
+from rq.exceptions import DuplicateJobError
+from rq.serializers import JSONSerializer
 
-from cron_bridge.adapters import TaskRef
+from cron_bridge.adapters import Dispatch, TaskRef
 from cron_bridge.errors import ConfigError
-from cron_bridge.jobs import Job
+from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.worker import META_KEY, run_delivery
 
-__all__ = ["RQAdapter"]
+__all__ = ["RQAdapter", "rq_intervals", "rq_job_id"]
+
+_NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def rq_job_id(occurrence: Occurrence) -> str:
+    """An RQ job id for an occurrence: only ``[A-Za-z0-9_-]``, one per occurrence.
+
+    The job name is shown with other characters replaced, plus a short digest of the real
+    name, so ``a.b`` and ``a_b`` never share an id.
+    """
+    digest = hashlib.sha1(occurrence.job.encode(), usedforsecurity=False).hexdigest()[:8]
+    return f"cb-{_NOT_ALLOWED.sub('_', occurrence.job)}-{digest}-{occurrence.epoch_ms}"
+
+
+def rq_intervals(delays: Sequence[float]) -> list[int]:
+    """RQ retry intervals (whole seconds) never shorter than the backoff.
+
+    RQ schedules a retry at ``int(now + interval)``, dropping the fraction of the second, so a
+    1 s interval can come back after 0.1 s; one more second keeps the wait at least the delay.
+    """
+    return [math.ceil(delay) + 1 if delay > 0 else 0 for delay in delays]
 
 
 class RQAdapter:
     """Plain functions enqueued by dotted path to an ``rq.Queue`` (or a queue name)."""
 
     name = "rq"
+
+    def __init__(self) -> None:
+        self._queues: dict[str, Queue] = {}
+        self._connections: dict[str, Redis] = {}
+        self._lock = threading.Lock()
 
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, types.FunctionType) and isinstance(queue, Queue | str)
@@ -33,10 +76,81 @@ class RQAdapter:
                 option="queue",
                 value=queue,
             )
-        queue_name = queue.name if isinstance(queue, Queue) else str(queue)
-        return TaskRef(task=path, name=path, queue=queue_name)
+        if isinstance(queue, Queue):
+            self._queues[path] = queue
+            return TaskRef(task=path, name=path, queue=queue.name)
+        return TaskRef(task=path, name=path, queue=str(queue))
 
     def wrap(self, obj: Any, job: Job) -> Any:
-        # The worker-side guard around the function comes with the queue-target work; until
-        # then the function is returned as it is.
-        return obj
+        original = obj
+
+        @functools.wraps(original)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            current = get_current_job()
+            meta = current.meta.get(META_KEY) if current is not None else None
+            retries_left = current.retries_left if current is not None else None
+            attempt = job.attempts - retries_left if retries_left is not None else 1
+            delivery = run_delivery(
+                job, meta, attempt=max(1, attempt), call=lambda ctx: original(ctx, *args, **kwargs)
+            )
+            if delivery.failed:
+                # RQ's Retry, set when the beat enqueued it, decides on the next attempt.
+                raise delivery.error or RuntimeError(
+                    f"{delivery.record.occurrence_id} {delivery.record.outcome}: "
+                    f"{delivery.record.reason or delivery.record.error}"
+                )
+            return delivery.value
+
+        return run
+
+    def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
+        results: list[Exception | None] = []
+        for dispatch in dispatches:
+            try:
+                self._enqueue(dispatch)
+            except DuplicateJobError:
+                results.append(None)  # this occurrence is in RQ already: sent once, not twice
+            except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome
+                results.append(exc)
+            else:
+                results.append(None)
+        return results
+
+    def _enqueue(self, dispatch: Dispatch) -> None:
+        job = dispatch.job
+        retries = job.attempts - 1
+        retry = None
+        if retries:
+            retry = Retry(max=retries, interval=rq_intervals(job.backoff.delays(retries)))
+        hard_limit = None if job.timeout is None else int(job.timeout.total_seconds()) + 30
+        self._queue(job).enqueue_call(
+            func=job.task or job.name,
+            kwargs=dict(job.kwargs),
+            job_id=rq_job_id(dispatch.occurrence),
+            meta={META_KEY: dispatch.meta()},
+            retry=retry,
+            timeout=hard_limit,
+            unique=True,
+        )
+
+    def _queue(self, job: Job) -> Queue:
+        known = self._queues.get(job.task or "")
+        if known is not None:
+            return known
+        url = os.environ.get("RQ_REDIS_URL")
+        if not url:
+            raise ConfigError(
+                "a queue given by name needs RQ_REDIS_URL for its Redis (or pass an rq.Queue)",
+                job=job.name,
+                option="queue",
+                value=job.queue,
+            )
+        with self._lock:
+            connection = self._connections.get(url)
+            if connection is None:
+                connection = self._connections[url] = Redis.from_url(
+                    url, socket_connect_timeout=5, socket_timeout=5
+                )
+        # JSON, never pickle: workers of these queues run with
+        # --serializer rq.serializers.JSONSerializer.
+        return Queue(job.queue or "default", connection=connection, serializer=JSONSerializer)

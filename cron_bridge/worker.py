@@ -1,0 +1,135 @@
+"""The worker side of a queue target, shared by every adapter.
+
+An adapter's wrapper calls ``run_delivery`` with what its queue library says about the
+message (the occurrence metadata the beat put in it, the attempt number the queue counts);
+this runs the handler under the guard with ``ctx.trigger == "queue"`` and tells the adapter
+whether to let the queue retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cron_bridge.beat import make_replica_id
+from cron_bridge.clock import SystemClock
+from cron_bridge.context import JobContext, Trigger
+from cron_bridge.guard import Guard
+from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.stores import Store, store_from_url
+from cron_bridge.stores.base import RunRecord
+
+__all__ = ["META_KEY", "Delivery", "configure", "run_delivery", "worker_store"]
+
+log = logging.getLogger(__name__)
+
+META_KEY = "cron_bridge"
+"""Where the occurrence travels: a Celery header, RQ job meta key, Dramatiq message option."""
+
+DEFAULT_STORE = "sqlite:///cron-bridge.db"
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def configure(store: Store | str | None = None) -> None:
+    """Set the store workers of this process use (default: ``$CRON_BRIDGE_STORE``)."""
+    with _lock:
+        _state.clear()
+        if store is not None:
+            _state["configured"] = store
+
+
+def worker_store() -> Store:
+    """This process's store, opened once per process (after a fork, opened again)."""
+    with _lock:
+        if _state.get("pid") != os.getpid():
+            chosen = _state.get("configured") or os.environ.get("CRON_BRIDGE_STORE")
+            if chosen is None:
+                log.warning("no CRON_BRIDGE_STORE on this worker; using %s", DEFAULT_STORE)
+                chosen = DEFAULT_STORE
+            _state["store"] = store_from_url(chosen) if isinstance(chosen, str) else chosen
+            _state["replica"] = make_replica_id()
+            _state["pid"] = os.getpid()
+        store: Store = _state["store"]
+        return store
+
+
+def worker_replica() -> str:
+    worker_store()
+    replica: str = _state["replica"]
+    return replica
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Delivery:
+    """What the guard made of one delivery of a message.
+
+    Attributes:
+        record: the run record (also written to the store).
+        retry_in: seconds the queue should wait before the next attempt, when the run
+            failed and attempts remain; None when it must not be retried.
+        error: the handler's exception, when it raised one.
+    """
+
+    record: RunRecord
+    retry_in: float | None
+    error: BaseException | None
+    value: Any = None
+
+    @property
+    def failed(self) -> bool:
+        """The run failed or was aborted: the queue should see an error."""
+        return self.record.outcome in ("failed", "aborted")
+
+
+def run_delivery(
+    job: Job,
+    meta: Mapping[str, Any] | None,
+    *,
+    attempt: int,
+    call: Callable[[JobContext], Any],
+) -> Delivery:
+    """Run one delivery of ``job`` under the guard.
+
+    Args:
+        job: the job the task belongs to.
+        meta: the occurrence metadata the beat sent (``Dispatch.meta()``); None when the task
+            was called directly (``.delay()``, ``.send()``, ``enqueue``), which runs a fresh
+            occurrence with trigger ``manual``.
+        attempt: the try number the queue counts, from 1.
+        call: calls the original handler with the context (and the message's arguments).
+
+    Raises:
+        StoreUnavailable: the overlap lock could not be asked for; the handler did not run.
+    """
+    clock = SystemClock()
+    trigger: Trigger
+    if meta is not None and meta.get("occurrence_id"):
+        occurrence = Occurrence.parse(str(meta["occurrence_id"]))
+        trigger = "queue"
+    else:
+        occurrence = Occurrence(job=job.name, scheduled_at=clock.now())
+        trigger = "manual"
+    guard = Guard(worker_store(), worker_replica(), clock=clock)
+    outcome: dict[str, Any] = {}
+
+    def traced(ctx: JobContext) -> None:
+        try:
+            outcome["value"] = call(ctx)
+        except BaseException as exc:
+            outcome["error"] = exc
+            raise
+
+    record = guard.run(job, occurrence, trigger=trigger, attempt=attempt, call=traced)
+    failed = record.outcome in ("failed", "aborted")
+    return Delivery(
+        record=record,
+        retry_in=job.backoff.delay(attempt) if failed and attempt < job.attempts else None,
+        error=outcome.get("error"),
+        value=outcome.get("value"),
+    )

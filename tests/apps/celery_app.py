@@ -1,0 +1,32 @@
+"""A Celery app for the end-to-end tests: JSON only, acks late, one scenario job."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery import Celery
+
+from cron_bridge import JobContext, cluster_task
+from tests.apps import scenarios
+
+app = Celery("cbtest", broker=os.environ.get("CB_TEST_BROKER", "redis://127.0.0.1:6379/0"))
+app.conf.update(
+    task_serializer="json",
+    accept_content=["json"],
+    result_serializer="json",
+    task_default_queue=scenarios.QUEUE,
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+    # A killed worker's unacknowledged message comes back after this, not after an hour.
+    broker_transport_options={"visibility_timeout": 10},
+)
+
+
+@cluster_task(name=scenarios.JOB, kwargs={"source": "beat"}, **scenarios.options())
+@app.task(name="cb.job")
+def job(ctx: JobContext, **kwargs: Any) -> str:
+    return scenarios.handle(ctx, **kwargs)

@@ -1,0 +1,27 @@
+"""A Dramatiq app for the end-to-end tests, on Redis or RabbitMQ by CB_TEST_BROKER."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dramatiq
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from dramatiq.brokers.redis import RedisBroker
+
+from cron_bridge import JobContext, cluster_task
+from tests.apps import scenarios
+
+_url = os.environ.get("CB_TEST_BROKER", "redis://127.0.0.1:6379/0")
+broker = (
+    RabbitmqBroker(url=_url)
+    if _url.startswith("amqp")
+    else RedisBroker(url=_url, namespace=f"dramatiq-{scenarios.QUEUE}")
+)
+dramatiq.set_broker(broker)
+
+
+@cluster_task(name=scenarios.JOB, kwargs={"source": "beat"}, **scenarios.options())
+@dramatiq.actor(actor_name="cb.job", queue_name=scenarios.QUEUE)
+def job(ctx: JobContext, **kwargs: Any) -> str:
+    return scenarios.handle(ctx, **kwargs)

@@ -1,0 +1,55 @@
+"""The handlers the queue-library test apps declare, chosen by CB_TEST_SCENARIO.
+
+- ``every``: a job every second that writes down each run.
+- ``fail``: an external job, attempts=3, that always fails (backoff from CB_TEST_BACKOFF:
+  ``fixed`` for 1 s, ``exponential`` for 1 s doubling).
+- ``overlap``: a job every second that takes 2.5 s.
+- ``long``: an external job that runs until aborted (lock-lost and worker-kill tests).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from cron_bridge import Backoff, JobContext
+from tests.apps import journal
+
+SCENARIO = os.environ.get("CB_TEST_SCENARIO", "every")
+QUEUE = os.environ.get("CB_TEST_QUEUE", "cron-bridge-test")
+JOB = os.environ.get("CB_TEST_JOB", "cb.job")  # the job name: RQ job ids (global per Redis) use it
+
+
+def options() -> dict[str, Any]:
+    """The @cluster_task options of this scenario's job."""
+    if SCENARIO == "every":
+        return {"every": "1s", "misfire_grace": os.environ.get("CB_TEST_GRACE", "30s")}
+    if SCENARIO == "fail":
+        kind = os.environ.get("CB_TEST_BACKOFF", "fixed")
+        backoff = Backoff.fixed(1) if kind == "fixed" else Backoff.exponential(1)
+        return {"every": "1h", "external": True, "attempts": 3, "backoff": backoff}
+    if SCENARIO == "overlap":
+        return {"every": "1s", "lock_ttl": "3s"}
+    if SCENARIO == "long":
+        return {"every": "1h", "external": True, "lock_ttl": "3s"}
+    raise ValueError(f"unknown CB_TEST_SCENARIO {SCENARIO!r}")
+
+
+def handle(ctx: JobContext, **kwargs: Any) -> str:
+    """The body every library's task runs."""
+    if SCENARIO == "every":
+        journal.write("ran", ctx, kwargs=kwargs)
+    elif SCENARIO == "fail":
+        journal.write("attempt", ctx, attempts=ctx.attempts)
+        raise RuntimeError(f"attempt {ctx.attempt} fails")
+    elif SCENARIO == "overlap":
+        journal.write("start", ctx)
+        ctx.signal.wait(2.5)
+        journal.write("end", ctx)
+    else:
+        journal.write("start", ctx)
+        if ctx.signal.wait(60):
+            journal.write("aborted", ctx, reason=ctx.signal.reason)
+            ctx.signal.raise_if_aborted()
+        journal.write("end", ctx)
+    return "done"

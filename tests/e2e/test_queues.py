@@ -1,0 +1,305 @@
+"""Queue targets with real workers: Celery, RQ and Dramatiq on Redis; Celery and Dramatiq on
+RabbitMQ. The beat claims and enqueues; the worker runs under the guard with the queue's own
+retries."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from cron_bridge.jobs import Occurrence
+from cron_bridge.stores import Store, store_from_url
+from tests.apps import journal
+from tests.e2e.processes import (
+    BeatProcess,
+    Worker,
+    cli,
+    command_env,
+    outcomes_by_occurrence,
+    wait_for,
+)
+from tests.servers import RedisServer, free_port
+
+pytestmark = pytest.mark.slow
+
+COMBOS = [
+    ("celery", "redis"), ("rq", "redis"), ("dramatiq", "redis"),
+    ("celery", "rabbitmq"), ("dramatiq", "rabbitmq"),
+]  # fmt: skip
+
+
+@dataclass
+class Stack:
+    """One library on one broker, with a store, a queue and a journal of its own."""
+
+    library: str
+    broker: str
+    queue: str
+    job: str
+    store_url: str
+    redis_port: int
+    folder: Path
+    notes: Path
+
+    @property
+    def app(self) -> str:
+        return f"tests.apps.{self.library}_app"
+
+    def env(self, scenario: str, **extra: str) -> dict[str, str]:
+        values = {
+            "CB_TEST_SCENARIO": scenario,
+            "CB_TEST_BROKER": self.broker,
+            "CB_TEST_QUEUE": self.queue,
+            "CB_TEST_JOB": self.job,
+            "CRON_BRIDGE_STORE": self.store_url,
+            "RQ_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+        }
+        return command_env(self.notes, **{**values, **extra})
+
+    def beats(self, scenario: str, count: int, **extra: str) -> list[BeatProcess]:
+        env = self.env(scenario, **extra)
+        return [
+            BeatProcess(f"beat{i}", self.folder, env, app=self.app, store_url=self.store_url)
+            for i in range(count)
+        ]
+
+    def workers(self, scenario: str, count: int, **extra: str) -> list[Worker]:
+        env = self.env(scenario, **extra)
+        return [
+            Worker(
+                f"worker{i}",
+                self.folder,
+                env,
+                library=self.library,
+                queue=self.queue,
+                broker=self.broker,
+            )
+            for i in range(count)
+        ]
+
+    def store(self) -> Store:
+        return store_from_url(self.store_url)
+
+    def lines(self, event: str) -> list[dict[str, Any]]:
+        return [line for line in journal.read(self.notes) if line["event"] == event]
+
+
+@pytest.fixture(params=COMBOS, ids=[f"{lib}-{broker}" for lib, broker in COMBOS])
+def stack(request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer) -> Stack:
+    library, kind = request.param
+    name = uuid.uuid4().hex[:8]
+    broker = redis_server.url
+    if kind == "rabbitmq":
+        broker = request.getfixturevalue("rabbitmq_server").url
+    return Stack(
+        library=library,
+        broker=broker,
+        queue=f"q-{name}",
+        job=f"job.{name}",
+        store_url=f"{redis_server.url}?prefix=qt{name}:",
+        redis_port=redis_server.port,
+        folder=tmp_path,
+        notes=tmp_path / "journal.jsonl",
+    )
+
+
+def running(*groups: list[Any]) -> list[Any]:
+    started = [service.start() for service in itertools.chain(*groups)]
+    return started
+
+
+def stop_all(services: list[Any]) -> None:
+    for service in services:
+        if service.process is not None and service.process.poll() is None:
+            try:
+                service.terminate()
+            except Exception:
+                service.ensure_stopped()
+    for service in services:
+        service.ensure_stopped()
+
+
+def test_three_beats_and_two_workers_run_each_occurrence_once(stack: Stack) -> None:
+    """A job every second for 20 s: each occurrence ran exactly once on a worker (no duplicate,
+    no gap), and the store shows one enqueued and two skipped-claimed per occurrence."""
+    services = running(stack.workers("every", 2), stack.beats("every", 3))
+    try:
+        store = stack.store()
+        wait_for(lambda: len(store.replicas()) >= 3, 60, "three beats")
+        wait_for(lambda: bool(stack.lines("ran")), 60, "the first run on a worker")
+        began = time.time()
+        time.sleep(20)
+        ended = time.time()
+        alive = [s.name for s in services if s.process and s.process.poll() is None]
+        assert len(alive) == 5, [s.output()[-2000:] for s in services]
+        for beat in services[2:]:
+            beat.terminate()
+        time.sleep(3)  # let the workers finish what was enqueued last
+    finally:
+        stop_all(services)
+    ran = Counter(line["occurrence_id"] for line in stack.lines("ran"))
+    assert max(ran.values()) == 1, ran.most_common(3)
+    assert {line["trigger"] for line in stack.lines("ran")} == {"queue"}
+    assert {str(line["kwargs"]) for line in stack.lines("ran")} == {"{'source': 'beat'}"}
+    outcomes = outcomes_by_occurrence(store, [stack.job])
+    for second in range(math.ceil(began + 1), math.floor(ended - 1) + 1):
+        occurrence = Occurrence(job=stack.job, scheduled_at=_at(second)).id
+        assert ran[occurrence] == 1, (occurrence, "gap")
+        assert outcomes[occurrence] == Counter(
+            {"enqueued": 1, "skipped-claimed": 2, "completed": 1}
+        ), (occurrence, outcomes[occurrence])
+
+
+@pytest.mark.parametrize("backoff", ["fixed", "exponential"])
+def test_failures_go_to_the_queues_own_retries(stack: Stack, backoff: str) -> None:
+    """attempts=3 on a handler that always fails: attempts 1, 2, 3 at least 1 s apart (growing
+    with exponential backoff), each recorded, the last one failed."""
+    services = running(stack.workers("fail", 1, CB_TEST_BACKOFF=backoff))
+    try:
+        env = stack.env("fail", CB_TEST_BACKOFF=backoff)
+        sent = cli("run", stack.job, "-A", stack.app, env=env, cwd=stack.folder)
+        assert sent.returncode == 0, sent.stderr
+        assert '"outcome": "enqueued"' in sent.stdout
+        wait_for(lambda: len(stack.lines("attempt")) >= 3, 60, "three attempts")
+        time.sleep(4)  # a fourth attempt would come within this
+    finally:
+        stop_all(services)
+    attempts = stack.lines("attempt")
+    assert [line["attempt"] for line in attempts] == [1, 2, 3]
+    assert {line["attempts"] for line in attempts} == {3}
+    assert len({line["occurrence_id"] for line in attempts}) == 1
+    gaps = [b["at"] - a["at"] for a, b in itertools.pairwise(attempts)]
+    assert all(gap >= 1.0 for gap in gaps), gaps
+    if backoff == "exponential":
+        assert gaps[1] > gaps[0] + 0.5, gaps
+    records = [r for r in stack.store().history(stack.job, 20) if r.outcome != "enqueued"]
+    assert [(r.attempt, r.outcome) for r in records] == [
+        (3, "failed"),
+        (2, "failed"),
+        (1, "failed"),
+    ]
+    assert "attempt 3 fails" in (records[0].error or "")
+
+
+def test_overlapping_runs_on_two_workers_are_skipped_not_retried(stack: Stack) -> None:
+    """A 2.5 s job every second on 2 workers: no two runs overlap; the rest are recorded
+    skipped-overlap on their first attempt and never retried."""
+    services = running(stack.workers("overlap", 2), stack.beats("overlap", 1))
+    try:
+        wait_for(lambda: len(stack.lines("end")) >= 3, 60, "three runs")
+        for beat in services[2:]:
+            beat.terminate()
+        time.sleep(3)
+    finally:
+        stop_all(services)
+    starts = {line["occurrence_id"]: line["at"] for line in stack.lines("start")}
+    ends = {line["occurrence_id"]: line["at"] for line in stack.lines("end")}
+    runs = sorted((starts[o], ends.get(o, math.inf)) for o in starts)
+    for (_, previous_end), (next_start, _) in itertools.pairwise(runs):
+        assert next_start >= previous_end, runs
+    records = [
+        r for r in stack.store().history(stack.job, 500) if r.replica.startswith("beat") is False
+    ]
+    worker_records = [r for r in records if r.outcome in ("completed", "skipped-overlap")]
+    skipped = [r for r in worker_records if r.outcome == "skipped-overlap"]
+    assert skipped, "some occurrences reach a worker while the lock is held"
+    assert all(r.attempt == 1 for r in worker_records)
+    per_occurrence = Counter(r.occurrence_id for r in worker_records)
+    assert max(per_occurrence.values()) == 1, per_occurrence.most_common(3)
+
+
+def test_a_deleted_lock_aborts_the_worker_run_with_lock_lost(stack: Stack) -> None:
+    """Deleting the overlap lock during a worker run aborts ctx.signal with lock-lost."""
+    services = running(stack.workers("long", 1))
+    client = redis.Redis(port=stack.redis_port)
+    try:
+        sent = cli("run", stack.job, "-A", stack.app, env=stack.env("long"), cwd=stack.folder)
+        assert sent.returncode == 0, sent.stderr
+        wait_for(lambda: bool(stack.lines("start")), 60, "the run to start")
+        prefix = stack.store_url.rpartition("prefix=")[2]
+        assert client.delete(f"{prefix}active:{stack.job}") == 1
+        wait_for(lambda: bool(stack.lines("aborted")), 10, "the abort")
+    finally:
+        stop_all(services)
+        client.close()
+    (aborted,) = stack.lines("aborted")
+    assert aborted["reason"] == "lock-lost"
+    assert aborted["trigger"] == "queue"
+
+
+def test_a_broker_that_is_down_fails_the_occurrence_after_the_grace(stack: Stack) -> None:
+    """Broker unreachable when occurrences are due: the beat retries within misfire_grace (3 s),
+    records failed with the broker's error, and keeps running."""
+    stack.broker = (
+        f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F"
+        if stack.broker.startswith("amqp")
+        else f"redis://127.0.0.1:{free_port()}/0"
+    )
+    env_extra = {"CB_TEST_GRACE": "3s", "RQ_REDIS_URL": stack.broker}
+    (beat,) = stack.beats("every", 1, **env_extra)
+    beat.start()
+    try:
+        store = stack.store()
+        failed = lambda: [r for r in store.history(stack.job, 50) if r.outcome == "failed"]  # noqa: E731
+        wait_for(lambda: len(failed()) >= 2, 60, "failed records")
+        assert beat.process is not None and beat.process.poll() is None, beat.output()[-2000:]
+        beat.terminate()
+    finally:
+        beat.ensure_stopped()
+    records = failed()
+    assert all(r.error for r in records)
+    assert all("Error" in (r.error or "") or "refused" in (r.error or "") for r in records), records
+    assert "enqueue of 1 occurrence(s) failed, trying again" in beat.output()
+
+
+def test_calling_the_task_directly_still_works_with_a_manual_trigger(stack: Stack) -> None:
+    """``.delay()``, ``.send()`` or ``queue.enqueue()`` outside the beat: the handler runs with
+    ctx.trigger == "manual" and a fresh occurrence."""
+    services = running(stack.workers("every", 1))
+    try:
+        called = cli_python(stack, MANUAL_CALL[stack.library])
+        assert called.returncode == 0, called.stderr
+        wait_for(lambda: bool(stack.lines("ran")), 60, "the manual run")
+    finally:
+        stop_all(services)
+    (line,) = stack.lines("ran")
+    assert line["trigger"] == "manual"
+    assert line["kwargs"] == {"source": "test"}
+    (record,) = stack.store().history(stack.job, 10)
+    assert (record.outcome, record.trigger) == ("completed", "manual")
+
+
+MANUAL_CALL = {
+    "celery": "from tests.apps.celery_app import job; job.delay(source='test')",
+    "dramatiq": "from tests.apps.dramatiq_app import job; job.send(source='test')",
+    "rq": (
+        "import os; from redis import Redis; from rq import Queue; "
+        "from rq.serializers import JSONSerializer; from tests.apps import rq_app, scenarios; "
+        "Queue(scenarios.QUEUE, connection=Redis.from_url(os.environ['RQ_REDIS_URL']), "
+        "serializer=JSONSerializer).enqueue(rq_app.job, source='test')"
+    ),
+}
+
+
+def cli_python(stack: Stack, code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], env=stack.env("every"), cwd=stack.folder,
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def _at(second: int) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(second, UTC)
