@@ -22,7 +22,11 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
     # A killed worker's unacknowledged message comes back after this, not after an hour.
-    broker_transport_options={"visibility_timeout": 10},
+    broker_transport_options={
+        "visibility_timeout": 10,
+        "unacked_restore_interval": 2,
+        "unacked_restore_throttle": 1,
+    },
 )
 
 

@@ -16,7 +16,14 @@ _url = os.environ.get("CB_TEST_BROKER", "redis://127.0.0.1:6379/0")
 broker = (
     RabbitmqBroker(url=_url)
     if _url.startswith("amqp")
-    else RedisBroker(url=_url, namespace=f"dramatiq-{scenarios.QUEUE}")
+    # A dead worker's messages are requeued once its heartbeat is 5 s old (default: 60 s);
+    # maintenance on every fetch so the tests see it promptly.
+    else RedisBroker(
+        url=_url,
+        namespace=f"dramatiq-{scenarios.QUEUE}",
+        heartbeat_timeout=5000,
+        maintenance_chance=1_000_000,
+    )
 )
 dramatiq.set_broker(broker)
 

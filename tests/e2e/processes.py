@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,6 +12,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from cron_bridge.stores import RunRecord, Store
 
@@ -60,7 +63,12 @@ class Service:
         self.starts += 1
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
-                self.argv(), env=self.env, cwd=self.folder, stdout=out, stderr=subprocess.STDOUT
+                self.argv(),
+                env=self.env,
+                cwd=self.folder,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         return self
 
@@ -77,9 +85,21 @@ class Service:
         self.process.kill()
         self.process.wait(30)
 
+    def kill_all(self) -> None:
+        """SIGKILL the process and every process under it, as when a container is killed
+        (RQ's work horse runs in a session of its own, so the process group is not enough)."""
+        assert self.process is not None
+        family = [psutil.Process(self.process.pid)]
+        family += family[0].children(recursive=True)
+        for member in family:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                member.kill()
+        self.process.wait(30)
+
     def ensure_stopped(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(30)
 
     def output(self) -> str:

@@ -280,6 +280,57 @@ def test_calling_the_task_directly_still_works_with_a_manual_trigger(stack: Stac
     assert (record.outcome, record.trigger) == ("completed", "manual")
 
 
+# What happens to an occurrence whose worker is SIGKILLed mid-run, with these settings:
+# Celery acks_late + reject_on_worker_lost (visibility_timeout 10 s on Redis), Dramatiq's
+# defaults (heartbeat_timeout 5 s on Redis), RQ's defaults.
+REDELIVERED = {
+    ("celery", "redis"): True,
+    ("celery", "rabbitmq"): True,
+    ("dramatiq", "redis"): True,
+    ("dramatiq", "rabbitmq"): True,
+    ("rq", "redis"): False,
+}
+
+
+def test_a_worker_killed_mid_run(stack: Stack) -> None:
+    """SIGKILL the worker during a run: its overlap lock expires after lock_ttl (3 s) instead of
+    blocking the job, and the occurrence is redelivered and run once more where the queue
+    redelivers unacknowledged messages (Celery acks_late, Dramatiq), or lost (RQ, no retries)."""
+    first = stack.workers("long", 1)
+    services = running(first)
+    client = redis.Redis(port=stack.redis_port)
+    prefix = stack.store_url.rpartition("prefix=")[2]
+    try:
+        sent = cli("run", stack.job, "-A", stack.app, env=stack.env("long"), cwd=stack.folder)
+        assert sent.returncode == 0, sent.stderr
+        wait_for(lambda: bool(stack.lines("start")), 60, "the run to start")
+        assert client.exists(f"{prefix}active:{stack.job}") == 1
+        first[0].kill_all()
+        killed = time.monotonic()
+        wait_for(lambda: client.exists(f"{prefix}active:{stack.job}") == 0, 10, "lock expiry")
+        assert time.monotonic() - killed <= 3 + 1
+        second = stack.workers("long", 1)
+        second[0].name = "worker-after"
+        services += running(second)
+        redelivered = REDELIVERED[
+            (stack.library, "rabbitmq" if "amqp" in stack.broker else "redis")
+        ]
+        if redelivered:
+            wait_for(lambda: len(stack.lines("start")) == 2, 45, "the redelivered run")
+        else:
+            time.sleep(20)
+    finally:
+        for service in services:
+            service.ensure_stopped()
+        client.close()
+    starts = stack.lines("start")
+    assert len({line["occurrence_id"] for line in starts}) == 1
+    assert len(starts) == (2 if redelivered else 1), starts
+    if redelivered:
+        assert starts[0]["pid"] != starts[1]["pid"]
+        assert starts[1]["trigger"] == "queue"
+
+
 MANUAL_CALL = {
     "celery": "from tests.apps.celery_app import job; job.delay(source='test')",
     "dramatiq": "from tests.apps.dramatiq_app import job; job.send(source='test')",
