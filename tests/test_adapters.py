@@ -84,3 +84,36 @@ def test_an_object_no_adapter_accepts_lists_the_installed_adapters() -> None:
     assert "celery, dramatiq, rq" in message
     assert 'target="inline"' in message
     assert caught.value.job == "lost"
+
+
+def test_a_queue_target_with_instance_scope_is_refused_at_import() -> None:
+    """scope="instance" runs in every beat, so a Celery task cannot take it."""
+    app = Celery("tests", set_as_current=False)
+    with pytest.raises(ConfigError) as caught:
+
+        @cluster_task(every="5m", scope="instance", registry=Registry())
+        @app.task(name="reports.local")
+        def local(ctx: Any) -> None:
+            pass
+
+    assert (caught.value.job, caught.value.option, caught.value.value) == (
+        "reports.local", "scope", "instance",
+    )  # fmt: skip
+
+
+def test_the_lazy_proxy_of_an_unfinalized_app_is_wrapped_once_built() -> None:
+    """``@shared_task``-style proxies are accepted and wrapped when Celery builds the task."""
+    app = Celery("lazy", set_as_current=False)
+    registry = Registry()
+
+    @cluster_task(every="5m", registry=registry)
+    @app.task(name="lazy.task")
+    def lazy(ctx: Any) -> str:
+        return "ran"
+
+    job = registry.get("lazy.task")
+    assert job is not None and job.adapter == "celery"
+    app.finalize()
+    task = app.tasks["lazy.task"]
+    assert task.typing is False  # the guard's wrapper is installed
+    assert task.run.__name__ == "lazy"
