@@ -117,3 +117,20 @@ def test_the_lazy_proxy_of_an_unfinalized_app_is_wrapped_once_built() -> None:
     task = app.tasks["lazy.task"]
     assert task.typing is False  # the guard's wrapper is installed
     assert task.run.__name__ == "lazy"
+
+
+def test_a_shared_task_is_wrapped_in_the_current_app() -> None:
+    """``@shared_task`` under ``@cluster_task``: the current app's task runs under the guard."""
+    from celery import shared_task
+
+    app = Celery("shared", set_as_current=True)
+    registry = Registry()
+
+    @cluster_task(every="5m", registry=registry)
+    @shared_task(name="shared.report")
+    def report(ctx: Any) -> None:
+        pass
+
+    job = registry.get("shared.report")
+    assert job is not None and job.adapter == "celery"
+    assert app.tasks["shared.report"].typing is False

@@ -41,6 +41,10 @@ class CeleryAdapter:
         if isinstance(obj, PromiseProxy) and not obj.__evaluated__():
             # The app is not finalized yet: install once Celery builds the task.
             obj.__then__(_install, obj, job)
+        elif isinstance(obj, Proxy):
+            # @shared_task: the task of the current app (the worker's, once it imports this
+            # module), taken now; this finalizes that app, as any use of the task would.
+            _install(obj._get_current_object(), job)
         else:
             _install(obj, job)
         return obj
