@@ -133,6 +133,7 @@ class Beat:
         # run at most once) when it answers again, under the misfire rules of that moment.
         self._unclaimed: dict[str, tuple[Job, deque[datetime]]] = {}
         self._next_heartbeat: datetime | None = None
+        self._armed = False
 
     # -- jobs ---------------------------------------------------------------------------
 
@@ -175,16 +176,23 @@ class Beat:
 
     # -- lifecycle ----------------------------------------------------------------------
 
+    def _prepare(self) -> None:
+        """Check the store and arm every job, once."""
+        if self._armed:
+            return
+        if any(job.is_cluster for job in self._jobs.values()):
+            self.store.ensure_cluster_capable()
+        now = self.clock.now()
+        for job in self._jobs.values():
+            self._arm(job, now)
+        self._armed = True
+
     def start(self) -> None:
         """Start the timer loop in a background thread and return."""
         with self._lock:
             if self._thread is not None:
                 return
-            if any(job.is_cluster for job in self._jobs.values()):
-                self.store.ensure_cluster_capable()
-            now = self.clock.now()
-            for job in self._jobs.values():
-                self._arm(job, now)
+            self._prepare()
             self._thread = threading.Thread(target=self._loop, name="cron-bridge-beat", daemon=True)
         if self.handle_signals:
             self._install_signal_handlers()
@@ -241,6 +249,20 @@ class Beat:
                 self._stopping.wait(1.0)
 
     def _tick(self) -> None:
+        wake_at = self.run_pending()
+        if wake_at is None:
+            return
+        self.clock.sleep_until(wake_at, self._wake)
+        self._wake.clear()
+
+    def run_pending(self) -> datetime | None:
+        """Do what is due now, without sleeping: for hosts that run their own loop.
+
+        Heartbeats, catches up, claims and dispatches every due occurrence. Returns when to
+        call again, or None when something was due (call again at once).
+        """
+        with self._lock:
+            self._prepare()
         now = self.clock.now()
         if self._next_heartbeat is None or now >= self._next_heartbeat:
             self._heartbeat()
@@ -252,13 +274,10 @@ class Beat:
         due = self._pop_due(now)
         if due:
             self._fire(due, now)
-            return
+            return None
         with self._lock:
-            wake_at = (
-                min(self._heap[0][0], self._next_heartbeat) if self._heap else self._next_heartbeat
-            )
-        self.clock.sleep_until(wake_at, self._wake)
-        self._wake.clear()
+            upcoming = self._heap[0][0] if self._heap else self._next_heartbeat
+        return min(upcoming, self._next_heartbeat)
 
     def _pop_due(self, now: datetime) -> list[tuple[Job, datetime]]:
         due = []

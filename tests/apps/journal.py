@@ -27,7 +27,11 @@ def write(event: str, ctx: JobContext, **extra: Any) -> None:
         "at": time.time(),
         **extra,
     }
-    # One write call of a short line with O_APPEND: lines from processes never interleave.
+    append(path, line)
+
+
+def append(path: str, line: dict[str, Any]) -> None:
+    """Append one JSON line: one write call with O_APPEND, so processes never interleave."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (json.dumps(line) + "\n").encode())

@@ -1,5 +1,6 @@
-"""The Celery adapter of cron-bridge."""
+"""The Celery adapter of cron-bridge, and ``celery beat -S cron_bridge``."""
 
 from cron_bridge_celery.adapter import CeleryAdapter
+from cron_bridge_celery.scheduler import ClusterScheduler
 
-__all__ = ["CeleryAdapter"]
+__all__ = ["CeleryAdapter", "ClusterScheduler"]
