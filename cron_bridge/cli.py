@@ -8,6 +8,7 @@ that does not import, a bad or unreachable store), with one line on stderr.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -304,3 +305,18 @@ def _print_table(rows: list[list[str]]) -> None:
     for row in rows:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         click.echo("  ".join(cells).rstrip())
+
+
+@main.command()
+@click.option("--replicas", default=3, show_default=True, type=click.IntRange(1, 20))
+@click.option("--duration", default=30, show_default=True, type=click.FloatRange(5, 3600),
+              help="Seconds to run.")  # fmt: skip
+@click.option("--keep", is_flag=True, help="Keep the folder with the store and the logs.")
+def demo(replicas: int, duration: float, keep: bool) -> None:
+    """Run beat replicas and a Celery worker on SQLite and a filesystem broker, no server."""
+    if importlib.util.find_spec("cron_bridge_celery") is None:
+        fail('the demo runs Celery: pip install "cron-bridge[celery]"')
+    from cron_bridge.demo import run_demo
+
+    totals = run_demo(replicas=replicas, duration=duration, keep=keep, echo=click.echo)
+    sys.exit(0 if totals.ok else EXIT_FAILED)

@@ -1,0 +1,197 @@
+"""``cron-bridge demo``: beat replicas and a Celery worker on the embedded default.
+
+Everything runs as real processes in one temporary folder: an ``sqlite:///`` store and kombu's
+filesystem transport, so nothing needs installing. The demo prints one line per occurrence
+as the worker finishes it (who enqueued it, how many replicas skipped it, which worker ran it)
+and ends with the totals.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.registry import default_registry
+from cron_bridge.stores import RunRecord, store_from_url
+
+__all__ = ["DemoTotals", "run_demo"]
+
+DEMO_APP = "cron_bridge_celery.demo"  # lives in the Celery adapter: the core imports no Celery
+WORKER_OUTCOMES = ("completed", "failed", "aborted", "skipped-overlap")
+
+
+@dataclass
+class DemoTotals:
+    """What the demo saw: every number comes from the store."""
+
+    occurrences: int = 0
+    runs: int = 0
+    duplicates: int = 0
+    missed: int = 0
+    failed: int = 0
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.duplicates == 0 and self.missed == 0
+
+
+def run_demo(
+    *, replicas: int, duration: float, keep: bool, echo: Callable[[str], None]
+) -> DemoTotals:
+    """Run the demo for ``duration`` seconds and return its totals."""
+    jobs = _demo_jobs()
+    folder = Path(tempfile.mkdtemp(prefix="cron-bridge-demo-"))
+    store_url = f"sqlite:///{folder / 'store.db'}"
+    env = {**os.environ, "CRON_BRIDGE_DEMO_DIR": str(folder), "CRON_BRIDGE_STORE": store_url}
+    env.pop("CRON_BRIDGE_ENV", None)
+    echo(f"cron-bridge demo: {replicas} beat replicas and 1 Celery worker in {folder}")
+    echo(f"store {store_url}, broker filesystem://, jobs: " +
+         ", ".join(f"{j.name} ({j.schedule.describe()})" for j in jobs))  # fmt: skip
+    worker = _start(folder, "worker-1", env, [
+        sys.executable, "-m", "celery", "-A", DEMO_APP, "worker", "-c", "2", "-Q", "demo",
+        "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", "worker-1@%h",
+        "-l", "WARNING",
+    ])  # fmt: skip
+    beats = [
+        _start(
+            folder,
+            f"replica-{n}",
+            env,
+            [
+                sys.executable,
+                "-m",
+                "cron_bridge",
+                "--log-level",
+                "WARNING",
+                "beat",
+                "-A",
+                DEMO_APP,
+                "--store",
+                store_url,
+                "--replica-id",
+                f"replica-{n}",
+            ],
+        )
+        for n in range(1, replicas + 1)
+    ]
+    store = store_from_url(store_url)
+    shown: set[str] = set()
+    began = datetime.now(UTC)
+    try:
+        deadline = time.monotonic() + duration
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            _show_new(store.history, jobs, shown, echo)
+            if any(p.poll() is not None for p in [worker, *beats]):
+                echo("a demo process exited early; see the logs in the folder")
+                break
+        ended = datetime.now(UTC)
+        for beat in beats:
+            beat.send_signal(signal.SIGTERM)
+        for beat in beats:
+            beat.wait(60)
+        time.sleep(3)  # the worker finishes what the last tick enqueued
+        _show_new(store.history, jobs, shown, echo)
+    finally:
+        for process in [worker, *beats]:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(30)
+    totals = _totals(store.history, jobs, began, ended)
+    store.close()
+    echo(
+        f"totals: {totals.occurrences} occurrences, {totals.runs} runs, "
+        f"{totals.duplicates} duplicates, {totals.missed} missed, {totals.failed} failed"
+    )
+    if keep:
+        echo(f"kept {folder} (store.db, logs); inspect it with: cron-bridge history "
+             f"demo.heartbeat --store {store_url}")  # fmt: skip
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    return totals
+
+
+def _demo_jobs() -> list[Job]:
+    importlib.import_module(DEMO_APP)
+    return [job for job in default_registry.jobs() if job.name.startswith("demo.")]
+
+
+def _start(
+    folder: Path, name: str, env: dict[str, str], argv: list[str]
+) -> subprocess.Popen[bytes]:
+    with open(folder / f"{name}.log", "wb") as log:
+        return subprocess.Popen(argv, env=env, cwd=folder, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _by_occurrence(
+    history: Callable[[str, int], list[RunRecord]], jobs: list[Job]
+) -> dict[str, list[RunRecord]]:
+    grouped: defaultdict[str, list[RunRecord]] = defaultdict(list)
+    for job in jobs:
+        for record in history(job.name, 1000):
+            grouped[record.occurrence_id].append(record)
+    return grouped
+
+
+def _show_new(
+    history: Callable[[str, int], list[RunRecord]],
+    jobs: list[Job],
+    shown: set[str],
+    echo: Callable[[str], None],
+) -> None:
+    grouped = _by_occurrence(history, jobs)
+    for occurrence_id in sorted(grouped, key=lambda o: Occurrence.parse(o).scheduled_at):
+        records = grouped[occurrence_id]
+        ran = [r for r in records if r.outcome in WORKER_OUTCOMES]
+        if occurrence_id in shown or not ran:
+            continue
+        shown.add(occurrence_id)
+        sent = [r.replica for r in records if r.outcome == "enqueued"]
+        skipped = sum(r.outcome == "skipped-claimed" for r in records)
+        last = max(ran, key=lambda r: r.attempt)
+        at = Occurrence.parse(occurrence_id).scheduled_at.strftime("%H:%M:%S")
+        job = occurrence_id.rpartition("@")[0]
+        took = "" if last.duration_ms is None else f", {last.duration_ms:.0f} ms"
+        echo(
+            f"{at}  {job:<15} enqueued by {', '.join(sent) or '?'}, skipped by {skipped}, "
+            f"{last.outcome} on {last.replica} (attempt {last.attempt}{took})"
+        )
+
+
+def _totals(
+    history: Callable[[str, int], list[RunRecord]],
+    jobs: list[Job],
+    began: datetime,
+    ended: datetime,
+) -> DemoTotals:
+    grouped = _by_occurrence(history, jobs)
+    totals = DemoTotals()
+    # Occurrences that fell while every replica was surely up must all have been enqueued.
+    start, end = began + timedelta(seconds=5), ended - timedelta(seconds=2)
+    for job in jobs:
+        for at in job.schedule.occurrences(start, end):
+            if not any(r.outcome == "enqueued" for r in grouped.get(job.occurrence(at).id, [])):
+                totals.missed += 1
+    for records in grouped.values():
+        enqueued = sum(r.outcome == "enqueued" for r in records)
+        completed = sum(r.outcome == "completed" for r in records)
+        if enqueued:
+            totals.occurrences += 1
+        totals.runs += completed
+        totals.failed += any(r.outcome == "failed" for r in records) and not completed
+        if enqueued > 1 or completed > 1:
+            totals.duplicates += 1
+    return totals

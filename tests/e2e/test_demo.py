@@ -1,0 +1,28 @@
+"""``cron-bridge demo``: the newcomer's first command, on SQLite and a filesystem broker."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.processes import cli, command_env
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_demo_prints_each_occurrence_and_clean_totals(tmp_path: Path) -> None:
+    """3 replicas and a worker for 12 s: per-occurrence lines, 0 duplicates, 0 missed."""
+    done = cli("demo", "--duration", "12", env=command_env(), cwd=tmp_path, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    runs = [line for line in lines if "enqueued by replica-" in line]
+    assert len(runs) >= 4, done.stdout
+    assert all("skipped by 2" in line and "completed on" in line for line in runs), runs
+    totals = lines[-1]
+    match = re.fullmatch(
+        r"totals: (\d+) occurrences, (\d+) runs, 0 duplicates, 0 missed, 0 failed", totals
+    )
+    assert match, totals
+    assert int(match[1]) == int(match[2]) == len(runs)
