@@ -89,11 +89,13 @@ def run_demo(
     ]
     store = store_from_url(store_url)
     shown: set[str] = set()
-    began = datetime.now(UTC)
+    ready: datetime | None = None  # once every replica has said it is alive
     try:
         deadline = time.monotonic() + duration
         while time.monotonic() < deadline:
             time.sleep(0.5)
+            if ready is None and len(store.replicas()) >= replicas:
+                ready = datetime.now(UTC)
             _show_new(store.history, jobs, shown, echo)
             if any(p.poll() is not None for p in [worker, *beats]):
                 echo("a demo process exited early; see the logs in the folder")
@@ -103,14 +105,17 @@ def run_demo(
             beat.send_signal(signal.SIGTERM)
         for beat in beats:
             beat.wait(60)
-        time.sleep(3)  # the worker finishes what the last tick enqueued
+        # The worker finishes what the last ticks enqueued before it stops.
+        drain_by = time.monotonic() + 20
+        while time.monotonic() < drain_by and not _drained(store.history, jobs):
+            time.sleep(0.5)
         _show_new(store.history, jobs, shown, echo)
     finally:
         for process in [worker, *beats]:
             if process.poll() is None:
                 process.terminate()
                 process.wait(30)
-    totals = _totals(store.history, jobs, began, ended)
+    totals = _totals(store.history, jobs, ready or ended, ended)
     store.close()
     echo(
         f"totals: {totals.occurrences} occurrences, {totals.runs} runs, "
@@ -146,6 +151,15 @@ def _by_occurrence(
     return grouped
 
 
+def _drained(history: Callable[[str, int], list[RunRecord]], jobs: list[Job]) -> bool:
+    """Every enqueued occurrence has an outcome from the worker."""
+    for records in _by_occurrence(history, jobs).values():
+        outcomes = {r.outcome for r in records}
+        if "enqueued" in outcomes and not outcomes & set(WORKER_OUTCOMES):
+            return False
+    return True
+
+
 def _show_new(
     history: Callable[[str, int], list[RunRecord]],
     jobs: list[Job],
@@ -179,8 +193,8 @@ def _totals(
 ) -> DemoTotals:
     grouped = _by_occurrence(history, jobs)
     totals = DemoTotals()
-    # Occurrences that fell while every replica was surely up must all have been enqueued.
-    start, end = began + timedelta(seconds=5), ended - timedelta(seconds=2)
+    # Occurrences that fell while every replica was up must all have been enqueued.
+    start, end = began + timedelta(seconds=1), ended - timedelta(seconds=2)
     for job in jobs:
         for at in job.schedule.occurrences(start, end):
             if not any(r.outcome == "enqueued" for r in grouped.get(job.occurrence(at).id, [])):
