@@ -151,6 +151,8 @@ class Dispatcher:
         pending = list(items)
         wait = ENQUEUE_RETRY_FIRST
         records: list[RunRecord] = []
+        # A late run (a catch-up, a manual trigger of an old occurrence) gets the grace from now.
+        started = self.clock.now()
         while pending:
             failed: list[tuple[Planned, Exception]] = []
             by_adapter: dict[str, list[Planned]] = {}
@@ -165,7 +167,7 @@ class Dispatcher:
             pending = []
             now = self.clock.now()
             for item, error in failed:
-                deadline = item.occurrence.scheduled_at + item.job.misfire_grace
+                deadline = max(item.occurrence.scheduled_at, started) + item.job.misfire_grace
                 if now + timedelta(seconds=wait) < deadline and not signal.aborted:
                     pending.append(item)
                 else:
