@@ -34,53 +34,42 @@ def unavailable(what: str, exc: Exception) -> None:
     pytest.skip(message)
 
 
+def _serve(make: Callable[[], Any], what: str) -> Iterator[Any]:
+    """Start a server for the session, skip (or fail in CI) when it cannot start, remove it."""
+    server = None
+    try:
+        server = make()
+        server.start()
+    except ServerUnavailable as exc:
+        if server is not None:
+            server.remove()
+        unavailable(what, exc)
+    yield server
+    server.remove()
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     """One redis-server for the whole run; tests keep apart by key prefix."""
-    try:
-        server = RedisServer()
-        server.start()
-    except ServerUnavailable as exc:
-        unavailable("redis-server", exc)
-    yield server
-    server.remove()
+    yield from _serve(RedisServer, "redis-server")
 
 
 @pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[RedisCluster]:
     """A 3-primary Redis Cluster for the whole run."""
-    cluster = RedisCluster()
-    try:
-        cluster.start()
-    except ServerUnavailable as exc:
-        cluster.remove()
-        unavailable("a Redis Cluster", exc)
-    yield cluster
-    cluster.remove()
+    yield from _serve(RedisCluster, "a Redis Cluster")
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server for the whole run; tests keep apart by schema."""
-    try:
-        server = PostgresServer()
-        server.start()
-    except ServerUnavailable as exc:
-        unavailable("PostgreSQL", exc)
-    yield server
-    server.remove()
+    yield from _serve(PostgresServer, "PostgreSQL")
 
 
 @pytest.fixture(scope="session")
 def rabbitmq_server() -> Iterator[RabbitMQServer]:
     """One RabbitMQ node for the whole run; tests keep apart by queue name."""
-    try:
-        server = RabbitMQServer()
-        server.start()
-    except ServerUnavailable as exc:
-        unavailable("RabbitMQ", exc)
-    yield server
-    server.remove()
+    yield from _serve(RabbitMQServer, "RabbitMQ")
 
 
 @dataclass
