@@ -30,6 +30,7 @@ __all__ = ["Dispatcher"]
 log = logging.getLogger(__name__)
 
 ENQUEUE_RETRY_FIRST = 0.25  # seconds before the first retry of a failed enqueue; then doubled
+STORE_RETRY_MAX = 5.0  # seconds between asks for an overlap lock while the store is down
 
 
 class Dispatcher:
@@ -126,24 +127,40 @@ class Dispatcher:
                     self._running_local.discard(job.name)
 
     def attempts(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
-        """Run an inline occurrence with the job's attempts and backoff."""
+        """Run an inline occurrence with the job's attempts and backoff.
+
+        The occurrence is claimed, so no other replica will run it: when the store cannot be
+        asked for the overlap lock, asking again is tried within the job's ``misfire_grace``.
+        Returns None when it never could (the occurrence did not run).
+        """
         job = item.job
+        give_up_at = time.monotonic() + job.misfire_grace.total_seconds()
+        wait = ENQUEUE_RETRY_FIRST
         record = None
-        for attempt in range(1, job.attempts + 1):
+        attempt = 1
+        while attempt <= job.attempts:
             try:
                 record = self._guard.run(
                     job, item.occurrence, trigger=item.trigger, attempt=attempt, signal=signal
                 )
             except StoreUnavailable as exc:
                 self._store_failed(exc)
-                log.warning(
-                    "%s did not run: its overlap lock could not be asked for", item.occurrence.id
+                if time.monotonic() + wait < give_up_at and not signal.wait(wait):
+                    wait = min(wait * 2, STORE_RETRY_MAX)
+                    continue
+                log.error(
+                    "%s did not run: the store could not be asked for its overlap lock "
+                    "within misfire_grace (%s)",
+                    item.occurrence.id,
+                    exc,
                 )
+                self._record([self.record_of(item, "failed", error=_describe(exc))])
                 return None
             if record.outcome != "failed" or attempt == job.attempts:
                 return record
             if signal.wait(job.backoff.delay(attempt)):
                 return record
+            attempt += 1
         return record
 
     def enqueue(self, items: list[Planned], signal: AbortSignal) -> list[RunRecord]:

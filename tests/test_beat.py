@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from cron_bridge import Beat, ConfigError, JobContext, Registry, cluster_task, declare
+from cron_bridge import (
+    Beat,
+    ConfigError,
+    JobContext,
+    Registry,
+    StoreUnavailable,
+    cluster_task,
+    declare,
+)
 from cron_bridge.adapters import Dispatch, TaskRef, register
 from cron_bridge.jobs import Job, Occurrence, lock_key
 from cron_bridge.stores import MemoryStore, RunRecord, Store
@@ -227,6 +235,55 @@ def test_a_broker_that_is_down_is_retried_within_the_grace_then_failed(
     clock.advance(50)
     eventually(lambda: len(store.history("sync")) == 2, "the next occurrence")
     assert store.history("sync")[0].outcome == "enqueued"
+
+
+class LockBlips(MemoryStore):
+    """A memory store whose overlap-lock requests fail ``failures`` times, as in a blip."""
+
+    def __init__(self, failures: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.failures = failures
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreUnavailable("blip", host="memory")
+        return super().acquire(key, owner, ttl)
+
+
+def test_a_claimed_occurrence_asks_again_for_its_lock_through_a_store_blip(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """The claim is won, then the store fails the overlap-lock request twice: the run still
+    happens once, since no other replica will run an occurrence this one claimed."""
+    store = LockBlips(2, clock=clock)
+    job, seen = inline("blip", misfire_grace="30s")
+    beat = Beat(store, [job], clock=clock)
+    beats.append(beat)
+    beat.start()
+    clock.advance(1)
+    eventually(lambda: len(store.history("blip")) == 1, "the run after the blip")
+    (record,) = store.history("blip")
+    assert record.outcome == "completed"
+    assert [ctx.occurrence_id for ctx in seen] == [record.occurrence_id]
+    assert store.failures == 0
+
+
+def test_a_lock_the_store_never_answers_for_fails_the_occurrence_out_loud(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """When the store stays down past misfire_grace the handler never runs, and the occurrence
+    is recorded failed with the store's error (once the store takes records again)."""
+    store = LockBlips(10**6, clock=clock)
+    job, seen = inline("down", misfire_grace="1s")
+    beat = Beat(store, [job], clock=clock)
+    beats.append(beat)
+    beat.start()
+    clock.advance(1)
+    eventually(lambda: len(store.history("down")) == 1, "the failed record")
+    (record,) = store.history("down")
+    assert (record.outcome, record.error) == ("failed", "StoreUnavailable: blip (store at memory)")
+    assert seen == []
 
 
 def test_stop_aborts_runs_still_going_with_shutdown(clock: FakeClock) -> None:
