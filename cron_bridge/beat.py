@@ -226,6 +226,15 @@ class Beat:
         log.info("beat %s stopped", self.replica_id)
         self._stopped.set()
 
+    def health(self) -> dict[str, Any]:
+        """Whether the timer loop runs and the store answered last time it was asked."""
+        thread = self._thread
+        return {
+            "replica": self.replica_id,
+            "running": thread is not None and thread.is_alive() and not self._stopping.is_set(),
+            "store_reachable": not self._store_down,
+        }
+
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             log.warning("handle_signals needs the main thread; signals are left alone")

@@ -56,16 +56,17 @@ def one_line_errors() -> Iterator[None]:
         fail(str(exc), EXIT_FAILED)
 
 
-def load_app(module: str) -> list[Job]:
-    """Import the user's module (from the working directory too) and return its jobs."""
+def load_app(modules: str | tuple[str, ...]) -> list[Job]:
+    """Import the user's modules (from the working directory too) and return their jobs."""
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    try:
-        importlib.import_module(module)
-    except ConfigError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any import failure is the user's module, said in one line
-        fail(f"cannot import {module!r}: {type(exc).__name__}: {exc}")
+    for module in (modules,) if isinstance(modules, str) else modules:
+        try:
+            importlib.import_module(module)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any import failure is the user's module, said in one line
+            fail(f"cannot import {module!r}: {type(exc).__name__}: {exc}")
     return default_registry.jobs()
 
 
@@ -97,8 +98,11 @@ def app_option(func: F) -> F:
         "--app",
         "app",
         required=True,
+        multiple=True,
+        envvar="CRON_BRIDGE_APP",
         metavar="MODULE",
-        help="The module that declares the jobs, e.g. proj.tasks.",
+        help="The module that declares the jobs, e.g. proj.tasks; repeat it for several "
+        "(default: $CRON_BRIDGE_APP, space-separated).",
     )(func)
 
 
@@ -132,10 +136,17 @@ def main(ctx: click.Context, log_level: str | None) -> None:
 @store_option
 @click.option("--http", "http_bind", metavar="HOST:PORT", help="Serve the HTTP trigger here.")
 @click.option("--secret", envvar="CRON_BRIDGE_SECRET", help="Bearer token for --http.")
-@click.option("--replica-id", default=None, help="This replica's name (default: host-pid-random).")
-@click.option("--shutdown-timeout", default="25s", show_default=True)
+@click.option(
+    "--replica-id",
+    envvar="CRON_BRIDGE_REPLICA_ID",
+    default=None,
+    help="This replica's name (default: $CRON_BRIDGE_REPLICA_ID, else host-pid-random).",
+)
+@click.option(
+    "--shutdown-timeout", envvar="CRON_BRIDGE_SHUTDOWN_TIMEOUT", default="25s", show_default=True
+)
 def beat(
-    app: str,
+    app: tuple[str, ...],
     store: str | None,
     http_bind: str | None,
     secret: str | None,
@@ -198,7 +209,7 @@ def _serve_http(replica: Beat, bind: str, secret: str) -> _ThreadingWSGIServer:
 @app_option
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job, in a list.")
-def list_jobs(app: str, store: str | None, as_json: bool) -> None:
+def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
     """List the jobs with their schedules, next and last runs."""
     with one_line_errors():
         jobs = load_app(app)
@@ -248,13 +259,13 @@ def list_jobs(app: str, store: str | None, as_json: bool) -> None:
 @app_option
 @store_option
 @click.option("--force", is_flag=True, help="Run a fresh occurrence even if this one ran.")
-def run(name: str, app: str, store: str | None, force: bool) -> None:
+def run(name: str, app: tuple[str, ...], store: str | None, force: bool) -> None:
     """Run one job now through the normal claim and print the result as JSON."""
     with one_line_errors():
         jobs = load_app(app)
         if name not in {job.name for job in jobs}:
             known = ", ".join(sorted(job.name for job in jobs)) or "none"
-            fail(f"no job called {name!r} in {app} (known: {known})")
+            fail(f"no job called {name!r} in {' '.join(app)} (known: {known})")
         opened = open_store(store)
         try:
             result = Beat(opened, jobs).trigger(name, force=force)

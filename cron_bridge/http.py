@@ -4,6 +4,8 @@ No web framework is needed: both apps share one small request handler. Responses
 ``200 {"outcome", "occurrence_id", "duration_ms"}`` once the job finished (a queue target:
 once enqueued), ``401`` for a wrong or missing token, ``404`` for an unknown job, ``500`` when
 the run failed, ``503`` when the store could not be reached (the job did not run).
+``GET <path>/healthz`` needs no token: ``200 {"replica", "running", "store_reachable"}`` while
+the beat's loop runs, ``503`` once it stopped (a liveness probe).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class TriggerHandler:
         self.beat = beat
         self._secret = secret.encode()
         self.prefix = path.rstrip("/") + "/run/"
+        self.health_path = path.rstrip("/") + "/healthz"
 
     def authorised(self, authorization: str | None) -> bool:
         scheme, _, token = (authorization or "").partition(" ")
@@ -70,6 +73,10 @@ class TriggerHandler:
         )
 
     def handle(self, method: str, path: str, authorization: str | None) -> Response:
+        if path == self.health_path:
+            # For liveness probes, without the secret: says nothing of the jobs.
+            health = self.beat.health()
+            return Response(200 if health["running"] else 503, health)
         if not path.startswith(self.prefix) or "/" in path[len(self.prefix) :]:
             return Response(404, {"error": "not found"})
         if not self.authorised(authorization):

@@ -34,6 +34,20 @@ def test_list_prints_the_documented_columns(tmp_path: Path, env: dict[str, str])
     assert {row["name"]: row["timezone"] for row in as_json}["billing.broken"] == "Europe/Warsaw"
 
 
+def test_several_apps_come_from_repeated_options_or_the_environment(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """-A twice loads the jobs of both modules; so does CRON_BRIDGE_APP with two names."""
+    both = ["examples.rq_app", "examples.dramatiq_app"]
+    done = cli("list", "-A", both[0], "-A", both[1], "--json", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    names = {row["name"] for row in json.loads(done.stdout)}
+    assert {"rq.heartbeat", "dramatiq.heartbeat"} <= names
+    from_env = cli("list", "--json", env={**env, "CRON_BRIDGE_APP": " ".join(both)}, cwd=tmp_path)
+    assert from_env.returncode == 0, from_env.stderr
+    assert {row["name"] for row in json.loads(from_env.stdout)} == names
+
+
 def test_run_claims_the_scheduled_occurrence_once(tmp_path: Path, env: dict[str, str]) -> None:
     """Two runs of a ``* * * * *`` job in one minute: completed, then skipped-claimed; both 0.
     ``--force`` runs a fresh occurrence; ``list`` then shows the last run."""

@@ -32,7 +32,8 @@ def call(url: str, token: str | None = None, method: str = "POST") -> tuple[int,
 
 
 def test_the_http_trigger_over_a_real_socket(tmp_path: Path) -> None:
-    """200 with outcome, occurrence_id and duration_ms; 401; 404; 500 for a failing job."""
+    """200 with outcome, occurrence_id and duration_ms; 401; 404; 500 for a failing job;
+    the health endpoint without a token."""
     port = free_port()
     beat = BeatProcess(
         "http", tmp_path, command_env(), app="tests.apps.cli_app",
@@ -56,6 +57,9 @@ def test_the_http_trigger_over_a_real_socket(tmp_path: Path) -> None:
         assert status == 500
         assert body["outcome"] == "failed"
         assert "ledger" in body["error"]
+        status, body = call(f"http://127.0.0.1:{port}/_scheduler/healthz", method="GET")
+        assert status == 200, body
+        assert body == {"replica": "http-1", "running": True, "store_reachable": True}
         beat.terminate()
     finally:
         beat.ensure_stopped()
@@ -88,4 +92,6 @@ def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
         return int(sent[0]["status"])
 
     assert asyncio.run(request([], "/_scheduler/run/x")) == 401
+    # Health needs no token; a beat that was never started (or has stopped) is not live.
+    assert asyncio.run(request([], "/_scheduler/healthz")) == 503
     assert asyncio.run(request([(b"authorization", b"Bearer s3cret")], "/_scheduler/run/x")) == 404
