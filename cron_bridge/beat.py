@@ -17,17 +17,17 @@ import socket
 import threading
 import uuid
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, Trigger
 from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import ConfigError, StoreUnavailable
-from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.jobs import Job, Occurrence, declare
 from cron_bridge.planning import Planned, catch_up, plan
 from cron_bridge.registry import Registry, default_registry
 from cron_bridge.schedules import parse_duration, previous_occurrence
@@ -37,6 +37,8 @@ from cron_bridge.stores.base import Outcome, RunRecord
 __all__ = ["Beat", "RunResult", "make_replica_id"]
 
 log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 UNCLAIMED_KEPT = 1000  # per job, occurrences remembered while the store is unreachable
 
@@ -157,6 +159,31 @@ class Beat:
             self._generation[name] = self._generation.get(name, 0) + 1
         self._wake.set()
         return job
+
+    def cron(
+        self, expr: str, *, tz: str = "UTC", name: str | None = None, **options: Any
+    ) -> Callable[[F], F]:
+        """Declare an inline job on this beat: ``@beat.cron("*/5 * * * *")`` above a function
+        that takes ``ctx``. Options are those of ``@cluster_task``.
+
+        Raises:
+            ConfigError: naming the job, the option and the value.
+        """
+        return self._inline(name, {"cron": expr, "tz": tz, **options})
+
+    def every(
+        self, interval: str | float | timedelta, *, name: str | None = None, **options: Any
+    ) -> Callable[[F], F]:
+        """Declare an inline job on this beat: ``@beat.every("30s")``. See ``cron``."""
+        return self._inline(name, {"every": interval, **options})
+
+    def _inline(self, name: str | None, options: dict[str, Any]) -> Callable[[F], F]:
+        def decorate(func: F) -> F:
+            job_name = name or f"{func.__module__}.{func.__qualname__}"
+            self.add(declare(job_name, target="inline", handler=func, **options))
+            return func
+
+        return decorate
 
     def _check_name(self, job: Job) -> None:
         if job.name in self._jobs and self._jobs[job.name] is not job:

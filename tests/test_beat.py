@@ -383,3 +383,42 @@ def test_records_carry_the_replica_and_the_trigger(clock: FakeClock) -> None:
     (record,) = store.history("x")
     assert isinstance(record, RunRecord)
     assert (record.replica, record.trigger) == ("host-1-abcd", "manual")
+
+
+def test_inline_jobs_can_be_declared_on_the_beat_itself(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """@beat.every and @beat.cron add inline jobs to that beat only, named after the function
+    (module and qualified name) unless name= says otherwise; a bad option is a ConfigError
+    naming the job."""
+    store = MemoryStore(clock=clock)
+    beat = Beat(store, [], clock=clock)
+    beats.append(beat)
+    seen: list[str] = []
+
+    beat.every("1h", misfire="run-once")(module_level_handler)
+
+    @beat.every("1s", name="tick")
+    def tick(ctx: JobContext) -> None:
+        seen.append(ctx.name)
+
+    @beat.cron("*/5 * * * *", tz="Europe/Warsaw", name="five")
+    def five(ctx: JobContext) -> None:
+        seen.append(ctx.name)
+
+    assert {job.name: job.target for job in beat.jobs()} == {
+        f"{__name__}.module_level_handler": "inline",
+        "tick": "inline",
+        "five": "inline",
+    }
+    with pytest.raises(ConfigError, match=r"'bad'.*misfire"):
+        beat.every("1s", name="bad", misfire="later")(tick)
+    beat.start()
+    clock.advance(1)
+    eventually(lambda: len(seen) == 1, "the interval job")
+    clock.advance(299)
+    eventually(lambda: "five" in seen, "the cron job")
+
+
+def module_level_handler(ctx: JobContext) -> None:
+    """An inline job declared on a beat without a name."""
