@@ -16,7 +16,7 @@ app = Celery("examples", broker=os.environ.get("CELERY_BROKER_URL", "redis://loc
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],
-    # A worker that dies mid-run gets its message back (see docs/queues.md).
+    # A worker that dies mid-run gets its message back (see docs/guarantee.md).
     task_acks_late=True,
     task_reject_on_worker_lost=True,
     worker_prefetch_multiplier=1,

@@ -11,13 +11,21 @@ Pick one by URL with ``store_from_url``; the query string sets the store's optio
 
 from __future__ import annotations
 
+import typing as _typing
+
 from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, StoreStats
 from cron_bridge.stores.memory import MemoryStore
 from cron_bridge.stores.sqlite import SQLiteStore
 from cron_bridge.stores.urls import store_from_url
 
+if _typing.TYPE_CHECKING:
+    from cron_bridge.stores.postgres import PostgresStore
+    from cron_bridge.stores.redis import RedisStore
+
 __all__ = [
     "MemoryStore",
+    "PostgresStore",
+    "RedisStore",
     "ReplicaInfo",
     "RunRecord",
     "SQLiteStore",
@@ -25,3 +33,16 @@ __all__ = [
     "StoreStats",
     "store_from_url",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """``RedisStore`` and ``PostgresStore`` import their drivers only when asked for."""
+    if name == "RedisStore":
+        from cron_bridge.stores.redis import RedisStore
+
+        return RedisStore
+    if name == "PostgresStore":
+        from cron_bridge.stores.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
