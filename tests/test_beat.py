@@ -17,6 +17,7 @@ from cron_bridge import (
     JobContext,
     Registry,
     StoreUnavailable,
+    adapters,
     cluster_task,
     declare,
 )
@@ -67,7 +68,9 @@ class QueueTask:
 
 
 @pytest.fixture
-def queue() -> ListQueue:
+def queue(monkeypatch: pytest.MonkeyPatch) -> ListQueue:
+    """The test adapter, registered for this test only."""
+    monkeypatch.setattr(adapters, "_adapters", list(adapters.installed_adapters()))
     adapter = ListQueue()
     register(adapter)
     return adapter
