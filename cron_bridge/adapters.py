@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -59,10 +59,11 @@ class Dispatch:
     occurrence: Occurrence
     trigger: Trigger
     replica: str
+    trace: Mapping[str, str] | None = None  # the W3C trace context of the beat's span
 
     def meta(self) -> dict[str, Any]:
         """What travels in the message, as JSON-ready values (never pickled)."""
-        return {
+        meta: dict[str, Any] = {
             "job": self.job.name,
             "occurrence_id": self.occurrence.id,
             "scheduled_at": self.occurrence.scheduled_at.isoformat(),
@@ -70,6 +71,9 @@ class Dispatch:
             "replica": self.replica,
             "attempts": self.job.attempts,
         }
+        if self.trace:
+            meta["trace"] = dict(self.trace)
+        return meta
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, TypeVar
 
+from cron_bridge import telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, Trigger
 from cron_bridge.dispatch import Dispatcher
@@ -417,6 +418,7 @@ class Beat:
     def _record(self, records: Sequence[RunRecord]) -> None:
         for record in records:
             log.info("%s %s on %s", record.outcome, record.occurrence_id, record.replica)
+            telemetry.observe(record)
         if not records:
             return
         try:

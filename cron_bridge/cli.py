@@ -23,11 +23,13 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import click
 
+from cron_bridge.audit import Audit, OccurrenceReport, audit, occurrence_report
 from cron_bridge.beat import Beat
 from cron_bridge.errors import ConfigError, CronBridgeError, StoreUnavailable
-from cron_bridge.jobs import Job
+from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.registry import default_registry
-from cron_bridge.stores import Store, store_from_url
+from cron_bridge.schedules import parse_duration
+from cron_bridge.stores import RunRecord, Store, store_from_url
 
 __all__ = ["main"]
 
@@ -137,6 +139,12 @@ def main(ctx: click.Context, log_level: str | None) -> None:
 @click.option("--http", "http_bind", metavar="HOST:PORT", help="Serve the HTTP trigger here.")
 @click.option("--secret", envvar="CRON_BRIDGE_SECRET", help="Bearer token for --http.")
 @click.option(
+    "--metrics",
+    "metrics_bind",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics on http://HOST:PORT/metrics (needs prometheus-client).",
+)
+@click.option(
     "--replica-id",
     envvar="CRON_BRIDGE_REPLICA_ID",
     default=None,
@@ -150,6 +158,7 @@ def beat(
     store: str | None,
     http_bind: str | None,
     secret: str | None,
+    metrics_bind: str | None,
     replica_id: str | None,
     shutdown_timeout: str,
 ) -> None:
@@ -157,6 +166,7 @@ def beat(
     with one_line_errors():
         if http_bind and not secret:
             fail("--http refuses to start without --secret (or CRON_BRIDGE_SECRET)")
+        metrics = _serve_metrics(metrics_bind) if metrics_bind else None
         jobs = load_app(app)
         opened = open_store(store)
         replica = Beat(
@@ -170,8 +180,9 @@ def beat(
         try:
             replica.run_forever()
         finally:
-            if server is not None:
-                server.shutdown()
+            for running in (server, metrics):
+                if running is not None:
+                    running.shutdown()
             opened.close()
 
 
@@ -184,16 +195,33 @@ class _QuietHandler(WSGIRequestHandler):
         log.info("http %s", format % args)
 
 
+def _host_port(option: str, bind: str) -> tuple[str, int]:
+    host, _, port = bind.rpartition(":")
+    if not port.isdigit():
+        fail(f"{option} expects HOST:PORT, got {bind!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _serve_metrics(bind: str) -> Any:
+    from cron_bridge.telemetry import serve_metrics
+
+    host, port = _host_port("--metrics", bind)
+    try:
+        server = serve_metrics(host, port)
+    except OSError as exc:
+        fail(f"cannot listen on {bind}: {exc.strerror or exc}")
+    log.info("Prometheus metrics on http://%s/metrics", bind)
+    return server
+
+
 def _serve_http(replica: Beat, bind: str, secret: str) -> _ThreadingWSGIServer:
     from cron_bridge.http import wsgi_app
 
-    host, _, port = bind.rpartition(":")
-    if not port.isdigit():
-        fail(f"--http expects HOST:PORT, got {bind!r}")
+    host, port = _host_port("--http", bind)
     try:
         server = make_server(
-            host or "127.0.0.1",
-            int(port),
+            host,
+            port,
             wsgi_app(replica, secret=secret),
             server_class=_ThreadingWSGIServer,
             handler_class=_QuietHandler,
@@ -279,20 +307,91 @@ def run(name: str, app: tuple[str, ...], store: str | None, force: bool) -> None
 @click.argument("name")
 @store_option
 @click.option("-n", "count", default=20, show_default=True, help="How many runs, newest first.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, in a list.")
-def history(name: str, store: str | None, count: int, as_json: bool) -> None:
-    """Show the recent runs of a job, newest first, from every replica."""
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@click.option(
+    "--occurrence",
+    "occurrence_id",
+    metavar="ID",
+    help="One occurrence: who claimed it, who skipped it, its enqueue, each attempt, the end.",
+)
+@click.option(
+    "--audit",
+    "audit_window",
+    is_flag=True,
+    help="Count the occurrences of --since with zero, one or more completed runs; exit 1 "
+    "when any has zero or more than one.",
+)
+@click.option("--since", default="24h", show_default=True, help="The window of --audit.")
+@click.option(
+    "--grace",
+    default="1m",
+    show_default=True,
+    help="--audit leaves out occurrences due this recently: they may still be running.",
+)
+@click.option(
+    "-A",
+    "--app",
+    "app",
+    multiple=True,
+    envvar="CRON_BRIDGE_APP",
+    metavar="MODULE",
+    help="For --audit: the module that declares the job, so occurrences that left no record "
+    "count too.",
+)
+def history(
+    name: str,
+    store: str | None,
+    count: int,
+    as_json: bool,
+    occurrence_id: str | None,
+    audit_window: bool,
+    since: str,
+    grace: str,
+    app: tuple[str, ...],
+) -> None:
+    """Show the recent runs of a job from every replica, one occurrence, or an audit."""
     with one_line_errors():
+        if occurrence_id is not None and audit_window:
+            fail("give --occurrence or --audit, not both")
+        if occurrence_id is not None:
+            try:
+                occurrence = Occurrence.parse(occurrence_id)
+            except ValueError as exc:
+                fail(f"{exc} (expected <job>@<UTC time>, as history prints them)")
+            if occurrence.job != name:
+                fail(f"occurrence {occurrence_id!r} is not one of {name!r}")
+        window = parse_duration(since, option="since"), parse_duration(grace, option="grace")
+        schedule = None
+        if audit_window and app:
+            jobs = {job.name: job for job in load_app(app)}
+            if name not in jobs:
+                fail(f"no job called {name!r} in {' '.join(app)}")
+            schedule = jobs[name].schedule
         opened = open_existing_store(store)
-        records = opened.history(name, count) if opened else []
-        if opened:
+        if opened is None:
+            fail("no store: give --store or set CRON_BRIDGE_STORE")
+        try:
+            if occurrence_id is not None:
+                _show_occurrence(occurrence_report(opened, occurrence), as_json)
+                return
+            if audit_window:
+                now = datetime.now(UTC)
+                found = audit(opened, name, now - window[0], now - window[1], schedule)
+                _show_audit(found, as_json)
+                sys.exit(0 if found.clean else EXIT_FAILED)
+            records = opened.history(name, count)
+        finally:
             opened.close()
     if as_json:
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
-    table = [["OCCURRENCE", "OUTCOME", "TRIGGER", "ATTEMPT", "REPLICA", "STARTED", "MS", "DETAIL"]]
+    _print_table(_record_rows(records))
+
+
+def _record_rows(records: list[RunRecord]) -> list[list[str]]:
+    rows = [["OCCURRENCE", "OUTCOME", "TRIGGER", "ATTEMPT", "REPLICA", "STARTED", "MS", "DETAIL"]]
     for r in records:
-        table.append(
+        rows.append(
             [
                 r.occurrence_id,
                 r.outcome,
@@ -304,7 +403,44 @@ def history(name: str, store: str | None, count: int, as_json: bool) -> None:
                 r.error or r.reason or "",
             ]
         )
-    _print_table(table)
+    return rows
+
+
+def _show_occurrence(report: OccurrenceReport, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+        return
+    click.echo(f"occurrence  {report.occurrence_id}")
+    click.echo(f"claimed by  {report.claimed_by or '- (no claim kept: never claimed, or expired)'}")
+    click.echo(f"final       {report.final}")
+    if report.records:
+        click.echo("")
+        _print_table(_record_rows(report.records))
+
+
+def _show_audit(found: Audit, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(found.to_json(), indent=2))
+        return
+    source = (
+        "its schedule" if found.from_schedule else "the records in the store (-A adds the schedule)"
+    )
+    click.echo(
+        f"{found.job}: occurrences due {found.start.isoformat()[:19]} to "
+        f"{found.end.isoformat()[:19]} UTC, from {source}"
+    )
+    header = ["OCCURRENCES", "COMPLETED ONCE", "NEVER COMPLETED", "MORE THAN ONCE"]
+    counts = [found.occurrences, found.once, len(found.never), len(found.more)]
+    _print_table([[*header, "BEYOND HISTORY"], [str(n) for n in [*counts, found.beyond_history]]])
+    for occurrence_id, outcomes in list(found.never.items())[:20]:
+        click.echo(f"never completed: {occurrence_id} ({', '.join(outcomes) or 'no record'})")
+    for occurrence_id, times in list(found.more.items())[:20]:
+        click.echo(f"completed {times} times: {occurrence_id}")
+    if found.beyond_history:
+        click.echo(
+            f"{found.beyond_history} occurrence(s) are older than the records the store keeps "
+            "(history_limit): not judged"
+        )
 
 
 def _target(job: Job) -> str:

@@ -14,9 +14,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from cron_bridge import telemetry
 from cron_bridge.adapters import Dispatch, get_adapter
 from cron_bridge.clock import Clock
 from cron_bridge.context import AbortSignal
@@ -170,13 +171,44 @@ class Dispatcher:
         records: list[RunRecord] = []
         # A late run (a catch-up, a manual trigger of an old occurrence) gets the grace from now.
         started = self.clock.now()
+        # One span per occurrence around its enqueue; its context travels in the message.
+        spans = {
+            id(item): telemetry.start_span(
+                item.job, item.occurrence, trigger=item.trigger, replica=self.replica,
+                attempt=1, kind="producer",
+            )
+            for item in items
+        }  # fmt: skip
+        try:
+            self._enqueue(pending, spans, started, wait, records, signal)
+        finally:
+            by_id = {record.occurrence_id: record for record in records}
+            for item in items:
+                span = spans[id(item)]
+                done = by_id.get(item.occurrence.id)
+                if done is not None:
+                    span.set_outcome(done.outcome, done.error)
+                span.end()
+        self._record(records)
+        return records
+
+    def _enqueue(
+        self,
+        pending: list[Planned],
+        spans: dict[int, telemetry.RunSpan],
+        started: datetime,
+        wait: float,
+        records: list[RunRecord],
+        signal: AbortSignal,
+    ) -> None:
         while pending:
             failed: list[tuple[Planned, Exception]] = []
             by_adapter: dict[str, list[Planned]] = {}
             for item in pending:
                 by_adapter.setdefault(item.job.adapter or "", []).append(item)
             for name, group in by_adapter.items():
-                for item, error in zip(group, self._send(name, group), strict=True):
+                sent = self._send(name, group, [spans[id(item)].carrier() for item in group])
+                for item, error in zip(group, sent, strict=True):
                     if error is None:
                         records.append(self.record_of(item, "enqueued"))
                     else:
@@ -200,13 +232,19 @@ class Dispatcher:
                     records += [self.record_of(i, "aborted", reason="shutdown") for i in pending]
                     pending = []
                 wait *= 2
-        self._record(records)
-        return records
 
-    def _send(self, adapter_name: str, items: list[Planned]) -> list[Exception | None]:
+    def _send(
+        self, adapter_name: str, items: list[Planned], traces: list[dict[str, str]]
+    ) -> list[Exception | None]:
         dispatches = [
-            Dispatch(job=i.job, occurrence=i.occurrence, trigger=i.trigger, replica=self.replica)
-            for i in items
+            Dispatch(
+                job=i.job,
+                occurrence=i.occurrence,
+                trigger=i.trigger,
+                replica=self.replica,
+                trace=trace or None,
+            )
+            for i, trace in zip(items, traces, strict=True)
         ]
         try:
             return get_adapter(adapter_name).enqueue_many(dispatches)

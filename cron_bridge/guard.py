@@ -10,11 +10,12 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from functools import partial
 from typing import Any
 
+from cron_bridge import telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import StoreUnavailable
@@ -51,6 +52,7 @@ class Guard:
         attempt: int = 1,
         signal: AbortSignal | None = None,
         call: Callable[[JobContext], Any] | None = None,
+        parent: Mapping[str, str] | None = None,
     ) -> RunRecord:
         """Run one attempt and record it; never raises for a handler's failure.
 
@@ -63,6 +65,7 @@ class Guard:
                 shutdown); a new one when omitted.
             call: how to call the handler with the context; ``job.handler(ctx, **kwargs)``
                 when omitted.
+            parent: the W3C trace context the message carried: the run's span is its child.
 
         Returns:
             The record: ``completed``, ``failed``, ``aborted`` or ``skipped-overlap``. A
@@ -72,7 +75,22 @@ class Guard:
             StoreUnavailable: the overlap lock could not be asked for; the handler did not run
                 (at most once wins).
         """
-        signal = signal or AbortSignal()
+        with telemetry.run_span(
+            job, occurrence, trigger=trigger, replica=self.replica, attempt=attempt, parent=parent
+        ) as span:
+            record = self._run(job, occurrence, trigger, attempt, signal or AbortSignal(), call)
+            span.set_outcome(record.outcome, record.error)
+        return record
+
+    def _run(
+        self,
+        job: Job,
+        occurrence: Occurrence,
+        trigger: Trigger,
+        attempt: int,
+        signal: AbortSignal,
+        call: Callable[[JobContext], Any] | None,
+    ) -> RunRecord:
         started = self.clock.now()
         owner = f"{self.replica}:{uuid.uuid4().hex[:8]}"
         key = lock_key(job.name)
@@ -181,6 +199,7 @@ class Guard:
             record.replica,
             f" ({record.reason or record.error})" if record.reason or record.error else "",
         )
+        telemetry.observe(record)
         try:
             self.store.record(record)
         except StoreUnavailable as exc:

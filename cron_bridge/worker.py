@@ -125,7 +125,15 @@ def run_delivery(
             outcome["error"] = exc
             raise
 
-    record = guard.run(job, occurrence, trigger=trigger, attempt=attempt, call=traced)
+    parent = meta.get("trace") if meta is not None else None
+    record = guard.run(
+        job,
+        occurrence,
+        trigger=trigger,
+        attempt=attempt,
+        call=traced,
+        parent=parent if isinstance(parent, Mapping) else None,
+    )
     failed = record.outcome in ("failed", "aborted")
     return Delivery(
         record=record,

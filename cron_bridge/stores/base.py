@@ -104,6 +104,9 @@ class Store(ABC):
     distributed: ClassVar[bool] = True
     """Whether processes on different hosts share this store's state."""
 
+    history_limit: int = 1000
+    """Run records kept per job; older ones are dropped."""
+
     def __init__(self) -> None:
         self.stats = StoreStats()
 

@@ -40,13 +40,13 @@ class MemoryStore(Store):
     ) -> None:
         super().__init__()
         self._clock = clock or SystemClock()
-        self._history_limit = history_limit
+        self.history_limit = history_limit
         self._allow_local_cluster = allow_local_cluster
         self._lock = threading.Lock()
         self._keys: dict[str, tuple[str, datetime]] = {}
         self._last: dict[str, datetime] = {}
         self._runs: defaultdict[str, deque[RunRecord]] = defaultdict(
-            lambda: deque(maxlen=self._history_limit)
+            lambda: deque(maxlen=self.history_limit)
         )
         self._replicas: dict[str, datetime] = {}
         log.warning(

@@ -159,7 +159,7 @@ class PostgresStore(Store):
         self.table_prefix = table_prefix
         self._create_tables = create_tables
         self._timeout = connect_timeout
-        self._history_limit = history_limit
+        self.history_limit = history_limit
         self._lock = threading.Lock()
         self._ready = False
         self._last_cleanup = 0.0
@@ -343,7 +343,7 @@ class PostgresStore(Store):
 
         def work(conn: psycopg.Connection[Any]) -> None:
             conn.execute(statement, values)
-            conn.execute(self._sql(_TRIM), (jobs, self._history_limit))
+            conn.execute(self._sql(_TRIM), (jobs, self.history_limit))
 
         self._call(work)
 

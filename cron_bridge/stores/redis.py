@@ -66,7 +66,7 @@ class RedisStore(Store):
         super().__init__()
         self.prefix = prefix
         self._timeout = connect_timeout
-        self._history_limit = history_limit
+        self.history_limit = history_limit
         self._lock = threading.Lock()
         self._scripts: dict[str, Script] = {}
         if isinstance(client_or_url, str):
@@ -196,7 +196,7 @@ class RedisStore(Store):
             for record in records:
                 pipe.lpush(self._key(f"runs:{record.job}"), json.dumps(record.to_json()))
             for job in sorted({record.job for record in records}):
-                pipe.ltrim(self._key(f"runs:{job}"), 0, self._history_limit - 1)
+                pipe.ltrim(self._key(f"runs:{job}"), 0, self.history_limit - 1)
             pipe.execute()
 
         self._call(work, pipelines=1, commands=0)

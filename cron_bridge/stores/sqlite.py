@@ -74,7 +74,7 @@ class SQLiteStore(Store):
         self.path = str(path)
         self._clock = clock or SystemClock()
         self._timeout = connect_timeout
-        self._history_limit = history_limit
+        self.history_limit = history_limit
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
 
@@ -220,7 +220,7 @@ class SQLiteStore(Store):
                 conn.execute(
                     "DELETE FROM runs WHERE job = ? AND id <= (SELECT id FROM runs WHERE job = ?"
                     " ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                    (job, job, self._history_limit),
+                    (job, job, self.history_limit),
                 )
 
         self._run(work)

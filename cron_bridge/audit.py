@@ -1,0 +1,153 @@
+"""What the store says about one occurrence, and about every occurrence of a job in a window.
+
+The proof operators ask for: each occurrence completed once. ``occurrence_report`` shows who
+claimed an occurrence, who skipped it, its enqueue and every attempt; ``audit`` counts the
+occurrences of a window with zero, one or more completed runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cron_bridge.jobs import Occurrence
+from cron_bridge.schedules import Schedule
+from cron_bridge.stores.base import RunRecord, Store
+
+__all__ = ["Audit", "OccurrenceReport", "audit", "final_outcome", "occurrence_report"]
+
+# What a record says about how an occurrence ended, strongest first.
+_FINAL = ["completed", "failed", "aborted", "skipped-overlap", "missed", "enqueued"]
+
+
+def final_outcome(records: list[RunRecord]) -> str:
+    """``completed`` if any run completed; else the latest outcome that ended the occurrence
+    (failed, aborted, skipped-overlap, missed); else ``enqueued`` (in flight, or lost on the
+    way); else ``skipped-claimed``, or ``none`` without records."""
+    if any(r.outcome == "completed" for r in records):
+        return "completed"
+    ended = [r for r in records if r.outcome in _FINAL[1:5]]
+    if ended:
+        return max(ended, key=lambda r: r.started_at).outcome
+    if any(r.outcome == "enqueued" for r in records):
+        return "enqueued"
+    return "skipped-claimed" if records else "none"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OccurrenceReport:
+    occurrence_id: str
+    job: str
+    scheduled_at: datetime
+    claimed_by: str | None
+    records: list[RunRecord]  # oldest first
+    final: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "occurrence_id": self.occurrence_id,
+            "job": self.job,
+            "scheduled_at": self.scheduled_at.isoformat(),
+            "claimed_by": self.claimed_by,
+            "records": [r.to_json() for r in self.records],
+            "final": self.final,
+        }
+
+
+def occurrence_report(store: Store, occurrence: Occurrence) -> OccurrenceReport:
+    """Everything the store kept about one occurrence."""
+    records = store.history(occurrence.job, store.history_limit)
+    mine = sorted(
+        (r for r in records if r.occurrence_id == occurrence.id), key=lambda r: r.started_at
+    )
+    return OccurrenceReport(
+        occurrence_id=occurrence.id,
+        job=occurrence.job,
+        scheduled_at=occurrence.scheduled_at,
+        claimed_by=store.claimed_by(occurrence),
+        records=mine,
+        final=final_outcome(mine),
+    )
+
+
+@dataclass(kw_only=True)
+class Audit:
+    """Occurrences of ``job`` due in (start, end], by how many runs completed.
+
+    Attributes:
+        from_schedule: the occurrences came from the job's schedule (so occurrences that left
+            no record at all are counted); otherwise from the records in the store.
+        never: occurrences with no completed run, with the outcomes they did record.
+        more: occurrences with more than one completed run, with how many.
+        beyond_history: occurrences older than the oldest record the store still keeps (its
+            history is full), which cannot be judged.
+    """
+
+    job: str
+    start: datetime
+    end: datetime
+    from_schedule: bool
+    occurrences: int = 0
+    once: int = 0
+    never: dict[str, list[str]] = field(default_factory=dict)
+    more: dict[str, int] = field(default_factory=dict)
+    beyond_history: int = 0
+
+    @property
+    def clean(self) -> bool:
+        return not self.never and not self.more
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "from_schedule": self.from_schedule,
+            "occurrences": self.occurrences,
+            "completed_once": self.once,
+            "never_completed": self.never,
+            "completed_more_than_once": self.more,
+            "older_than_kept_history": self.beyond_history,
+        }
+
+
+def audit(
+    store: Store, job: str, start: datetime, end: datetime, schedule: Schedule | None = None
+) -> Audit:
+    """Count the occurrences of ``job`` due in (start, end] by completed runs.
+
+    With the job's ``schedule`` every occurrence it should have had is counted, including ones
+    that left no record; without it, the occurrences found in the records.
+    """
+    records = store.history(job, store.history_limit)
+    by_occurrence: dict[str, list[RunRecord]] = defaultdict(list)
+    for record in records:
+        by_occurrence[record.occurrence_id].append(record)
+    history_full = len(records) >= store.history_limit
+    oldest = min((r.started_at for r in records), default=None)
+    if schedule is not None:
+        expected = [Occurrence(job=job, scheduled_at=t) for t in schedule.occurrences(start, end)]
+    else:
+        expected = []
+        for occurrence_id in by_occurrence:
+            occurrence = Occurrence.parse(occurrence_id)
+            if start < occurrence.scheduled_at <= end:
+                expected.append(occurrence)
+        expected.sort(key=lambda o: o.scheduled_at)
+    result = Audit(job=job, start=start, end=end, from_schedule=schedule is not None)
+    for occurrence in expected:
+        if history_full and oldest is not None and occurrence.scheduled_at < oldest:
+            result.beyond_history += 1
+            continue
+        result.occurrences += 1
+        kept = by_occurrence.get(occurrence.id, [])
+        completed = sum(1 for r in kept if r.outcome == "completed")
+        if completed == 1:
+            result.once += 1
+        elif completed == 0:
+            result.never[occurrence.id] = sorted({r.outcome for r in kept})
+        else:
+            result.more[occurrence.id] = completed
+    return result

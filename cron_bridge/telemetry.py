@@ -1,0 +1,242 @@
+"""Spans and metrics: OpenTelemetry when ``opentelemetry-api`` is installed, else nothing.
+
+Every run is a span ``scheduler.run <job>`` with the attributes job, scope, trigger,
+occurrence, replica, attempt and outcome. The beat's span around an enqueue puts its W3C trace
+context in the message (``trace`` in the occurrence metadata), and the worker's span is its
+child, so one trace shows the claim, the enqueue and every attempt.
+
+Metrics, from every run record: ``cron_bridge.runs`` (counter by job and outcome, skips
+included), ``cron_bridge.duration`` (ms) and ``cron_bridge.lag`` (ms between the occurrence's
+scheduled time and the run's start). They go to the OpenTelemetry meter, and to a Prometheus
+registry once ``serve_metrics`` is called (``cron-bridge beat --metrics HOST:PORT``, needs
+``prometheus-client``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from cron_bridge.errors import ConfigError
+from cron_bridge.jobs import Job, Occurrence
+
+if TYPE_CHECKING:
+    from cron_bridge.stores.base import RunRecord
+
+__all__ = ["RunSpan", "inject", "observe", "run_span", "serve_metrics"]
+
+log = logging.getLogger(__name__)
+
+OTEL: bool
+try:
+    from opentelemetry import metrics as otel_metrics
+    from opentelemetry import propagate, trace
+
+    OTEL = True
+except ImportError:  # the [otel] extra is optional
+    OTEL = False
+
+SCOPE = "cron_bridge"
+LAG_OUTCOMES = frozenset({"enqueued", "completed", "failed", "aborted"})
+
+
+class RunSpan:
+    """The span of one run (a no-op without OpenTelemetry); ``outcome`` is set at the end."""
+
+    def __init__(self, span: Any) -> None:
+        self._span = span
+
+    def set_outcome(self, outcome: str, error: str | None = None) -> None:
+        if self._span is None:
+            return
+        self._span.set_attribute("outcome", outcome)
+        if outcome == "failed":
+            from opentelemetry.trace import Status, StatusCode
+
+            self._span.set_status(Status(StatusCode.ERROR, error))
+
+    def carrier(self) -> dict[str, str]:
+        """The W3C trace context of this span, to put in a message."""
+        if self._span is None or not OTEL:
+            return {}
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, context=trace.set_span_in_context(self._span))
+        return carrier
+
+    def end(self) -> None:
+        if self._span is not None:
+            self._span.end()
+
+
+def start_span(
+    job: Job,
+    occurrence: Occurrence,
+    *,
+    trigger: str,
+    replica: str,
+    attempt: int,
+    parent: Mapping[str, str] | None = None,
+    kind: str = "internal",
+) -> RunSpan:
+    """Start ``scheduler.run <job>``; the caller ends it. ``parent``: a carrier from a message."""
+    if not OTEL:
+        return RunSpan(None)
+    context = propagate.extract(dict(parent)) if parent else None
+    span = trace.get_tracer(SCOPE).start_span(
+        f"scheduler.run {job.name}",
+        context=context,
+        kind={
+            "internal": trace.SpanKind.INTERNAL,
+            "producer": trace.SpanKind.PRODUCER,
+            "consumer": trace.SpanKind.CONSUMER,
+        }[kind],
+        attributes={
+            "job": job.name,
+            "scope": job.scope,
+            "trigger": trigger,
+            "occurrence": occurrence.id,
+            "replica": replica,
+            "attempt": attempt,
+        },
+    )
+    return RunSpan(span)
+
+
+@contextmanager
+def run_span(
+    job: Job,
+    occurrence: Occurrence,
+    *,
+    trigger: str,
+    replica: str,
+    attempt: int,
+    parent: Mapping[str, str] | None = None,
+) -> Iterator[RunSpan]:
+    """``start_span`` as the current span for the block (a handler's own spans nest in it)."""
+    span = start_span(
+        job, occurrence, trigger=trigger, replica=replica, attempt=attempt, parent=parent,
+        kind="consumer" if parent else "internal",
+    )  # fmt: skip
+    if span._span is None:
+        yield span
+        return
+    try:
+        with trace.use_span(span._span, end_on_exit=False, record_exception=False):
+            yield span
+    finally:
+        span.end()
+
+
+def inject() -> dict[str, str]:
+    """The W3C trace context of the current span (empty without OpenTelemetry)."""
+    if not OTEL:
+        return {}
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
+
+
+class _Instruments:
+    """The three metrics, on the OpenTelemetry meter and, once served, in Prometheus."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._otel: tuple[Any, Any, Any] | None = None
+        self._prometheus: tuple[Any, Any, Any] | None = None
+
+    def otel(self) -> tuple[Any, Any, Any] | None:
+        if not OTEL:
+            return None
+        with self._lock:
+            if self._otel is None:
+                meter = otel_metrics.get_meter(SCOPE)
+                self._otel = (
+                    meter.create_counter("cron_bridge.runs", description="Run records by outcome"),
+                    meter.create_histogram("cron_bridge.duration", unit="ms"),
+                    meter.create_histogram("cron_bridge.lag", unit="ms"),
+                )
+            return self._otel
+
+    def enable_prometheus(self, registry: Any) -> None:
+        from prometheus_client import Counter, Histogram
+
+        buckets = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
+        with self._lock:
+            self._prometheus = (
+                Counter(
+                    "cron_bridge_runs", "Run records by job and outcome, skips included.",
+                    ["job", "outcome"], registry=registry,
+                ),
+                Histogram(
+                    "cron_bridge_duration_ms", "How long runs took, in milliseconds.",
+                    ["job"], registry=registry, buckets=buckets,
+                ),
+                Histogram(
+                    "cron_bridge_lag_ms", "How late runs started after their occurrence, in ms.",
+                    ["job"], registry=registry, buckets=buckets,
+                ),
+            )  # fmt: skip
+
+    def observe(self, record: RunRecord) -> None:
+        lag = None
+        if record.outcome in LAG_OUTCOMES:
+            try:
+                scheduled = Occurrence.parse(record.occurrence_id).scheduled_at
+            except ConfigError:  # an id this version cannot read: no lag, still counted
+                scheduled = None
+            if scheduled is not None:
+                lag = max(0.0, (record.started_at - scheduled).total_seconds() * 1000)
+        otel = self.otel()
+        if otel is not None:
+            runs, duration, late = otel
+            runs.add(1, {"job": record.job, "outcome": record.outcome})
+            if record.duration_ms is not None:
+                duration.record(record.duration_ms, {"job": record.job})
+            if lag is not None:
+                late.record(lag, {"job": record.job, "outcome": record.outcome})
+        prometheus = self._prometheus
+        if prometheus is not None:
+            runs, duration, late = prometheus
+            runs.labels(record.job, record.outcome).inc()
+            if record.duration_ms is not None:
+                duration.labels(record.job).observe(record.duration_ms)
+            if lag is not None:
+                late.labels(record.job).observe(lag)
+
+
+_instruments = _Instruments()
+
+
+def observe(record: RunRecord) -> None:
+    """Count a run record in the metrics; never raises."""
+    try:
+        _instruments.observe(record)
+    except Exception:
+        log.exception("could not record metrics for %s", record.occurrence_id)
+
+
+def serve_metrics(host: str, port: int) -> Any:
+    """Serve the metrics in Prometheus text format on http://host:port/metrics.
+
+    Returns:
+        The HTTP server (``shutdown()`` stops it).
+
+    Raises:
+        ConfigError: prometheus-client is not installed.
+        OSError: the address cannot be bound.
+    """
+    try:
+        from prometheus_client import CollectorRegistry, start_http_server
+    except ImportError:
+        raise ConfigError(
+            'serving metrics needs prometheus-client: pip install "cron-bridge[metrics]"',
+            option="metrics",
+            value=f"{host}:{port}",
+        ) from None
+    registry = CollectorRegistry()
+    _instruments.enable_prometheus(registry)
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    return server
