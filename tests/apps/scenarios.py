@@ -13,7 +13,9 @@ import os
 from typing import Any
 
 from cron_bridge import Backoff, JobContext
-from tests.apps import journal
+from tests.apps import journal, otel_setup
+
+otel_setup.install()  # spans to CB_TEST_SPANS, when the test asks for them
 
 SCENARIO = os.environ.get("CB_TEST_SCENARIO", "every")
 QUEUE = os.environ.get("CB_TEST_QUEUE", "cron-bridge-test")
