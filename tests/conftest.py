@@ -7,6 +7,7 @@ when ``CI=true``, so a green CI always means every store was exercised.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -70,6 +71,17 @@ def postgres_server() -> Iterator[PostgresServer]:
 def rabbitmq_server() -> Iterator[RabbitMQServer]:
     """One RabbitMQ node for the whole run; tests keep apart by queue name."""
     yield from _serve(RabbitMQServer, "RabbitMQ")
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """A Chromium for the browser tests (Debian's chromium package; .ci/run installs it)."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    unavailable("Chromium", FileNotFoundError("no chromium on PATH"))
+    raise AssertionError("unreachable")
 
 
 @dataclass

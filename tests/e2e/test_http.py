@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cron_bridge import Beat, ConfigError
+from cron_bridge import Beat, ConfigError, declare
 from cron_bridge.http import asgi_app, wsgi_app
 from cron_bridge.stores import MemoryStore
 from tests.e2e.processes import BeatProcess, command_env, wait_for
@@ -75,23 +75,39 @@ def test_the_apps_refuse_to_start_without_a_secret() -> None:
 
 
 def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
-    """Driven through the ASGI protocol: 401 without the token, 404 for an unknown job."""
-    app = asgi_app(Beat(MemoryStore(), []), secret="s3cret")
+    """Driven through the ASGI protocol: 401 without the token, 404 for an unknown job; the
+    login form's body arrives in two chunks and sets the cookie that opens the dashboard."""
+    job = declare("asgi.job", every="1h", target="inline", handler=lambda ctx: None)
+    app = asgi_app(Beat(MemoryStore(), [job]), secret="s3cret")
 
-    async def request(headers: list[tuple[bytes, bytes]], path: str) -> int:
+    def request(
+        headers: list[tuple[bytes, bytes]], path: str, method: str = "POST", body: bytes = b""
+    ) -> tuple[int, dict[bytes, bytes], bytes]:
         sent: list[dict[str, Any]] = []
+        chunks = [body[: len(body) // 2], body[len(body) // 2 :]]
 
         async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": b""}
+            chunk = chunks.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(chunks)}
 
         async def send(message: Any) -> None:
             sent.append(message)
 
-        scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
-        await app(scope, receive, send)
-        return int(sent[0]["status"])
+        scope = {"type": "http", "method": method, "path": path, "headers": headers}
+        asyncio.run(app(scope, receive, send))
+        return int(sent[0]["status"]), dict(sent[0]["headers"]), sent[1]["body"]
 
-    assert asyncio.run(request([], "/_scheduler/run/x")) == 401
+    assert request([], "/_scheduler/run/x")[0] == 401
     # Health needs no token; a beat that was never started (or has stopped) is not live.
-    assert asyncio.run(request([], "/_scheduler/healthz")) == 503
-    assert asyncio.run(request([(b"authorization", b"Bearer s3cret")], "/_scheduler/run/x")) == 404
+    assert request([], "/_scheduler/healthz")[0] == 503
+    assert request([(b"authorization", b"Bearer s3cret")], "/_scheduler/run/x")[0] == 404
+    page = request([], "/_scheduler/", method="GET")
+    assert page[0] == 401 and b"asgi.job" not in page[2]
+    form = [(b"content-type", b"application/x-www-form-urlencoded")]
+    signed = request(form, "/_scheduler/login", body=b"secret=s3cret")
+    assert signed[0] == 303
+    cookie = signed[1][b"set-cookie"].split(b";")[0]
+    assert b"HttpOnly" in signed[1][b"set-cookie"] and b"s3cret" not in cookie
+    page = request([(b"cookie", cookie)], "/_scheduler/", method="GET")
+    assert page[0] == 200 and b"asgi.job" in page[2]
+    assert page[1][b"content-type"].startswith(b"text/html")

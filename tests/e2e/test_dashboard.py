@@ -1,0 +1,114 @@
+"""The dashboard of ``cron-bridge beat --http``, driven in headless Chromium."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+
+from cron_bridge.stores import store_from_url
+from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.e2e.test_cluster import wait_until_live
+from tests.servers import free_port
+
+pytestmark = pytest.mark.slow
+
+SECRET = "s3cret-for-the-dashboard"
+JOBS = ["billing.broken", "cache.warm", "reports.minutely"]
+
+
+def sign_in(page: Page, secret: str) -> None:
+    page.fill("#secret", secret)
+    page.click("button[type=submit]")
+
+
+def status(url: str, *, data: bytes | None = None, headers: dict[str, str] | None = None) -> int:
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
+    """Log in with the secret, see the jobs and both live replicas, press "run now" and see
+    the run appear; a wrong secret and a form without its token are refused; the page fits a
+    phone's width. Screenshots are saved in the test's folder."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/_scheduler"
+    env = command_env()
+    served = BeatProcess("dash", tmp_path, env, app="tests.apps.cli_app", store_url=url,
+                         extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET])  # fmt: skip
+    other = BeatProcess("other", tmp_path, env, app="tests.apps.cli_app", store_url=url)
+    beats = [served.start(), other.start()]
+    try:
+        wait_until_live(url, 2)
+        wait_for(lambda: "HTTP trigger on" in served.output(), 30, "the HTTP server")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium)
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            page = context.new_page()
+
+            response = page.goto(f"{base}/")
+            assert response is not None and response.status == 401
+            assert page.locator("#secret").is_visible()
+            assert not any(job in page.content() for job in JOBS)
+
+            sign_in(page, "not-the-secret")
+            assert page.locator("[role=alert]").inner_text() == "Wrong secret."
+            assert not any(job in page.content() for job in JOBS)
+
+            sign_in(page, SECRET)
+            jobs = page.locator("#jobs + div table tbody tr")
+            assert [row.split("\t")[0] for row in jobs.all_inner_texts()] == JOBS
+            replicas = page.locator("#replicas + div table").inner_text()
+            assert "dash-1 (this one)" in replicas and "other-1" in replicas
+            (cookie,) = context.cookies()
+            assert (cookie["httpOnly"], cookie["sameSite"]) == (True, "Strict")
+            assert SECRET not in cookie["value"]
+            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+
+            page.click("text=cache.warm")
+            page.click("text=Run now")
+            flash = page.locator("[role=status]").inner_text()
+            assert flash.startswith("completed: cache.warm@"), flash
+            first = page.locator("table tbody tr").first.inner_text()
+            assert "completed" in first and "manual" in first and "dash-1" in first
+
+            page.click("text=Run now")  # the same occurrence: claimed already
+            assert page.locator("[role=status]").inner_text().startswith("skipped-claimed:")
+            page.click("text=Run a fresh occurrence")
+            assert page.locator("[role=status]").inner_text().startswith("completed:")
+            page.screenshot(path=str(tmp_path / "job.png"), full_page=True)
+
+            phone = context.new_page()
+            phone.set_viewport_size({"width": 390, "height": 844})
+            phone.goto(f"{base}/")
+            phone.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
+            width = phone.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            assert width[0] <= width[1], width
+
+            page.click("text=Sign out")
+            assert page.locator("#secret").is_visible()
+            browser.close()
+        # The cookie alone does not run a job: a form needs its token.
+        cookie_header = {"Cookie": f"{cookie['name']}={cookie['value']}",
+                         "Content-Type": "application/x-www-form-urlencoded"}  # fmt: skip
+        assert status(f"{base}/run/cache.warm", data=b"csrf=guess", headers=cookie_header) == 403
+        # The bearer token opens the same page for scripts.
+        assert status(f"{base}/", headers={"Authorization": f"Bearer {SECRET}"}) == 200
+        for beat in beats:
+            beat.terminate()
+    finally:
+        for beat in beats:
+            beat.ensure_stopped()
+    store = store_from_url(url)
+    manual = [r for r in store.history("cache.warm", 50) if r.trigger == "manual"]
+    assert sorted(r.outcome for r in manual) == ["completed", "completed", "skipped-claimed"]
+    for shot in ("dashboard.png", "job.png", "phone.png"):
+        assert (tmp_path / shot).stat().st_size > 10_000, shot
