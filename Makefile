@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck docs pytest clean
+.PHONY: demo test lint typecheck docs pytest bench clean
 
 $(STAMP): pyproject.toml adapters/celery/pyproject.toml adapters/rq/pyproject.toml adapters/dramatiq/pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "cron-bridge needs Python 3.11 or newer")'
@@ -31,6 +31,11 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest
 
 test: lint typecheck docs pytest
+
+# Not part of `make test`: about 20 minutes; writes docs/benchmarks.md and bench/results.json.
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -r bench/requirements.txt
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

@@ -76,6 +76,22 @@ class RunResult:
         }
 
 
+class ClaimStats:
+    """What a beat asked the store for: claims, claims won, and the round trips they took."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.asked = 0
+        self.won = 0
+        self.round_trips = 0
+
+    def add(self, asked: int, won: int, round_trips: int) -> None:
+        with self._lock:
+            self.asked += asked
+            self.won += won
+            self.round_trips += round_trips
+
+
 class Beat:
     """A cluster-safe beat replica. Run as many as you like against one store.
 
@@ -137,6 +153,7 @@ class Beat:
         self._unclaimed: dict[str, tuple[Job, deque[datetime]]] = {}
         self._next_heartbeat: datetime | None = None
         self._armed = False
+        self.claim_stats = ClaimStats()
 
     # -- jobs ---------------------------------------------------------------------------
 
@@ -251,7 +268,14 @@ class Beat:
         self._dispatcher.drain(self.shutdown_timeout)
         if self._owns_store:
             self.store.close()
-        log.info("beat %s stopped", self.replica_id)
+        stats = self.claim_stats
+        log.info(
+            "beat %s stopped; it asked for %d claim(s), won %d, in %d store round trip(s)",
+            self.replica_id,
+            stats.asked,
+            stats.won,
+            stats.round_trips,
+        )
         self._stopped.set()
 
     def health(self) -> dict[str, Any]:
@@ -397,6 +421,7 @@ class Beat:
         records: list[RunRecord] = []
         to_run = list(local)
         if cluster:
+            trips = self.store.stats.round_trips
             try:
                 won = self.store.claim_many([p.occurrence for p in cluster], self.replica_id)
             except StoreUnavailable as exc:
@@ -405,6 +430,7 @@ class Beat:
                 won, cluster = [], []  # unclaimed: nothing runs until a claim succeeds
             else:
                 self._store_ok()
+                self.claim_stats.add(len(cluster), sum(won), self.store.stats.round_trips - trips)
             for item, mine in zip(cluster, won, strict=False):
                 if not mine:
                     records.append(self._dispatcher.record_of(item, "skipped-claimed"))

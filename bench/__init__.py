@@ -1,0 +1,1 @@
+"""Benchmarks: cron-bridge against celery beat and RedBeat on the same machine (make bench)."""

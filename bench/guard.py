@@ -1,0 +1,77 @@
+"""Guard overhead: time per task of a guarded task against the same bare task, on a warm
+worker of each library (one at a time: Celery solo, RQ's SimpleWorker, Dramatiq 1 thread)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+import redis
+
+from bench.harness import BIN, REPO, Proc, env
+from bench.run import log_dir
+
+
+def guard_overhead(library: str, broker: str, store: str, count: int = 300) -> dict[str, object]:
+    queue = f"guard-{uuid.uuid4().hex[:6]}"
+    values = {"BENCH_LIB": library, "BENCH_QUEUE": queue, "BENCH_BROKER": broker,
+              "CRON_BRIDGE_STORE": store, "RQ_REDIS_URL": broker}  # fmt: skip
+    argv = {
+        "celery": [str(BIN / "celery"), "-A", "bench.guard_apps", "worker", "-P", "solo", "-Q",
+                   queue, "--without-gossip", "--without-mingle", "--without-heartbeat",
+                   "-l", "WARNING"],
+        "rq": [str(BIN / "rq"), "worker", queue, "--url", broker, "-w", "rq.worker.SimpleWorker",
+               "--serializer", "rq.serializers.JSONSerializer", "-q"],
+        "dramatiq": [str(BIN / "dramatiq"), "bench.guard_apps", "--processes", "1",
+                     "--threads", "1", "--queues", queue],
+    }[library]  # fmt: skip
+    worker = Proc(f"{library}-worker", argv, env(**values), log_dir() / "worker.log").start()
+    done = redis.Redis.from_url(broker)
+    per_task = {}
+    try:
+        for kind in ("bare", "guarded", "bare", "guarded"):  # the first pair warms up
+            key = f"{queue}:{kind}"
+            done.delete(key)
+            _send(kind, count, values)
+            deadline = time.monotonic() + 300
+            while done.llen(key) < count and time.monotonic() < deadline:
+                time.sleep(0.05)
+            times = [float(t) for t in done.lrange(key, 0, -1)]
+            per_task[kind] = (max(times) - min(times)) / (len(times) - 1)
+    finally:
+        worker.stop()
+    return {
+        "library": library,
+        "bare_ms": round(per_task["bare"] * 1000, 3),
+        "guarded_ms": round(per_task["guarded"] * 1000, 3),
+        "overhead_ms": round((per_task["guarded"] - per_task["bare"]) * 1000, 3),
+    }
+
+
+SEND = """
+import sys
+import redis
+import bench.guard_apps as apps
+kind, count = sys.argv[1], int(sys.argv[2])
+if apps.LIB == "celery":
+    for _ in range(count):
+        getattr(apps, kind).delay()
+elif apps.LIB == "dramatiq":
+    for _ in range(count):
+        getattr(apps, kind).send()
+else:
+    from rq import Queue
+    from rq.serializers import JSONSerializer
+    connection = redis.Redis.from_url(apps.BROKER)
+    queue = Queue(apps.QUEUE, connection=connection, serializer=JSONSerializer)
+    for _ in range(count):
+        queue.enqueue(f"bench.guard_apps.{kind}")
+"""
+
+
+def _send(kind: str, count: int, values: dict[str, str]) -> None:
+    """Enqueue ``count`` calls of the bare or guarded task, as the app's own code would."""
+    subprocess.run([sys.executable, "-c", SEND, kind, str(count)], env=env(**values),
+                   check=True, cwd=REPO)  # fmt: skip

@@ -1,0 +1,71 @@
+"""A bare task and the same task under the guard, per library, for the guard overhead.
+
+Both bodies append their finishing time to a Redis list, so the difference between the two is
+what the guard costs: the overlap lock (acquire, heartbeat thread, release), the context and
+the run record.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import redis
+
+from cron_bridge import cluster_task
+
+LIB = os.environ.get("BENCH_LIB", "celery")
+QUEUE = os.environ.get("BENCH_QUEUE", "guard")
+BROKER = os.environ.get("BENCH_BROKER", "redis://127.0.0.1:6379/0")
+_done = redis.Redis.from_url(BROKER)
+
+
+def finished(kind: str) -> None:
+    _done.rpush(f"{QUEUE}:{kind}", time.time())
+
+
+if LIB == "celery":
+    from celery import Celery
+
+    app = Celery("guard", broker=BROKER)
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        task_default_queue=QUEUE,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+    )
+
+    @app.task(name="guard.bare")
+    def bare() -> None:
+        finished("bare")
+
+    @cluster_task(every="1h", external=True)
+    @app.task(name="guard.guarded")
+    def guarded(ctx: Any) -> None:
+        finished("guarded")
+
+elif LIB == "dramatiq":
+    import dramatiq
+    from dramatiq.brokers.redis import RedisBroker
+
+    dramatiq.set_broker(RedisBroker(url=BROKER))
+
+    @dramatiq.actor(actor_name="guard.bare", queue_name=QUEUE)
+    def bare() -> None:
+        finished("bare")
+
+    @cluster_task(every="1h", external=True)
+    @dramatiq.actor(actor_name="guard.guarded", queue_name=QUEUE)
+    def guarded(ctx: Any) -> None:
+        finished("guarded")
+
+else:
+
+    def bare() -> None:
+        finished("bare")
+
+    @cluster_task(every="1h", external=True, queue=QUEUE)
+    def guarded(ctx: Any) -> None:
+        finished("guarded")

@@ -1,0 +1,150 @@
+"""What every benchmark needs: throwaway Redis servers, processes measured with psutil, and a
+sniffer that timestamps each message as it lands in the broker's queue."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import redis
+
+from tests.servers import RedisServer
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def env(**values: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "CRON_BRIDGE_"))}
+    base["PYTHONPATH"] = str(REPO)
+    base.update(values)
+    return base
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+@dataclass
+class Proc:
+    """A child process, its CPU time and peak RSS sampled while it runs."""
+
+    name: str
+    argv: list[str]
+    environ: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    peak_rss: int = 0
+    cpu_seconds: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _sampler: threading.Thread | None = None
+
+    def start(self) -> Proc:
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                self.argv, env=self.environ, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+        return self
+
+    def _sample(self) -> None:
+        assert self.process is not None
+        watched = psutil.Process(self.process.pid)
+        while not self._stop.wait(0.05):
+            with contextlib.suppress(psutil.Error):
+                self.peak_rss = max(self.peak_rss, watched.memory_info().rss)
+                times = watched.cpu_times()
+                self.cpu_seconds = times.user + times.system
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> None:
+        if self.process is None or self.process.poll() is not None:
+            self._stop.set()
+            return
+        time.sleep(0.06)  # one more sample
+        self._stop.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+
+class Sniffer:
+    """Polls the length of a broker queue and keeps when each message arrived."""
+
+    def __init__(self, url: str, key: str, kind: str = "list") -> None:
+        self.client = redis.Redis.from_url(url)
+        self.key = key
+        self.kind = kind
+        self.arrivals: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _length(self) -> int:
+        if self.kind == "list":
+            return int(self.client.llen(self.key))
+        return int(self.client.zcard(self.key))
+
+    def _run(self) -> None:
+        seen = self._length()
+        while not self._stop.is_set():
+            now = time.time()
+            length = self._length()
+            if length > seen:
+                self.arrivals.extend([now] * (length - seen))
+                seen = length
+            time.sleep(0.001)
+
+    def start(self) -> Sniffer:
+        self._thread.start()
+        return self
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(self.arrivals) >= count:
+                return True
+            time.sleep(0.01)
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def commandstats(url: str) -> dict[str, int]:
+    info = redis.Redis.from_url(url).info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(stats["calls"]) for name, stats in info.items()}

@@ -1,0 +1,421 @@
+"""``make bench``: cron-bridge against celery beat and RedBeat, side by side, on this machine.
+
+Writes the tables to docs/benchmarks.md (and the raw numbers to bench/results.json).
+``python -m bench.run --quick`` runs a smaller matrix for a try.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import psutil
+import redis
+
+from bench.harness import BIN, REPO, Proc, Sniffer, env, quantile, redis_server
+
+Result = dict[str, Any]
+QUEUE_KEYS = {
+    "celery": "{queue}",
+    "rq": "rq:queue:{queue}",
+    "dramatiq": "dramatiq:{queue}",
+}
+
+
+def log_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="cron-bridge-bench-"))
+
+
+def beat_argv() -> list[str]:
+    return [sys.executable, "-m", "cron_bridge", "beat", "-A", "bench.apps"]
+
+
+# -- bare enqueue cost: the floor -------------------------------------------------------
+
+
+def bare_enqueue_cost(library: str, broker: str, count: int = 2000) -> float:
+    """Seconds per message for the library's own enqueue, in a loop over one connection."""
+    code = {
+        "celery": """
+from celery import Celery
+app = Celery("bare", broker=BROKER)
+app.conf.task_serializer = "json"
+with app.producer_or_acquire() as producer:
+    app.send_task("bench.noop", queue=QUEUE, producer=producer)
+    began = time.perf_counter()
+    for _ in range(COUNT):
+        app.send_task("bench.noop", queue=QUEUE, producer=producer)
+""",
+        "rq": """
+from redis import Redis
+from rq import Queue
+from rq.serializers import JSONSerializer
+queue = Queue(QUEUE, connection=Redis.from_url(BROKER), serializer=JSONSerializer)
+queue.enqueue_call(func="bench.apps.task_body")
+began = time.perf_counter()
+queue.enqueue_many(
+    [Queue.prepare_data("bench.apps.task_body", job_id=f"bare-{n}") for n in range(COUNT)]
+)
+""",
+        "rq-call": """
+from redis import Redis
+from rq import Queue
+from rq.serializers import JSONSerializer
+queue = Queue(QUEUE, connection=Redis.from_url(BROKER), serializer=JSONSerializer)
+queue.enqueue_call(func="bench.apps.task_body")
+began = time.perf_counter()
+for n in range(COUNT):
+    queue.enqueue_call(func="bench.apps.task_body", job_id=f"bare-{n}", unique=True)
+""",
+        "dramatiq": """
+import dramatiq
+from dramatiq import Message
+from dramatiq.brokers.redis import RedisBroker
+broker = RedisBroker(url=BROKER)
+broker.declare_queue(QUEUE)
+def message():
+    return Message(queue_name=QUEUE, actor_name="bench.noop", args=(), kwargs={}, options={})
+broker.enqueue(message())
+began = time.perf_counter()
+for _ in range(COUNT):
+    broker.enqueue(message())
+""",
+    }[library]
+    script = f"import time\nBROKER={broker!r}\nQUEUE='bare-{uuid.uuid4().hex[:6]}'\nCOUNT={count}\n"
+    script += code + "\nprint((time.perf_counter() - began) / COUNT)\n"
+    done = subprocess.run([sys.executable, "-c", script], env=env(), capture_output=True,
+                          text=True, check=True, cwd=REPO)  # fmt: skip
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+# -- burst ----------------------------------------------------------------------------------
+
+
+def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker: str) -> Result:
+    """``jobs`` cluster jobs all due at one second, on ``replicas`` beats."""
+    queue = f"burst-{uuid.uuid4().hex[:6]}"
+    folder = log_dir()
+    startup = 4 + jobs * replicas / 2500  # seconds to import the app and arm the jobs
+    due = float(int(time.time() + startup) + 2)
+    values = {
+        "BENCH_LIB": library, "BENCH_N": str(jobs), "BENCH_QUEUE": queue,
+        "BENCH_BROKER": broker, "BENCH_AT": str(due), "CRON_BRIDGE_STORE": store,
+        "RQ_REDIS_URL": broker,
+    }  # fmt: skip
+    beats = [
+        Proc(f"beat{i}", [*beat_argv(), "--replica-id", f"beat{i}"], env(**values),
+             folder / f"beat{i}.log")
+        for i in range(replicas)
+    ]  # fmt: skip
+    sniffer = Sniffer(broker, QUEUE_KEYS[library].format(queue=queue))
+    try:
+        for beat in beats:
+            beat.start()
+        sniffer.start()
+        late_start = not _wait(
+            lambda: all("started with" in b.output() for b in beats), due - time.time()
+        )
+        complete = sniffer.wait_for(jobs, 120)
+        time.sleep(0.5)
+    finally:
+        sniffer.stop()
+        for beat in beats:
+            beat.stop()
+    lags = [max(0.0, t - due) for t in sniffer.arrivals[:jobs]]
+    shares = [_won(beat.output()) for beat in beats]
+    return {
+        "library": library, "jobs": jobs, "replicas": replicas, "complete": complete,
+        "late_start": late_start, "sent": len(sniffer.arrivals),
+        "p50_ms": quantile(lags, 0.5) * 1000, "p99_ms": quantile(lags, 0.99) * 1000,
+        "max_ms": max(lags, default=float("nan")) * 1000,
+        "claim_round_trips": [_round_trips(beat.output()) for beat in beats],
+        "won": shares,
+        "cpu_s": [round(beat.cpu_seconds, 2) for beat in beats],
+        "peak_rss_mb": [round(beat.peak_rss / 2**20, 1) for beat in beats],
+    }  # fmt: skip
+
+
+def _wait(check: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def _won(output: str) -> int:
+    found = re.findall(r"asked for \d+ claim\(s\), won (\d+)", output)
+    return int(found[-1]) if found else -1
+
+
+def _round_trips(output: str) -> int:
+    found = re.findall(r"in (\d+) store round trip\(s\)", output)
+    return int(found[-1]) if found else -1
+
+
+def burst_celery_peer(jobs: int, replicas: int, broker: str, scheduler: str) -> Result:
+    """The same burst from ``beat_schedule``: celery beat (1 replica) or RedBeat."""
+    queue = f"peer-{uuid.uuid4().hex[:6]}"
+    folder = log_dir()
+    # Celery's crontab has minute precision: the burst is due at the next whole minute
+    # that leaves time to start.
+    due = float((int(time.time() + 8 + jobs / 2000) // 60 + 1) * 60)
+    values = {
+        "BENCH_LIB": "celery", "BENCH_N": str(jobs), "BENCH_QUEUE": queue,
+        "BENCH_BROKER": broker, "BENCH_AT": str(due), "BENCH_PEER": "1",
+    }  # fmt: skip
+    argv = [str(BIN / "celery"), "-A", "bench.apps", "beat", "-l", "INFO"]
+    beats = []
+    for i in range(replicas):
+        extra = ["-S", scheduler]
+        if scheduler == "celery.beat:PersistentScheduler":
+            extra += ["-s", str(folder / f"schedule{i}")]
+        beats.append(Proc(f"peer{i}", [*argv, *extra], env(**values), folder / f"peer{i}.log"))
+    sniffer = Sniffer(broker, queue)
+    try:
+        for beat in beats:
+            beat.start()
+        sniffer.start()
+        complete = sniffer.wait_for(jobs, due - time.time() + 120)
+        time.sleep(0.5)
+    finally:
+        sniffer.stop()
+        for beat in beats:
+            beat.stop()
+    lags = [max(0.0, t - due) for t in sniffer.arrivals[:jobs]]
+    return {
+        "scheduler": scheduler, "jobs": jobs, "replicas": replicas, "complete": complete,
+        "sent": len(sniffer.arrivals),
+        "p50_ms": quantile(lags, 0.5) * 1000, "p99_ms": quantile(lags, 0.99) * 1000,
+        "max_ms": max(lags, default=float("nan")) * 1000,
+        "cpu_s": [round(beat.cpu_seconds, 2) for beat in beats],
+        "peak_rss_mb": [round(beat.peak_rss / 2**20, 1) for beat in beats],
+    }  # fmt: skip
+
+
+# -- failover -------------------------------------------------------------------------------
+
+
+def failover(kind: str, broker: str, store: str, lock_timeout: int | None = None) -> Result:
+    """A Celery job every second on 3 replicas (1 for celery beat); SIGKILL the one that is
+    sending after 8 s; the gap until the next message and how many seconds got none."""
+    queue = f"fail-{uuid.uuid4().hex[:6]}"
+    folder = log_dir()
+    values = {
+        "BENCH_LIB": "celery", "BENCH_N": "1", "BENCH_QUEUE": queue, "BENCH_BROKER": broker,
+        "BENCH_EVERY": "1s", "CRON_BRIDGE_STORE": store,
+    }  # fmt: skip
+    if kind == "cron-bridge":
+        argvs = [[*beat_argv(), "--replica-id", f"beat{i}"] for i in range(3)]
+    else:
+        values["BENCH_PEER"] = "1"
+        scheduler = (
+            "redbeat.RedBeatScheduler" if kind == "redbeat" else "celery.beat:PersistentScheduler"
+        )
+        count = 3 if kind == "redbeat" else 1
+        argvs = [
+            [str(BIN / "celery"), "-A", "bench.apps", "beat", "-l", "INFO", "-S", scheduler,
+             "-s", str(folder / f"schedule{i}")]
+            for i in range(count)
+        ]  # fmt: skip
+        if lock_timeout is not None:
+            values["BENCH_REDBEAT_LOCK"] = str(lock_timeout)
+    beats = [
+        Proc(f"b{i}", argv, env(**values), folder / f"b{i}.log") for i, argv in enumerate(argvs)
+    ]
+    sniffer = Sniffer(broker, queue)
+    window = 30
+    try:
+        for beat in beats:
+            beat.start()
+        sniffer.start()
+        sniffer.wait_for(3, 60)
+        time.sleep(5)
+        sender = _sender(kind, beats, store)
+        killed_at = time.time()
+        sender.kill()
+        time.sleep(window)
+    finally:
+        sniffer.stop()
+        for beat in beats:
+            beat.stop()
+    after = [t for t in sniffer.arrivals if t > killed_at]
+    gap = (after[0] - killed_at) if after else float("inf")
+    expected = window - 1
+    arrived = sum(1 for t in after if t <= killed_at + window - 1)
+    return {
+        "kind": kind, "lock_timeout": lock_timeout, "gap_s": round(gap, 2),
+        "lost": max(0, expected - arrived), "window_s": window,
+    }  # fmt: skip
+
+
+def _sender(kind: str, beats: list[Proc], store: str) -> Proc:
+    """The replica that sent the latest occurrence."""
+    if kind == "cron-bridge":
+        from cron_bridge.stores import store_from_url
+
+        opened = store_from_url(store)
+        try:
+            (record,) = [
+                r for r in opened.history("bench.job00000", 10) if r.outcome == "enqueued"
+            ][:1]
+        finally:
+            opened.close()
+        return beats[int(record.replica.removeprefix("beat"))]
+    if kind == "redbeat":
+        for beat in beats:
+            if "beat: Acquired lock" in beat.output() or "Acquired lock" in beat.output():
+                return beat
+        raise RuntimeError("no RedBeat replica says it holds the lock")
+    return beats[0]
+
+
+# -- idle -----------------------------------------------------------------------------------
+
+
+def idle(kind: str, broker: str, store: str, seconds: float = 30) -> Result:
+    """One beat with 100 hourly jobs, doing nothing for ``seconds``: CPU and RSS."""
+    folder = log_dir()
+    values = {
+        "BENCH_LIB": "celery", "BENCH_N": "100", "BENCH_QUEUE": "idle", "BENCH_BROKER": broker,
+        "BENCH_EVERY": "3600s", "CRON_BRIDGE_STORE": store,
+    }  # fmt: skip
+    if kind == "cron-bridge":
+        argv = beat_argv()
+    else:
+        values["BENCH_PEER"] = "1"
+        scheduler = (
+            "redbeat.RedBeatScheduler" if kind == "redbeat" else "celery.beat:PersistentScheduler"
+        )
+        argv = [str(BIN / "celery"), "-A", "bench.apps", "beat", "-l", "INFO", "-S", scheduler,
+                "-s", str(folder / "schedule")]  # fmt: skip
+    beat = Proc(kind, argv, env(**values), folder / "idle.log").start()
+    try:
+        time.sleep(8)  # started and settled
+        began_cpu = beat.cpu_seconds
+        time.sleep(seconds)
+        cpu = beat.cpu_seconds - began_cpu
+    finally:
+        beat.stop()
+    return {"kind": kind, "cpu_s_per_min": round(cpu * 60 / seconds, 3),
+            "peak_rss_mb": round(beat.peak_rss / 2**20, 1)}  # fmt: skip
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+def machine() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "cpu": f"{psutil.cpu_count()} cores, {platform.processor() or platform.machine()}",
+        "memory": f"{psutil.virtual_memory().total / 2**30:.0f} GiB",
+        "os": platform.platform(),
+        "redis-server": _redis_version(),
+        "versions": ", ".join(
+            f"{name} {version(name)}"
+            for name in (
+                "cron-bridge",
+                "celery",
+                "kombu",
+                "redis",
+                "rq",
+                "dramatiq",
+                "celery-redbeat",
+            )
+        ),
+    }
+
+
+def _redis_version() -> str:
+    return "?"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a smaller matrix, for a try")
+    parser.add_argument("--only", choices=["bare", "burst", "peers", "failover", "idle", "guard"],
+                        action="append")  # fmt: skip
+    args = parser.parse_args()
+    only = set(args.only or ["bare", "burst", "peers", "failover", "idle", "guard"])
+    sizes = [100, 1000] if args.quick else [100, 1000, 10000]
+    replica_counts = [1, 3] if args.quick else [1, 3, 5]
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "started": datetime.now(UTC).isoformat(),
+        "command": shlex.join(
+            ["make", "bench", *(["BENCH_ARGS=" + shlex.join(sys.argv[1:])] if sys.argv[1:] else [])]
+        ),
+    }
+    with redis_server() as store_server, redis_server() as broker_server:
+        store = f"{store_server.url}?prefix=bench:"
+        broker = broker_server.url
+        results["machine"]["redis-server"] = redis.Redis.from_url(broker).info()["redis_version"]
+        if "bare" in only or "burst" in only:
+            results["bare_us"] = {lib: round(bare_enqueue_cost(lib, broker) * 1e6, 1)
+                                  for lib in ("celery", "rq", "rq-call", "dramatiq")}  # fmt: skip
+            print("bare", results["bare_us"], flush=True)
+        if "burst" in only:
+            results["burst"] = []
+            for library in ("celery", "rq", "dramatiq"):
+                for jobs in sizes:
+                    for replicas in replica_counts:
+                        found = burst_cron_bridge(library, jobs, replicas, _fresh(store), broker)
+                        print("burst", found, flush=True)
+                        results["burst"].append(found)
+        if "peers" in only:
+            results["peers"] = []
+            for jobs in sizes:
+                for scheduler, replicas in (("celery.beat:PersistentScheduler", 1),
+                                            ("redbeat.RedBeatScheduler", 3)):  # fmt: skip
+                    found = burst_celery_peer(jobs, replicas, broker, scheduler)
+                    print("peer", found, flush=True)
+                    results["peers"].append(found)
+        if "failover" in only:
+            results["failover"] = [
+                failover("cron-bridge", broker, _fresh(store)),
+                failover("redbeat", broker, store),
+                failover("redbeat", broker, store, lock_timeout=3),
+            ]
+            print("failover", results["failover"], flush=True)
+        if "idle" in only:
+            results["idle"] = [idle(kind, broker, _fresh(store))
+                               for kind in ("cron-bridge", "celery-beat", "redbeat")]  # fmt: skip
+            print("idle", results["idle"], flush=True)
+        if "guard" in only:
+            from bench.guard import guard_overhead
+
+            results["guard"] = [guard_overhead(lib, broker, _fresh(store))
+                                for lib in ("celery", "rq", "dramatiq")]  # fmt: skip
+            print("guard", results["guard"], flush=True)
+    out = REPO / "bench" / "results.json"
+    previous = json.loads(out.read_text()) if out.exists() else {}
+    previous.update(results)
+    out.write_text(json.dumps(previous, indent=2) + "\n")
+    from bench.report import write_report
+
+    write_report(previous, REPO / "docs" / "benchmarks.md")
+    print(f"wrote {out.relative_to(REPO)} and docs/benchmarks.md")
+
+
+def _fresh(store: str) -> str:
+    return store.replace("prefix=bench:", f"prefix=bench{uuid.uuid4().hex[:6]}:")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONPATH", str(REPO))
+    main()
