@@ -12,6 +12,7 @@ import heapq
 import itertools
 import logging
 import os
+import random
 import signal as signals
 import socket
 import threading
@@ -41,6 +42,9 @@ log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# A burst of at least two slices of queue-target occurrences is claimed slice by slice.
+SLICE_MIN = 250
+SLICES_MAX = 4
 UNCLAIMED_KEPT = 1000  # per job, occurrences remembered while the store is unreachable
 
 
@@ -249,7 +253,8 @@ class Beat:
     def run_forever(self) -> None:
         """Start, and return once stopped (by ``stop()`` or, with handle_signals, a signal)."""
         self.start()
-        while not self._stopped.wait(0.5):
+        # Signal handlers run even while this waits (the wait resumes after them).
+        while not self._stopped.wait(5):
             pass
 
     def stop(self) -> None:
@@ -416,30 +421,60 @@ class Beat:
     # -- claiming and dispatching -------------------------------------------------------
 
     def _execute(self, planned: Sequence[Planned]) -> None:
-        cluster = [p for p in planned if p.job.is_cluster]
-        local = [p for p in planned if not p.job.is_cluster]
-        records: list[RunRecord] = []
-        to_run = list(local)
-        if cluster:
-            trips = self.store.stats.round_trips
-            try:
-                won = self.store.claim_many([p.occurrence for p in cluster], self.replica_id)
-            except StoreUnavailable as exc:
-                self._store_failed(exc)
-                self._keep_unclaimed(cluster)
-                won, cluster = [], []  # unclaimed: nothing runs until a claim succeeds
-            else:
-                self._store_ok()
-                self.claim_stats.add(len(cluster), sum(won), self.store.stats.round_trips - trips)
-            for item, mine in zip(cluster, won, strict=False):
-                if not mine:
-                    records.append(self._dispatcher.record_of(item, "skipped-claimed"))
-                elif not item.run:
-                    records.append(self._dispatcher.record_of(item, "missed"))
-                else:
-                    to_run.append(item)
-        self._dispatcher.dispatch(to_run)
+        queued = [p for p in planned if p.job.is_cluster and p.job.target != "inline"]
+        if len(queued) < 2 * SLICE_MIN:
+            self._claim_and_dispatch(planned)
+            return
+        # A burst of queue targets: enqueueing, not claiming, is what takes time. Claimed in
+        # slices, in an order of this replica's own, each slice enqueued before the next is
+        # claimed: every replica takes a share, instead of the first to reach the store
+        # claiming everything while the others wait.
+        in_burst = {id(p) for p in queued}
+        self._claim_and_dispatch([p for p in planned if id(p) not in in_burst])
+        order = random.sample(queued, len(queued))
+        count = min(SLICES_MAX, len(order) // SLICE_MIN)
+        self._dispatcher.submit(self._claim_slices, [order[i::count] for i in range(count)])
+
+    def _claim_slices(self, slices: list[list[Planned]], signal: AbortSignal) -> None:
+        for index, part in enumerate(slices):
+            if signal.aborted:
+                # Not claimed: the other replicas claim them, or the catch-up does.
+                log.warning("stopping with %d occurrence(s) of a burst unclaimed", sum(
+                    len(rest) for rest in slices[index:]))  # fmt: skip
+                return
+            to_run, records = self._claim(part)
+            self._record(records)
+            if to_run:
+                self._dispatcher.enqueue(to_run, signal)
+
+    def _claim_and_dispatch(self, planned: Sequence[Planned]) -> None:
+        won, records = self._claim([p for p in planned if p.job.is_cluster])
+        self._dispatcher.dispatch([p for p in planned if not p.job.is_cluster] + won)
         self._record(records)
+
+    def _claim(self, cluster: Sequence[Planned]) -> tuple[list[Planned], list[RunRecord]]:
+        """Claim in one batch: what to run, and the records of the claims lost and the missed."""
+        if not cluster:
+            return [], []
+        trips = self.store.stats.round_trips
+        try:
+            won = self.store.claim_many([p.occurrence for p in cluster], self.replica_id)
+        except StoreUnavailable as exc:
+            self._store_failed(exc)
+            self._keep_unclaimed(cluster)  # unclaimed: nothing runs until a claim succeeds
+            return [], []
+        self._store_ok()
+        self.claim_stats.add(len(cluster), sum(won), self.store.stats.round_trips - trips)
+        records: list[RunRecord] = []
+        to_run = []
+        for item, mine in zip(cluster, won, strict=True):
+            if not mine:
+                records.append(self._dispatcher.record_of(item, "skipped-claimed"))
+            elif not item.run:
+                records.append(self._dispatcher.record_of(item, "missed"))
+            else:
+                to_run.append(item)
+        return to_run, records
 
     def _record(self, records: Sequence[RunRecord]) -> None:
         for record in records:

@@ -71,11 +71,11 @@ class Dispatcher:
         queued = []
         for item in items:
             if item.job.target == "inline":
-                self._submit(self.run_inline, item)
+                self.submit(self.run_inline, item)
             else:
                 queued.append(item)
         if queued:
-            self._submit(self.enqueue, queued)
+            self.submit(self.enqueue, queued)
 
     def drain(self, timeout: timedelta) -> None:
         """Wait for what is in flight, abort it with ``shutdown`` at ``timeout``, release locks."""
@@ -95,7 +95,7 @@ class Dispatcher:
         self._guard.release_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _submit(self, work: Callable[[Any, AbortSignal], object], item: object) -> None:
+    def submit(self, work: Callable[[Any, AbortSignal], object], item: object) -> None:
         signal = AbortSignal()
         try:
             future = self._pool.submit(work, item, signal)

@@ -22,6 +22,7 @@ from cron_bridge import (
     declare,
 )
 from cron_bridge.adapters import Dispatch, TaskRef, register
+from cron_bridge.beat import SLICES_MAX
 from cron_bridge.jobs import Job, Occurrence, lock_key
 from cron_bridge.stores import MemoryStore, RunRecord, Store
 from cron_bridge.testing import FakeClock
@@ -287,6 +288,33 @@ def test_a_lock_the_store_never_answers_for_fails_the_occurrence_out_loud(
     (record,) = store.history("down")
     assert (record.outcome, record.error) == ("failed", "StoreUnavailable: blip (store at memory)")
     assert seen == []
+
+
+def test_a_burst_is_claimed_in_slices_and_enqueued_once(
+    clock: FakeClock, beats: list[Beat], queue: ListQueue
+) -> None:
+    """600 queue jobs due at once on 3 beats: each beat claims them in its own order, slice by
+    slice (at most SLICES_MAX claims each), and every occurrence is enqueued exactly once."""
+    registry = Registry()
+    for n in range(600):
+        cluster_task(every="1m", registry=registry)(QueueTask(f"burst.{n:03d}"))
+    store = MemoryStore(clock=clock)
+    beats += [Beat(store, registry, clock=clock, replica_id=f"r{i}") for i in range(3)]
+    for beat in beats:
+        beat.start()
+    clock.advance(60)
+    eventually(lambda: len(queue.sent) == 600, "the burst", timeout=30)
+    eventually(
+        lambda: sum(total(store, f"burst.{n:03d}") for n in range(600)) == 1800, "the records"
+    )
+    assert len({sent["occurrence_id"] for sent in queue.sent}) == 600
+    for n in range(600):
+        for counts in outcomes(store, f"burst.{n:03d}").values():
+            assert counts == Counter({"enqueued": 1, "skipped-claimed": 2})
+    for beat in beats:
+        assert beat.claim_stats.asked == 600
+        assert beat.claim_stats.round_trips <= SLICES_MAX
+    assert sum(beat.claim_stats.won for beat in beats) == 600
 
 
 def test_stop_aborts_runs_still_going_with_shutdown(clock: FakeClock) -> None:

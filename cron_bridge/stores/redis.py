@@ -146,11 +146,15 @@ class RedisStore(Store):
             pipe = client.pipeline(transaction=False)
             for occurrence in occurrences:
                 pipe.set(self._key(occurrence.claim_key), owner, nx=True, px=expiry)
+            if not self._cluster:
+                # In the same round trip (EVAL, not EVALSHA: a pipeline cannot load scripts).
+                pipe.eval(_script("advance_last"), 1, self._key("last"), *advance)
+                return [bool(answer) for answer in pipe.execute()[: len(occurrences)]]
             won = [bool(answer) for answer in pipe.execute()]
             self._run_script(client, "advance_last", [self._key("last")], advance)
             return won
 
-        return self._call(work, pipelines=1, commands=1)
+        return self._call(work, pipelines=1, commands=1 if self._cluster else 0)
 
     def claimed_by(self, occurrence: Occurrence) -> str | None:
         owner = self._call(lambda client: client.get(self._key(occurrence.claim_key)))
