@@ -18,13 +18,20 @@ def _ms(value: float) -> str:
     return f"{value:,.0f}" if value == value else "-"  # NaN: nothing arrived
 
 
+def _measured(results: dict[str, Any], name: str) -> str:
+    run = results.get("measured", {}).get(name)
+    if not run:
+        return ""
+    return f"Measured by `{run['command']}`, started {run['started'][:16]} UTC."
+
+
 def write_report(results: dict[str, Any], path: Path) -> None:
     machine = results["machine"]
     parts = [
         "# Benchmarks",
         "",
-        "Measured side by side in one run of `make bench` (`" + results["command"] + "`), "
-        f"started {results['started'][:16]} UTC, on loopback Redis {machine['redis-server']}.",
+        "Measured side by side on one machine with `make bench` (`bench/run.py`), on loopback "
+        f"Redis {machine['redis-server']}. Each section says which run measured it.",
         "",
         f"- Machine: {machine['cpu']}, {machine['memory']}, {machine['os']}, "
         f"Python {machine['python']}",
@@ -39,6 +46,8 @@ def write_report(results: dict[str, Any], path: Path) -> None:
     if bare:
         parts += [
             "## The floor: the libraries' own enqueue",
+            "",
+            _measured(results, "bare_us"),
             "",
             "One process, one connection, the library's own enqueue (Celery `send_task` in a "
             "loop, RQ `enqueue_many` in one pipeline, Dramatiq `broker.enqueue` in a loop); "
@@ -75,6 +84,8 @@ def write_report(results: dict[str, Any], path: Path) -> None:
             )
         parts += [
             "## Burst: N jobs due at the same second",
+            "",
+            _measured(results, "burst"),
             "",
             "Lag from the scheduled second to the message in the queue. The floor is N × the "
             f"library's bare cost ÷ the replicas that can enqueue at once (at most {CORES} on "
@@ -115,12 +126,14 @@ def write_report(results: dict[str, Any], path: Path) -> None:
                 _ms(p["max_ms"]),
                 " / ".join(str(c) for c in p["cpu_s"]),
                 f"{max(p['peak_rss_mb']):.0f}",
-                "" if p["complete"] else f"sent {p['sent']:,}",
+                "" if p["complete"] else f"only {p['sent']:,} sent in 120 s; lags of those",
             ]
             for p in peers
         ]
         parts += [
             "## The same burst from `beat_schedule`: celery beat and RedBeat",
+            "",
+            _measured(results, "peers"),
             "",
             "N `crontab` entries due at the same minute, sent to the same Redis broker.",
             "",
@@ -159,9 +172,15 @@ def write_report(results: dict[str, Any], path: Path) -> None:
         parts += [
             "## Failover: SIGKILL the beat that is sending",
             "",
+            _measured(results, "failover"),
+            "",
             "A job every second; the replica that sent the latest occurrence is SIGKILLed. Gap: "
-            "seconds until the next message; lost: seconds of the following window with no "
-            "message (target: 0).",
+            "the longest silence between two messages from 2 s before the kill to the end of the "
+            "window (1 s when nothing is lost; the window's length when nothing came after the "
+            "kill); lost: seconds of the window after the kill with no message (target: 0). "
+            "RedBeat by default: lock timeout 5 × `beat_max_loop_interval` (300 s), and standby "
+            "replicas ask for the lock every `beat_max_loop_interval`; tuned: lock timeout 3 s, "
+            "`beat_max_loop_interval` 1 s.",
             "",
             _table(["scheduler", "gap s", "lost", "window s"], rows),
             "",
@@ -170,6 +189,8 @@ def write_report(results: dict[str, Any], path: Path) -> None:
     if idle:
         parts += [
             "## Idle cost: one beat with 100 hourly jobs",
+            "",
+            _measured(results, "idle"),
             "",
             _table(
                 ["beat", "CPU s per minute", "peak RSS MB"],
@@ -181,6 +202,8 @@ def write_report(results: dict[str, Any], path: Path) -> None:
     if guard:
         parts += [
             "## Guard overhead on a warm worker",
+            "",
+            _measured(results, "guard"),
             "",
             "The same task bare and under `@cluster_task` (overlap lock with its heartbeat "
             "thread, context, run record in the Redis store), run one at a time: Celery solo, "

@@ -7,6 +7,7 @@ Writes the tables to docs/benchmarks.md (and the raw numbers to bench/results.js
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -68,7 +69,7 @@ queue = Queue(QUEUE, connection=Redis.from_url(BROKER), serializer=JSONSerialize
 queue.enqueue_call(func="bench.apps.task_body")
 began = time.perf_counter()
 queue.enqueue_many(
-    [Queue.prepare_data("bench.apps.task_body", job_id=f"bare-{n}") for n in range(COUNT)]
+    [Queue.prepare_data("bench.apps.task_body", job_id=f"{QUEUE}-{n}") for n in range(COUNT)]
 )
 """,
         "rq-call": """
@@ -79,7 +80,7 @@ queue = Queue(QUEUE, connection=Redis.from_url(BROKER), serializer=JSONSerialize
 queue.enqueue_call(func="bench.apps.task_body")
 began = time.perf_counter()
 for n in range(COUNT):
-    queue.enqueue_call(func="bench.apps.task_body", job_id=f"bare-{n}", unique=True)
+    queue.enqueue_call(func="bench.apps.task_body", job_id=f"{QUEUE}-{n}", unique=True)
 """,
         "dramatiq": """
 import dramatiq
@@ -254,13 +255,16 @@ def failover(kind: str, broker: str, store: str, lock_timeout: int | None = None
         sniffer.stop()
         for beat in beats:
             beat.stop()
-    after = [t for t in sniffer.arrivals if t > killed_at]
-    gap = (after[0] - killed_at) if after else float("inf")
-    expected = window - 1
-    arrived = sum(1 for t in after if t <= killed_at + window - 1)
+    # The longest silence between two messages around the kill (1 s when nothing is lost),
+    # and the seconds after the kill that got no message.
+    end = killed_at + window - 1
+    around = [t for t in sniffer.arrivals if killed_at - 2 <= t <= end] + [end]
+    gap = max(b - a for a, b in itertools.pairwise(around))
+    seconds = range(int(killed_at) + 1, int(killed_at + window - 1))
+    sent = {int(t) for t in sniffer.arrivals}
     return {
         "kind": kind, "lock_timeout": lock_timeout, "gap_s": round(gap, 2),
-        "lost": max(0, expected - arrived), "window_s": window,
+        "lost": sum(1 for s in seconds if s not in sent), "window_s": window,
     }  # fmt: skip
 
 
@@ -288,7 +292,7 @@ def _sender(kind: str, beats: list[Proc], store: str) -> Proc:
 # -- idle -----------------------------------------------------------------------------------
 
 
-def idle(kind: str, broker: str, store: str, seconds: float = 30) -> Result:
+def idle(kind: str, broker: str, store: str, seconds: float = 60) -> Result:
     """One beat with 100 hourly jobs, doing nothing for ``seconds``: CPU and RSS."""
     folder = log_dir()
     values = {
@@ -404,6 +408,11 @@ def main() -> None:
             print("guard", results["guard"], flush=True)
     out = REPO / "bench" / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
+    measured = {"command": results["command"], "started": results["started"]}
+    previous.setdefault("measured", {}).update(
+        {name: measured for name in ("bare_us", "burst", "peers", "failover", "idle", "guard")
+         if name in results}
+    )  # fmt: skip
     previous.update(results)
     out.write_text(json.dumps(previous, indent=2) + "\n")
     from bench.report import write_report
