@@ -112,22 +112,13 @@ def command_lines(code: str) -> list[list[str]]:
     return commands
 
 
-def check_cron_bridge(args: list[str]) -> None:
-    if args[:1] == ["--log-level"]:
+def check_click(group: click.Group, program: str, args: list[str]) -> None:
+    """Parse a command line with the program's own click commands, running nothing."""
+    if program == "cron-bridge" and args[:1] == ["--log-level"]:
         args = args[2:]
-    root = click.Context(cron_bridge_cli, info_name="cron-bridge")
-    command = cron_bridge_cli.get_command(root, args[0])
-    assert command is not None, f"no command {args[0]!r}"
-    with command.make_context(args[0], args[1:], parent=root):
-        pass
-
-
-def check_rq(args: list[str]) -> None:
-    from rq.cli import main as rq_cli
-
-    root = click.Context(rq_cli, info_name="rq")
-    command = rq_cli.get_command(root, args[0])
-    assert command is not None, f"no rq command {args[0]!r}"
+    root = click.Context(group, info_name=program)
+    command = group.get_command(root, args[0])
+    assert command is not None, f"no {program} command {args[0]!r}"
     with command.make_context(args[0], args[1:], parent=root):
         pass
 
@@ -135,9 +126,11 @@ def check_rq(args: list[str]) -> None:
 def check_command(words: list[str]) -> None:
     program, args = words[0], words[1:]
     if program == "cron-bridge":
-        check_cron_bridge(args)
+        check_click(cron_bridge_cli, program, args)
     elif program == "rq":
-        check_rq(args)
+        from rq.cli import main as rq_cli
+
+        check_click(rq_cli, program, args)
     elif program == "make":
         targets = re.findall(r"^([a-z][\w-]*):", (REPO / "Makefile").read_text(), re.MULTILINE)
         assert set(args) <= set(targets), args
