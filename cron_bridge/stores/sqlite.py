@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -90,10 +91,22 @@ class SQLiteStore(Store):
             conn = sqlite3.connect(
                 self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
             )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
-            conn.executescript(_DDL)
+            # Switching a new file to WAL takes an exclusive lock without waiting for it (SQLite
+            # skips the busy handler there), so processes opening the same new file at once
+            # (replicas starting together) ask again until the timeout.
+            deadline = time.monotonic() + self._timeout
+            while True:
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                    conn.executescript(_DDL)
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        conn.close()
+                        raise
+                    time.sleep(0.02)
             self._conn = conn
         return self._conn
 

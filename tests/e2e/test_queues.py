@@ -163,8 +163,8 @@ def test_three_beats_and_two_workers_run_each_occurrence_once(stack: Stack) -> N
 
 @pytest.mark.parametrize("backoff", ["fixed", "exponential"])
 def test_failures_go_to_the_queues_own_retries(stack: Stack, backoff: str) -> None:
-    """attempts=3 on a handler that always fails: attempts 1, 2, 3 at least 1 s apart (growing
-    with exponential backoff), each recorded, the last one failed."""
+    """attempts=3 on a handler that always fails: attempts 1, 2, 3 at least 1 s apart (the
+    second wait at least 2 s with exponential backoff), each recorded, the last one failed."""
     services = running(stack.workers("fail", 1, CB_TEST_BACKOFF=backoff))
     try:
         env = stack.env("fail", CB_TEST_BACKOFF=backoff)
@@ -180,9 +180,10 @@ def test_failures_go_to_the_queues_own_retries(stack: Stack, backoff: str) -> No
     assert {line["attempts"] for line in attempts} == {3}
     assert len({line["occurrence_id"] for line in attempts}) == 1
     gaps = [b["at"] - a["at"] for a, b in itertools.pairwise(attempts)]
+    # Lower bounds only: a loaded machine makes waits longer, never shorter than the backoff.
     assert all(gap >= 1.0 for gap in gaps), gaps
     if backoff == "exponential":
-        assert gaps[1] > gaps[0] + 0.5, gaps
+        assert gaps[1] >= 2.0, gaps  # 1 s, then 2 s
     records = [r for r in stack.store().history(stack.job, 20) if r.outcome != "enqueued"]
     assert [(r.attempt, r.outcome) for r in records] == [
         (3, "failed"),
