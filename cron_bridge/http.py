@@ -209,11 +209,10 @@ class TriggerHandler:
         return Response(303, "", (("Location", location), *extra))
 
 
-def _head(response: Response) -> list[tuple[str, str]]:
-    body_length = len(response.encoded())
+def _head(response: Response, body: bytes) -> list[tuple[str, str]]:
     return [
         ("Content-Type", response.content_type),
-        ("Content-Length", str(body_length)),
+        ("Content-Length", str(len(body))),
         ("Cache-Control", "no-store"),
         ("X-Content-Type-Options", "nosniff"),
         ("X-Frame-Options", "DENY"),
@@ -254,9 +253,10 @@ def asgi_app(
             response = Response(413, {"error": "request body too large"})
         else:
             response = await asyncio.to_thread(handler.respond, request)
-        raw = [(k.lower().encode(), v.encode("latin-1")) for k, v in _head(response)]
+        payload = response.encoded()
+        raw = [(k.lower().encode(), v.encode("latin-1")) for k, v in _head(response, payload)]
         await send({"type": "http.response.start", "status": response.status, "headers": raw})
-        await send({"type": "http.response.body", "body": response.encoded()})
+        await send({"type": "http.response.body", "body": payload})
 
     return app
 
@@ -292,7 +292,8 @@ def wsgi_app(
                 environ.get("QUERY_STRING", ""),
             )  # fmt: skip
             response = handler.respond(request)
-        start_response(f"{response.status} {_STATUS[response.status]}", _head(response))
-        return [response.encoded()]
+        encoded = response.encoded()
+        start_response(f"{response.status} {_STATUS[response.status]}", _head(response, encoded))
+        return [encoded]
 
     return app
