@@ -113,18 +113,22 @@ class Cron:
     Args:
         expr: the expression.
         tz: the zone its fields are read in.
+        day_or: with restricted day-of-month and day-of-week fields, fire on a day that
+            matches either (cron's rule, the default) or, when False, only on a day that
+            matches both (Celery's ``crontab`` rule).
 
     Raises:
         ConfigError: a bad field, an expression that never fires, an unknown zone.
     """
 
-    __slots__ = ("_every_hour", "_fields", "_zone", "expr", "tz")
+    __slots__ = ("_every_hour", "_fields", "_zone", "day_or", "expr", "tz")
 
-    def __init__(self, expr: str, *, tz: str = "UTC") -> None:
+    def __init__(self, expr: str, *, tz: str = "UTC", day_or: bool = True) -> None:
         if not isinstance(expr, str):
             raise ConfigError("expected a cron expression string", option="cron", value=expr)
         self.expr = expr
         self.tz = tz
+        self.day_or = bool(day_or)
         self._zone = load_zone(tz)
         fields = _ALIASES.get(expr.strip().lower(), expr.strip())
         if len(fields.split()) != 5:
@@ -135,7 +139,7 @@ class Cron:
             )
         try:
             hours = croniter(fields).expanded[1]
-            croniter(fields, datetime(2000, 1, 1)).get_next(datetime)
+            croniter(fields, datetime(2000, 1, 1), day_or=self.day_or).get_next(datetime)
         except CroniterError as exc:
             reason = "never fires" if "next date" in str(exc) else f"bad expression ({exc})"
             raise ConfigError(reason, option="cron", value=expr) from exc
@@ -146,13 +150,17 @@ class Cron:
         self._every_hour = "*" in hour_texts or hour_texts == {str(h) for h in range(24)}
 
     def __repr__(self) -> str:
-        return f"Cron({self.expr!r}, tz={self.tz!r})"
+        day_rule = "" if self.day_or else ", day_or=False"
+        return f"Cron({self.expr!r}, tz={self.tz!r}{day_rule})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Cron) and (self._fields, self.tz) == (other._fields, other.tz)
+        return isinstance(other, Cron) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((Cron, self._fields, self.tz))
+        return hash((Cron, *self._key()))
+
+    def _key(self) -> tuple[str, str, bool]:
+        return self._fields, self.tz, self.day_or
 
     def describe(self) -> str:
         return self.expr
@@ -162,7 +170,7 @@ class Cron:
         # Wall times earlier than ``after``'s own can still fire after it when a fold is near:
         # their second pass comes later. Start that far back; the loop discards the rest.
         wall = after.astimezone(self._zone).replace(tzinfo=None) - self._fold_margin(after)
-        walls = croniter(self._fields, wall - timedelta(minutes=1))
+        walls = croniter(self._fields, wall - timedelta(minutes=1), day_or=self.day_or)
         best: datetime | None = None
         while True:
             instants = self._instants(walls.get_next(datetime))

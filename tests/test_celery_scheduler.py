@@ -11,9 +11,10 @@ from celery import Celery
 from celery.beat import ScheduleEntry
 from celery.schedules import crontab
 
-from cron_bridge import Cron, Every
+from cron_bridge import Cron
 from cron_bridge.stores import MemoryStore
-from cron_bridge_celery.scheduler import ClusterScheduler, job_name, to_schedule
+from cron_bridge_celery.scheduler import ClusterScheduler, job_name
+from cron_bridge_celery.schedules import to_schedule
 
 WARSAW = ZoneInfo("Europe/Warsaw")
 
@@ -28,28 +29,24 @@ def local_times(schedule: Cron, start: str, end: str) -> list[str]:
 def test_crontab_entries_follow_the_dst_rules_in_the_app_timezone() -> None:
     """A daily 02:30 crontab in Europe/Warsaw fires once on both transition days; an hourly
     one fires in both passes of the repeated hour (Celery's own crontab has skipped it)."""
-    kind, fields = to_schedule(crontab(minute=30, hour=2))
-    daily = Cron(fields, tz="Europe/Warsaw")
-    assert kind == "cron"
+    app = Celery("proj", set_as_current=False)
+    app.conf.timezone = "Europe/Warsaw"
+    daily = to_schedule(crontab(minute=30, hour=2, app=app), app_zone=app.timezone)
+    assert isinstance(daily, Cron) and daily.tz == "Europe/Warsaw"
     assert local_times(daily, "2026-03-28T00:00", "2026-03-30T00:00") == [
         "2026-03-28T02:30+01:00", "2026-03-29T03:00+02:00",
     ]  # fmt: skip
     assert local_times(daily, "2026-10-24T12:00", "2026-10-26T12:00") == [
         "2026-10-25T02:30+02:00", "2026-10-26T02:30+01:00",
     ]  # fmt: skip
-    hourly = Cron(to_schedule(crontab(minute=0))[1], tz="Europe/Warsaw")
+    hourly = to_schedule(crontab(minute=0, app=app), app_zone=app.timezone)
+    assert isinstance(hourly, Cron)
     assert local_times(hourly, "2026-10-24T23:30", "2026-10-25T01:30") == [
         "2026-10-25T02:00+02:00", "2026-10-25T02:00+01:00",
     ]  # fmt: skip
-    assert to_schedule(crontab(minute="*/15", hour="9-17", day_of_week="mon-fri")) == (
-        "cron", "*/15 9-17 * * mon-fri",
-    )  # fmt: skip
-
-
-def test_intervals_and_numbers_are_anchored_to_the_epoch() -> None:
-    """timedelta and number entries become epoch-anchored intervals."""
-    assert Every(to_schedule(timedelta(seconds=1))[1]) == Every("1s")
-    assert Every(to_schedule(2.0)[1]) == Every("2s")
+    weekdays = to_schedule(crontab(minute="*/15", hour="9-17", day_of_week="mon-fri", app=app),
+                           app_zone=app.timezone)  # fmt: skip
+    assert weekdays.describe() == "0,15,30,45 9-17 * * 1-5"
 
 
 def test_entry_names_become_valid_job_names_without_collisions() -> None:
@@ -91,13 +88,14 @@ def test_two_schedulers_send_each_occurrence_once(
     assert len({occurrence.split("@")[1] for occurrence in sent}) >= 2
 
 
-def test_a_missing_store_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    """Without app.conf.cron_bridge_store or CRON_BRIDGE_STORE it says how to set it."""
+def test_a_missing_store_is_one_line_and_exit_2(capfd: pytest.CaptureFixture[str]) -> None:
+    """Without app.conf.cron_bridge_store or CRON_BRIDGE_STORE it says how to set it, on the
+    process's real stderr (celery beat turns sys.stderr into a logger)."""
     app = Celery("proj", broker="memory://", set_as_current=False)
     with pytest.raises(SystemExit) as caught:
         ClusterScheduler(app, lazy=True)
     assert caught.value.code == 2
-    assert "cron_bridge_store" in capsys.readouterr().err
+    assert "cron_bridge_store" in capfd.readouterr().err
 
 
 def test_the_alias_is_registered_for_celery_beat() -> None:

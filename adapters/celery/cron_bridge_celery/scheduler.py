@@ -13,31 +13,26 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, tzinfo
 from typing import Any, NoReturn
 
 from celery import Celery
 from celery.beat import ScheduleEntry, Scheduler
-from celery.schedules import crontab, schedule, solar
 
-from cron_bridge.adapters import Dispatch, TaskRef, register
+from cron_bridge.adapters import register
 from cron_bridge.beat import Beat
 from cron_bridge.errors import ConfigError, StoreUnavailable
-from cron_bridge.jobs import NAME_PATTERN, Job, declare
+from cron_bridge.jobs import NAME_PATTERN, Job
 from cron_bridge.registry import default_registry
 from cron_bridge.stores import store_from_url
-from cron_bridge.worker import META_KEY
+from cron_bridge_celery.schedules import to_schedule
+from cron_bridge_celery.sender import SENDER, BeatScheduleSender
 
-__all__ = ["ClusterScheduler", "job_name", "to_schedule"]
+__all__ = ["ClusterScheduler", "entry_job", "job_name"]
 
 log = logging.getLogger(__name__)
 
-SENDER = "celery-beat-schedule"
 _INVALID = re.compile(r"[^A-Za-z0-9._-]+")
-_SEND_OPTIONS = ("queue", "routing_key", "exchange", "priority", "expires", "headers",
-                 "countdown", "eta", "time_limit", "soft_time_limit", "serializer")  # fmt: skip
 
 
 def job_name(entry: str) -> str:
@@ -50,106 +45,21 @@ def job_name(entry: str) -> str:
     return f"{cleaned}-{digest}"
 
 
-class SolarSchedule:
-    """A Celery ``solar`` schedule as a cron-bridge schedule (needs ``ephem``)."""
-
-    tz = "UTC"
-
-    def __init__(self, source: solar) -> None:
-        self.source = source
-
-    def describe(self) -> str:
-        return f"solar {self.source.event} {self.source.lat},{self.source.lon}"
-
-    def next_after(self, dt: datetime) -> datetime:
-        sun = self.source.ephem.Sun()
-        self.source.cal.date = dt.astimezone(UTC).replace(tzinfo=None)
-        method = getattr(self.source.cal, self.source.method)
-        found = method(sun, start=self.source.cal.date, use_center=self.source.use_center)
-        return found.datetime().replace(tzinfo=UTC, microsecond=0)  # type: ignore[no-any-return]
-
-    def occurrences(self, start: datetime, end: datetime) -> Iterator[datetime]:
-        current = self.next_after(start)
-        while current <= end:
-            yield current
-            current = self.next_after(current + timedelta(seconds=1))
-
-
-def to_schedule(value: Any) -> tuple[str, Any]:
-    """The ``declare()`` options for a ``beat_schedule`` entry's schedule.
+def entry_job(name: str, entry: ScheduleEntry, app_zone: tzinfo | None) -> Job:
+    """The cluster job for one ``beat_schedule`` entry.
 
     Raises:
-        ConfigError: a schedule kind cron-bridge cannot read.
+        ConfigError: naming the entry, the field and the value.
     """
-    if isinstance(value, crontab):
-        fields = " ".join(
-            str(part)
-            for part in (
-                value._orig_minute,
-                value._orig_hour,
-                value._orig_day_of_month,
-                value._orig_month_of_year,
-                value._orig_day_of_week,
-            )
-        )
-        return "cron", fields
-    if isinstance(value, timedelta | int | float) and not isinstance(value, bool):
-        return "every", value
-    if isinstance(value, schedule) and type(value) is schedule:
-        return "every", value.run_every
-    if isinstance(value, solar):
-        return "solar", SolarSchedule(value)
-    raise ConfigError("cron-bridge reads crontab, timedelta, numbers and solar", option="schedule",
-                      value=repr(value))  # fmt: skip
-
-
-class BeatScheduleSender:
-    """Sends ``beat_schedule`` entries as the entry says: task, args, kwargs and options."""
-
-    name = SENDER
-
-    def __init__(self, app: Celery, entries: Mapping[str, ScheduleEntry]) -> None:
-        self.app = app
-        self.entries = dict(entries)
-
-    def accepts(self, obj: object, queue: object | None) -> bool:
-        return False
-
-    def describe(self, obj: object, queue: object | None) -> TaskRef:
-        raise ConfigError("beat_schedule entries are not declared with @cluster_task")
-
-    def wrap(self, obj: Any, job: Job) -> Any:
-        return obj
-
-    def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
-        results: list[Exception | None] = []
-        try:
-            with self.app.connection_for_write() as connection:
-                connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
-                with self.app.amqp.Producer(connection) as producer:
-                    for dispatch in dispatches:
-                        results.append(self._send(producer, dispatch))
-        except Exception as exc:  # noqa: BLE001 - no connection: every send failed
-            return [exc] * len(dispatches)
-        return results
-
-    def _send(self, producer: Any, dispatch: Dispatch) -> Exception | None:
-        entry = self.entries[dispatch.job.name]
-        options = {k: v for k, v in (entry.options or {}).items() if k in _SEND_OPTIONS}
-        headers = {**(options.pop("headers", None) or {}), META_KEY: dispatch.meta()}
-        try:
-            self.app.send_task(
-                entry.task,
-                args=list(entry.args or ()),
-                kwargs=dict(entry.kwargs or {}),
-                headers=headers,
-                producer=producer,
-                retry=False,
-                **options,
-            )
-        except Exception as exc:  # noqa: BLE001 - the broker's error is the occurrence's outcome
-            return exc
-        return None
+    if not isinstance(entry.task, str) or not entry.task:
+        raise ConfigError("expected the task's name", job=entry.name, option="task",
+                          value=entry.task)  # fmt: skip
+    try:
+        schedule = to_schedule(entry.schedule, app_zone=app_zone)
+        return Job(name=name, schedule=schedule, adapter=SENDER, task=entry.task)
+    except ConfigError as exc:
+        raise ConfigError(exc.reason, job=entry.name, option=exc.option or "schedule",
+                          value=entry.schedule) from None  # fmt: skip
 
 
 class ClusterScheduler(Scheduler):  # type: ignore[misc]
@@ -168,29 +78,31 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
         super().__init__(app, *args, lazy=lazy, **kwargs)
 
     def setup_schedule(self) -> None:
+        for key, raw in (self.app.conf.beat_schedule or {}).items():
+            try:
+                self.Entry(**dict(raw, name=key, app=self.app))
+            except Exception as exc:  # noqa: BLE001 - an entry Celery cannot read: say which
+                _exit(f"beat_schedule entry {key!r}: {exc}")
+        # As PersistentScheduler (celery beat's default) does: the app's entries, then
+        # Celery's own (celery.backend_cleanup where results would otherwise pile up).
         self.merge_inplace(self.app.conf.beat_schedule)
+        self.install_default_entries(self.schedule)
         entries = {job_name(name): entry for name, entry in self.schedule.items()}
-        tz = str(self.app.conf.timezone or "UTC")
+        zone = self.app.timezone
         try:
-            jobs = [self._job(name, entry, tz) for name, entry in entries.items()]
+            jobs = [entry_job(name, entry, zone) for name, entry in entries.items()]
             jobs += [j for j in default_registry.jobs() if j.adapter == "celery" and self._ours(j)]
             register(BeatScheduleSender(self.app, entries))
             store = store_from_url(str(self._store_url))
             store.ping()
-        except (ConfigError, StoreUnavailable, ImportError) as exc:
+        except ConfigError as exc:
+            _exit(f"beat_schedule entry {exc.job!r}: {exc.option}={exc.value!r}: {exc.reason}"
+                  if exc.job and exc.option else str(exc))  # fmt: skip
+        except (StoreUnavailable, ImportError) as exc:
             _exit(str(exc))
         self._beat = Beat(store, jobs)
         log.info("cron-bridge: %d entries on %s as replica %s", len(jobs), store.url,
                  self._beat.replica_id)  # fmt: skip
-
-    def _job(self, name: str, entry: ScheduleEntry, tz: str) -> Job:
-        kind, value = to_schedule(entry.schedule)
-        if kind == "cron":
-            return declare(name, cron=value, tz=tz, adapter=SENDER, task=entry.task)
-        if kind == "every":
-            return declare(name, every=value, adapter=SENDER, task=entry.task)
-        # solar: declared with a stand-in interval, then given its own schedule.
-        return replace(declare(name, every="1d", adapter=SENDER, task=entry.task), schedule=value)
 
     def _ours(self, job: Job) -> bool:
         handler: Any = job.handler
@@ -222,5 +134,9 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
 
 
 def _exit(message: str) -> NoReturn:
-    print(f"cron-bridge: {message}", file=sys.stderr)  # noqa: T201 - the one line users see
+    # celery beat sends sys.stderr to its logger at WARNING, which `-l error` hides: the
+    # reason goes to the real stderr, whatever the log level.
+    stream = sys.__stderr__ or sys.stderr
+    stream.write(f"cron-bridge: {message}\n")
+    stream.flush()
     sys.exit(2)
