@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The lowest Celery the Celery adapter declares, for the celery beat twin test.
+CELERY_FLOOR := 5.3.0
+FLOOR  := .venv-celery-floor
+FLOOR_STAMP := $(FLOOR)/.installed-$(CELERY_FLOOR)
 
 .PHONY: demo test lint typecheck docs pytest bench clean
 
@@ -27,7 +31,14 @@ typecheck: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
-pytest: $(STAMP)
+$(FLOOR_STAMP): $(STAMP) adapters/celery/pyproject.toml
+	test -x $(FLOOR)/bin/python || $(PYTHON) -m venv $(FLOOR)
+	$(FLOOR)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOOR)/bin/python -m pip install --quiet "celery[redis]==$(CELERY_FLOOR)" ephem \
+		-e ".[redis]" -e adapters/celery "celery==$(CELERY_FLOOR)"
+	touch $(FLOOR_STAMP)
+
+pytest: $(STAMP) $(FLOOR_STAMP)
 	$(BIN)/python -m pytest
 
 test: lint typecheck docs pytest
@@ -38,4 +49,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site
+	rm -rf $(VENV) $(FLOOR) .mypy_cache .ruff_cache .pytest_cache site
