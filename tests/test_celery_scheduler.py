@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from celery import Celery
-from celery.beat import ScheduleEntry
+from celery.beat import PersistentScheduler, ScheduleEntry
 from celery.schedules import crontab
 
-from cron_bridge import Cron
+from cron_bridge import Cron, JobContext, cluster_task
+from cron_bridge.adapters import Dispatch
+from cron_bridge.registry import default_registry
 from cron_bridge.stores import MemoryStore
+from cron_bridge_celery import CeleryAdapter
 from cron_bridge_celery.scheduler import ClusterScheduler, job_name
 from cron_bridge_celery.schedules import to_schedule
 
@@ -118,3 +123,83 @@ def test_schedule_entries_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(entry, ScheduleEntry)
     assert (entry.args, entry.kwargs, entry.options["queue"]) == ((1,), {"a": 1}, "q")
     scheduler.close()
+
+
+def scheduler_jobs(app: Celery) -> dict[str, Any]:
+    scheduler = ClusterScheduler(app)
+    assert scheduler._beat is not None
+    jobs = {job.name: job for job in scheduler._beat.jobs()}
+    scheduler.close()
+    return jobs
+
+
+def test_celerys_default_entries_are_scheduled_as_celery_beat_schedules_them(
+    tmp_path: Path,
+) -> None:
+    """With a result backend that does not expire results, celery beat adds
+    celery.backend_cleanup (04:00 daily, expires 12 h); so do we, with the same entries."""
+    app = Celery("proj", broker="memory://", set_as_current=False)
+    app.conf.update(cron_bridge_store="memory://", timezone="Europe/Warsaw",
+                    result_backend=f"file://{tmp_path}",
+                    beat_schedule={"x": {"task": "proj.noop", "schedule": 5}})  # fmt: skip
+    stock = PersistentScheduler(app, schedule_filename=str(tmp_path / "schedule"))
+    expected = set(stock.schedule)
+    stock.close()
+    jobs = scheduler_jobs(app)
+    assert set(jobs) == expected == {"x", "celery.backend_cleanup"}
+    cleanup = jobs["celery.backend_cleanup"]
+    assert cleanup.schedule == Cron("0 4 * * *", tz="Europe/Warsaw", day_or=False)
+    assert cleanup.task == "celery.backend_cleanup"
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"task": "proj.noop", "schedule": "every 5 minutes"},
+         "'nightly': schedule='every 5 minutes'"),
+        ({"schedule": 5}, "'nightly': task=None"),
+        ({"task": "proj.noop", "schedule": 5, "shedule": 3}, "'nightly'"),
+        ({"task": "proj.noop", "schedule": timedelta(0)}, "schedule=datetime.timedelta(0)"),
+    ],
+)  # fmt: skip
+def test_an_entry_celery_cannot_run_is_one_line_naming_it_and_exit_2(
+    entry: dict[str, Any], says: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A bad schedule, a missing task, a misspelt field, a zero interval: one line naming
+    the entry, the field and the value, exit 2, no traceback."""
+    app = Celery("proj", broker="memory://", set_as_current=False)
+    app.conf.update(cron_bridge_store="memory://", beat_schedule={"nightly": entry})
+    with pytest.raises(SystemExit) as caught:
+        ClusterScheduler(app)
+    err = capfd.readouterr().err
+    assert caught.value.code == 2
+    assert says in err and "beat_schedule entry" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# Celery 5.7 deprecates the task's own queue in favour of task_routes; projects still use it.
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_cluster_task_is_sent_through_its_own_apply_async_to_its_own_queue() -> None:
+    """A @cluster_task over @app.task(queue="mail") reaches the task's queue, with its own
+    expires, whatever Celery version (send_task by name drops them before 5.7)."""
+    app = Celery("proj", broker="memory://", set_as_current=False)
+
+    @cluster_task(every="5s", name="mail.digest")
+    @app.task(name="proj.digest", queue="mail", expires=60)
+    def digest(ctx: JobContext) -> None:
+        """Sends the digest."""
+
+    job = default_registry.get("mail.digest")
+    default_registry.remove("mail.digest")
+    assert job is not None
+    now = datetime.now(UTC)
+    dispatch = Dispatch(job=job, occurrence=job.occurrence(now), trigger="schedule",
+                        replica="r1")  # fmt: skip
+    assert CeleryAdapter().enqueue_many([dispatch]) == [None]
+    with app.connection_for_read() as connection:
+        message = connection.SimpleQueue("mail").get(timeout=5)
+        headers = message.headers
+        message.ack()
+    assert headers["task"] == "proj.digest"
+    assert headers["cron_bridge"]["occurrence_id"] == dispatch.occurrence.id
+    assert headers["expires"] is not None

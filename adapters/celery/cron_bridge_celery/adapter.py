@@ -1,8 +1,11 @@
 """The Celery adapter: ``@cluster_task`` over ``@app.task`` / ``@shared_task``.
 
-The beat sends by task name (``send_task``) with the occurrence in a ``cron_bridge`` message
-header, never importing or pickling the handler. On the worker the task body runs under the
-guard; a failure goes back to Celery through ``task.retry(countdown=..., max_retries=...)``.
+The beat sends through the task's own ``apply_async``, as celery beat does, so the task's
+queue, routing, ``expires``, priority and serializer apply on every Celery version (``send_task``
+by name drops the task's own queue before Celery 5.7); the occurrence travels in a
+``cron_bridge`` message header, the handler is never run or pickled by the beat. On the worker
+the task body runs under the guard; a failure goes back to Celery through
+``task.retry(countdown=..., max_retries=...)``.
 """
 
 from __future__ import annotations
@@ -81,17 +84,23 @@ def _app_of(job: Job) -> Celery:
 
 def _send(app: Celery, producer: Any, dispatch: Dispatch) -> Exception | None:
     job = dispatch.job
+    options: dict[str, Any] = {
+        "headers": {META_KEY: dispatch.meta()},
+        "producer": producer,
+        # The beat retries within misfire_grace itself; a blocking publish retry would hold
+        # up every other occurrence of the batch.
+        "retry": False,
+    }
+    if job.queue is not None:
+        options["queue"] = job.queue
+    task: Any = job.handler
+    if isinstance(task, Proxy):
+        task = task._get_current_object()
     try:
-        app.send_task(
-            job.task or job.name,
-            kwargs=dict(job.kwargs),
-            headers={META_KEY: dispatch.meta()},
-            queue=job.queue,
-            producer=producer,
-            # The beat retries within misfire_grace itself; a blocking publish retry would
-            # hold up every other occurrence of the batch.
-            retry=False,
-        )
+        if isinstance(task, Task):
+            task.apply_async(kwargs=dict(job.kwargs), **options)
+        else:
+            app.send_task(job.task or job.name, kwargs=dict(job.kwargs), **options)
     except Exception as exc:  # noqa: BLE001 - the broker's error is the occurrence's outcome
         return exc
     return None

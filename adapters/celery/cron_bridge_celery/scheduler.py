@@ -78,7 +78,9 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
         super().__init__(app, *args, lazy=lazy, **kwargs)
 
     def setup_schedule(self) -> None:
+        zone = self.app.timezone
         for key, raw in (self.app.conf.beat_schedule or {}).items():
+            _check_entry(key, raw, zone)
             try:
                 self.Entry(**dict(raw, name=key, app=self.app))
             except Exception as exc:  # noqa: BLE001 - an entry Celery cannot read: say which
@@ -88,7 +90,6 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
         self.merge_inplace(self.app.conf.beat_schedule)
         self.install_default_entries(self.schedule)
         entries = {job_name(name): entry for name, entry in self.schedule.items()}
-        zone = self.app.timezone
         try:
             jobs = [entry_job(name, entry, zone) for name, entry in entries.items()]
             jobs += [j for j in default_registry.jobs() if j.adapter == "celery" and self._ours(j)]
@@ -131,6 +132,20 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
     @property
     def info(self) -> str:
         return f"    . cron-bridge store -> {self._store_url}"
+
+
+def _check_entry(key: str, raw: Any, zone: tzinfo | None) -> None:
+    """Exit with one line naming the entry, the field and the value Celery cannot run."""
+    if not isinstance(raw, dict):
+        _exit(f"beat_schedule entry {key!r}: expected a dict with task and schedule, "
+              f"got {raw!r}")  # fmt: skip
+    task = raw.get("task")
+    if not isinstance(task, str) or not task:
+        _exit(f"beat_schedule entry {key!r}: task={task!r}: expected the task's name")
+    try:
+        to_schedule(raw.get("schedule"), app_zone=zone)
+    except ConfigError as exc:
+        _exit(f"beat_schedule entry {key!r}: schedule={raw.get('schedule')!r}: {exc.reason}")
 
 
 def _exit(message: str) -> NoReturn:
