@@ -204,3 +204,20 @@ def test_solar_events_match_celerys_own_and_are_never_early(
         event_at = at + theirs.remaining_estimate(at)
         mine = ours.next_after(at)
         assert timedelta(0) <= mine - event_at < timedelta(milliseconds=1), (at, mine, event_at)
+
+
+class never(schedule):
+    """A schedule whose is_due never says due, asking to be checked every second."""
+
+    def is_due(self, last_run_at: datetime) -> schedstate:
+        return schedstate(is_due=False, next=1)
+
+
+def test_a_custom_schedule_that_is_never_due_is_not_armed_and_the_walk_is_bounded() -> None:
+    """400 days of one-second checks would be 35 million calls: the walk stops at its budget
+    (made small here to keep the test fast)."""
+    schedule_ = to_schedule(never(timedelta(seconds=1)), app_zone=UTC)
+    assert isinstance(schedule_, CustomSchedule)
+    schedule_._MAX_PROBES = 20_000
+    assert schedule_.next_after(datetime(2026, 1, 1, tzinfo=UTC)).year == 9999
+    assert schedule_._probes <= 20_000 + 86_401

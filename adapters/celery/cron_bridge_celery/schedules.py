@@ -163,7 +163,8 @@ class CustomSchedule:
     ``next`` seconds ``is_due`` asks for (at least 1 s) until ``is_due`` says due; that instant
     is an occurrence and the next ``last_run_at``. Each UTC day starts again from its midnight,
     so a replica started at any time computes the same occurrences. Walks are bounded: a
-    schedule that is never due within 400 days is not armed.
+    schedule that is not due within 400 days, or within two million calls of ``is_due``, is
+    not armed.
 
     A schedule that reads the wall clock itself instead of ``self.now()`` cannot be agreed on
     and is not supported.
@@ -172,12 +173,14 @@ class CustomSchedule:
     tz = "UTC"
     _NEVER = datetime(9999, 12, 31, tzinfo=UTC)
     _MAX_DAYS = 400
+    _MAX_PROBES = 2_000_000
 
     def __init__(self, source: Any, *, zone: tzinfo | None) -> None:
         self.source = source
         self._zone = zone or UTC
         self._lock = threading.Lock()
         self._days: dict[datetime, list[datetime]] = {}
+        self._probes = 0
 
     def describe(self) -> str:
         return f"{type(self.source).__name__} {self.source!r}"[:120]
@@ -185,7 +188,10 @@ class CustomSchedule:
     def next_after(self, dt: datetime) -> datetime:
         dt = dt.astimezone(UTC)
         day = dt.replace(hour=0, minute=0, second=0, microsecond=0)
+        self._probes = 0
         for _ in range(self._MAX_DAYS):
+            if self._probes > self._MAX_PROBES:
+                break
             times = self._day(day)
             index = bisect.bisect_right(times, dt)
             if index < len(times):
@@ -216,6 +222,7 @@ class CustomSchedule:
         self.source.nowfun = lambda: now.astimezone(self._zone)
         try:
             while now <= end:
+                self._probes += 1
                 due, wait = self.source.is_due(last.astimezone(self._zone))
                 if due and now > last:
                     times.append(now)
