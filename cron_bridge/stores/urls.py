@@ -10,7 +10,29 @@ from cron_bridge.stores.base import Store
 from cron_bridge.stores.memory import MemoryStore
 from cron_bridge.stores.sqlite import SQLiteStore
 
-__all__ = ["store_from_url"]
+__all__ = ["redact_url", "store_from_url"]
+
+_SECRET_PARAMS = {"password", "pass", "passwd", "secret", "token", "sslpassword"}
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (in the user-info or a ``password=`` parameter) as ``***``,
+    safe to print and log. Never raises: text that is not a URL comes back masked whole."""
+    try:
+        parts = urlsplit(str(url))
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, host = netloc.rpartition("@")
+            user, has_password, _ = userinfo.partition(":")
+            netloc = f"{user}:***@{host}" if has_password else f"{userinfo}@{host}"
+        query = "&".join(
+            f"{key}=***" if key.lower() in _SECRET_PARAMS else f"{key}={value}"
+            for key, value in parse_qsl(parts.query, keep_blank_values=True)
+        )
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
+    except ValueError:
+        return "***"
+
 
 _BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 

@@ -25,6 +25,7 @@ from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job
 from cron_bridge.registry import default_registry
 from cron_bridge.stores import store_from_url
+from cron_bridge.stores.urls import redact_url
 from cron_bridge_celery.schedules import to_schedule
 from cron_bridge_celery.sender import SENDER, BeatScheduleSender
 
@@ -131,7 +132,7 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
 
     @property
     def info(self) -> str:
-        return f"    . cron-bridge store -> {self._store_url}"
+        return f"    . cron-bridge store -> {redact_url(str(self._store_url))}"
 
 
 def _check_entry(key: str, raw: Any, zone: tzinfo | None) -> None:
