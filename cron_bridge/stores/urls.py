@@ -29,6 +29,8 @@ def redact_url(url: str) -> str:
             f"{key}=***" if key.lower() in _SECRET_PARAMS else f"{key}={value}"
             for key, value in parse_qsl(parts.query, keep_blank_values=True)
         )
+        if netloc == parts.netloc and query == parts.query:
+            return str(url)  # nothing to hide (and sqlite:/// keeps its slashes)
         return urlunsplit(parts._replace(netloc=netloc, query=query))
     except ValueError:
         return "***"
