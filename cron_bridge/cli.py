@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import sys
 import threading
@@ -197,9 +198,11 @@ class _QuietHandler(WSGIRequestHandler):
 
 def _host_port(option: str, bind: str) -> tuple[str, int]:
     host, _, port = bind.rpartition(":")
-    if not port.isdigit():
-        fail(f"{option} expects HOST:PORT, got {bind!r}")
-    return host or "127.0.0.1", int(port)
+    if not port.isdigit() or not 1 <= int(port) <= 65535 or len(port) > 5:
+        fail(f"{option} expects HOST:PORT with a port from 1 to 65535, got {bind!r}")
+    if host.startswith("[") != host.endswith("]"):
+        fail(f"{option}: a broken IPv6 address in {bind!r} (write [::1]:PORT)")
+    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 def _serve_metrics(bind: str) -> Any:
@@ -306,7 +309,14 @@ def run(name: str, app: tuple[str, ...], store: str | None, force: bool) -> None
 @main.command()
 @click.argument("name")
 @store_option
-@click.option("-n", "count", default=20, show_default=True, help="How many runs, newest first.")
+@click.option(
+    "-n",
+    "count",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="How many runs, newest first.",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 @click.option(
     "--occurrence",
@@ -454,9 +464,19 @@ def _print_table(rows: list[list[str]]) -> None:
         click.echo("  ".join(cells).rstrip())
 
 
+class FiniteRange(click.FloatRange):
+    """A float range that refuses nan (which every comparison lets through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        converted = super().convert(value, param, ctx)
+        if not math.isfinite(converted):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return converted
+
+
 @main.command()
 @click.option("--replicas", default=3, show_default=True, type=click.IntRange(1, 20))
-@click.option("--duration", default=30, show_default=True, type=click.FloatRange(5, 3600),
+@click.option("--duration", default=30, show_default=True, type=FiniteRange(5, 3600),
               help="Seconds to run.")  # fmt: skip
 @click.option("--keep", is_flag=True, help="Keep the folder with the store and the logs.")
 def demo(replicas: int, duration: float, keep: bool) -> None:

@@ -7,6 +7,7 @@ value: registering it, running it and enqueueing it happen elsewhere.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -47,6 +48,10 @@ class Backoff:
     def __post_init__(self) -> None:
         if self.kind not in ("fixed", "exponential"):
             raise ConfigError("unknown backoff kind", option="backoff", value=self.kind)
+        numbers = (self.base,) if self.max is None else (self.base, self.max)
+        if not all(isinstance(n, int | float) and math.isfinite(n) for n in numbers):
+            raise ConfigError("the backoff needs finite numbers of seconds", option="backoff",
+                              value=self)  # fmt: skip
         if self.base < 0 or (self.max is not None and self.max < self.base):
             raise ConfigError(
                 "the backoff needs base >= 0 and max >= base", option="backoff", value=self

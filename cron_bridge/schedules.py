@@ -17,6 +17,7 @@ Every datetime going in must be aware; every datetime coming out is aware UTC.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -45,6 +46,7 @@ _ALIASES = {
 # A fold longer than this (none in tzdata since the 1940s) would be looked at only in part.
 _FOLD_WINDOW = timedelta(hours=3)
 
+_MAX_SECONDS = 100 * 366 * 86400
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -79,15 +81,20 @@ def parse_duration(value: object, *, option: str = "duration") -> timedelta:
         raise ConfigError(
             "expected a duration such as '30s' or a timedelta", option=option, value=value
         )
+    seconds: float | None = None
     if isinstance(value, int | float):
-        return timedelta(seconds=value)
-    if isinstance(value, str):
+        seconds = value
+    elif isinstance(value, str) and len(value) <= 100:
         text = value.strip().lower().replace(" ", "")
         if text and _DURATION_PART.sub("", text) == "":
             seconds = sum(
                 float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text)
             )
-            return timedelta(seconds=seconds)
+    if seconds is not None:
+        if not math.isfinite(seconds) or abs(seconds) > _MAX_SECONDS:
+            raise ConfigError("expected a finite duration of at most 100 years", option=option,
+                              value=value)  # fmt: skip
+        return timedelta(seconds=seconds)
     raise ConfigError(
         "expected a duration such as '90s', '5m', '1h' or a timedelta", option=option, value=value
     )

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.redaction import redact_url
 from cron_bridge.schedules import EPOCH
 from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, ttl_ms
 from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
@@ -166,7 +167,8 @@ class PostgresStore(Store):
         if isinstance(client_or_url, str):
             parts = urlsplit(client_or_url)
             if parts.scheme not in ("postgresql", "postgres"):
-                raise ConfigError("expected postgresql://", option="store", value=client_or_url)
+                raise ConfigError("expected postgresql://", option="store",
+                                  value=redact_url(client_or_url))  # fmt: skip
             self._host = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
             self._url = parts._replace(netloc=self._host, query="").geturl()
             self._conninfo = client_or_url

@@ -2,39 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from cron_bridge.errors import ConfigError
+from cron_bridge.redaction import SECRET_PARAMS, redact_url
 from cron_bridge.stores.base import Store
 from cron_bridge.stores.memory import MemoryStore
 from cron_bridge.stores.sqlite import SQLiteStore
 
 __all__ = ["redact_url", "store_from_url"]
-
-_SECRET_PARAMS = {"password", "pass", "passwd", "secret", "token", "sslpassword"}
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (in the user-info or a ``password=`` parameter) as ``***``,
-    safe to print and log. Never raises: text that is not a URL comes back masked whole."""
-    try:
-        parts = urlsplit(str(url))
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, host = netloc.rpartition("@")
-            user, has_password, _ = userinfo.partition(":")
-            netloc = f"{user}:***@{host}" if has_password else f"{userinfo}@{host}"
-        query = "&".join(
-            f"{key}=***" if key.lower() in _SECRET_PARAMS else f"{key}={value}"
-            for key, value in parse_qsl(parts.query, keep_blank_values=True)
-        )
-        if netloc == parts.netloc and query == parts.query:
-            return str(url)  # nothing to hide (and sqlite:/// keeps its slashes)
-        return urlunsplit(parts._replace(netloc=netloc, query=query))
-    except ValueError:
-        return "***"
-
 
 _BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
@@ -70,12 +48,19 @@ def store_from_url(url: str, **overrides: Any) -> Store:
         ConfigError: an unknown scheme or option, or an option value of the wrong kind.
         ImportError: the store's driver is not installed, naming the extra to install.
     """
-    parts = urlsplit(url)
+    shown = redact_url(url)  # every message below: never the password
+    if not isinstance(url, str):
+        raise ConfigError("expected a store URL", option="store", value=shown)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - reading it validates it (out of range, not a number)
+    except ValueError as exc:
+        raise ConfigError(f"malformed store URL ({exc})", option="store", value=shown) from None
     family = _FAMILY.get(parts.scheme)
     if family is None:
         known = "redis://, rediss://, redis+cluster://, postgresql://, sqlite:///path, memory://"
         raise ConfigError(
-            f"unknown store scheme; expected one of {known}", option="store", value=url
+            f"unknown store scheme; expected one of {known}", option="store", value=shown
         )
     options: dict[str, Any] = {}
     passthrough = []
@@ -86,7 +71,8 @@ def store_from_url(url: str, **overrides: Any) -> Store:
                 passthrough.append((name, raw))
                 continue
             allowed = ", ".join(sorted(_OPTIONS[family]))
-            raise ConfigError(f"unknown store option (known: {allowed})", option=name, value=raw)
+            value = "***" if name.lower() in SECRET_PARAMS else raw
+            raise ConfigError(f"unknown store option (known: {allowed})", option=name, value=value)
         options[name] = _read(name, raw, kind)
     options.update(overrides)
     clean = urlunsplit(parts._replace(query="&".join(f"{k}={v}" for k, v in passthrough)))
@@ -98,7 +84,7 @@ def store_from_url(url: str, **overrides: Any) -> Store:
             raise ConfigError(
                 "expected sqlite:///relative/path or sqlite:////absolute/path",
                 option="store",
-                value=url,
+                value=shown,
             )
         return SQLiteStore(path, **options)
     if family == "redis":
@@ -127,10 +113,20 @@ _LIBPQ = {
 }
 
 
+# The allowed range of each number option, inclusive.
+_RANGES: dict[str, tuple[float, float]] = {
+    "connect_timeout": (0.001, 3600.0),
+    "history_limit": (1, 1_000_000),
+    "pool_size": (1, 1000),
+}
+
+
 def _read(name: str, raw: str, kind: type) -> Any:
     try:
-        if kind is bool:
-            return _BOOL[raw.lower()]
-        return kind(raw)
+        value = _BOOL[raw.lower()] if kind is bool else kind(raw)
     except (KeyError, ValueError) as exc:
         raise ConfigError(f"expected a {kind.__name__}", option=name, value=raw) from exc
+    low, high = _RANGES.get(name, (-math.inf, math.inf))
+    if kind in (int, float) and not (math.isfinite(value) and low <= value <= high):
+        raise ConfigError(f"expected a number from {low:g} to {high:g}", option=name, value=raw)
+    return value

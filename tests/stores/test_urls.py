@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from cron_bridge import ConfigError, StoreUnavailable
+from cron_bridge.redaction import redact_url
 from cron_bridge.stores import MemoryStore, SQLiteStore, store_from_url
 from cron_bridge.stores.postgres import PostgresStore
 from cron_bridge.stores.redis import RedisStore
-from cron_bridge.stores.urls import redact_url
 from tests.servers import free_port, silent_listener
 
 
