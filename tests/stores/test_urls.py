@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from cron_bridge import ConfigError, StoreUnavailable
-from cron_bridge.redaction import redact_url
 from cron_bridge.stores import MemoryStore, SQLiteStore, store_from_url
 from cron_bridge.stores.postgres import PostgresStore
 from cron_bridge.stores.redis import RedisStore
@@ -81,18 +80,3 @@ def test_an_unwritable_sqlite_path_raises_store_unavailable(tmp_path: Path) -> N
     with pytest.raises(StoreUnavailable) as caught:
         store.ping()
     assert caught.value.host == f"{tmp_path}/missing-dir/x.db"
-
-
-@pytest.mark.parametrize(
-    ("url", "shown"),
-    [
-        ("redis://:s3cret@h:6379/0?prefix=a:", "redis://:***@h:6379/0?prefix=a:"),
-        ("redis://user:s3cret@h/0", "redis://user:***@h/0"),
-        ("postgresql://u@h/db?password=s3cret&schema=ops", "postgresql://u@h/db?password=***&schema=ops"),
-        ("sqlite:///tmp/x.db", "sqlite:///tmp/x.db"),
-    ],
-)  # fmt: skip
-def test_a_url_is_printed_without_its_password(url: str, shown: str) -> None:
-    """The user-info password and password= parameters are masked; the rest stays."""
-    assert redact_url(url) == shown
-    assert "s3cret" not in redact_url(url)
