@@ -6,7 +6,13 @@ a shared store and handed to the queue the job belongs to.
 
 from cron_bridge.beat import Beat, RunResult
 from cron_bridge.context import AbortSignal, JobContext
-from cron_bridge.errors import Aborted, ConfigError, CronBridgeError, StoreUnavailable
+from cron_bridge.errors import (
+    Aborted,
+    ConfigError,
+    CronBridgeError,
+    InvalidMessage,
+    StoreUnavailable,
+)
 from cron_bridge.jobs import Backoff, Job, Occurrence, declare
 from cron_bridge.registry import Registry, cluster_task, default_registry
 from cron_bridge.schedules import Cron, Every, Schedule
@@ -21,6 +27,7 @@ __all__ = [
     "Cron",
     "CronBridgeError",
     "Every",
+    "InvalidMessage",
     "Job",
     "JobContext",
     "Occurrence",

@@ -7,6 +7,7 @@ occurrences of a window with zero, one or more completed runs.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,6 +18,8 @@ from cron_bridge.schedules import Schedule
 from cron_bridge.stores.base import RunRecord, Store
 
 __all__ = ["Audit", "OccurrenceReport", "audit", "final_outcome", "occurrence_report"]
+
+log = logging.getLogger(__name__)
 
 # What a record says about how an occurrence ended, strongest first.
 _FINAL = ["completed", "failed", "aborted", "skipped-overlap", "missed", "enqueued"]
@@ -132,8 +135,13 @@ def audit(
     else:
         expected = []
         for occurrence_id in by_occurrence:
-            occurrence = Occurrence.parse(occurrence_id)
-            if start < occurrence.scheduled_at <= end:
+            try:
+                occurrence = Occurrence.parse(occurrence_id)
+            except ValueError:
+                log.warning("audit of %s: skipping a record of a malformed occurrence %r",
+                            job, occurrence_id[:300])  # fmt: skip
+                continue
+            if occurrence.job == job and start < occurrence.scheduled_at <= end:
                 expected.append(occurrence)
         expected.sort(key=lambda o: o.scheduled_at)
     result = Audit(job=job, start=start, end=end, from_schedule=schedule is not None)

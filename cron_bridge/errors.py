@@ -5,6 +5,7 @@
     CronBridgeError            the root: catch this to catch everything of ours
     ├── ConfigError            a bad declaration, option or URL (also a ValueError)
     ├── StoreUnavailable       the store could not be reached or answered with an error
+    ├── InvalidMessage         a queue message whose cron-bridge metadata is not ours to run
     └── Aborted                a cooperative stop asked through ``ctx.signal``
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Aborted", "ConfigError", "CronBridgeError", "StoreUnavailable"]
+__all__ = ["Aborted", "ConfigError", "CronBridgeError", "InvalidMessage", "StoreUnavailable"]
 
 
 class CronBridgeError(Exception):
@@ -69,6 +70,14 @@ class StoreUnavailable(CronBridgeError):
     def __init__(self, message: str, *, host: str | None = None) -> None:
         self.host = host
         super().__init__(f"{message} (store at {host})" if host else message)
+
+
+class InvalidMessage(CronBridgeError):
+    """A queue message whose cron-bridge metadata is malformed or names another job.
+
+    The worker refuses it before the handler runs and before anything is recorded: whoever
+    can write to the broker cannot make a run count under another job's name.
+    """
 
 
 class Aborted(CronBridgeError):

@@ -30,6 +30,7 @@ Misfire = Literal["skip", "run-once"]
 Target = Literal["queue", "inline"]
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 CLAIM_TTL = timedelta(hours=48)
 _ONE_MS = timedelta(milliseconds=1)
 
@@ -105,9 +106,10 @@ class Occurrence:
 
     @property
     def id(self) -> str:
-        """``<job>@<scheduled time as UTC ISO-8601 with milliseconds>``."""
-        stamp = self.scheduled_at.strftime("%Y-%m-%dT%H:%M:%S")
-        return f"{self.job}@{stamp}.{self.scheduled_at.microsecond // 1000:03d}Z"
+        """``<job>@<scheduled time as UTC ISO-8601 with milliseconds>``, for every year (the
+        year always has four digits, so ``parse`` reads back every id this writes)."""
+        stamp = self.scheduled_at.replace(tzinfo=None).isoformat(timespec="milliseconds")
+        return f"{self.job}@{stamp}Z"
 
     @property
     def claim_key(self) -> str:
@@ -121,8 +123,10 @@ class Occurrence:
         Raises:
             ValueError: the id is not ``<job>@<YYYY-MM-DDTHH:MM:SS.mmmZ>``.
         """
+        if not isinstance(occurrence_id, str) or len(occurrence_id) > 300:
+            raise ValueError(f"not an occurrence id: {str(occurrence_id)[:300]!r}")
         job, sep, stamp = occurrence_id.rpartition("@")
-        if not sep or not NAME_PATTERN.fullmatch(job) or not stamp.endswith("Z"):
+        if not sep or not NAME_PATTERN.fullmatch(job) or not _STAMP.fullmatch(stamp):
             raise ValueError(f"not an occurrence id: {occurrence_id!r}")
         return cls(job=job, scheduled_at=datetime.fromisoformat(stamp[:-1] + "+00:00"))
 

@@ -185,7 +185,7 @@ class _Instruments:
         if record.outcome in LAG_OUTCOMES:
             try:
                 scheduled = Occurrence.parse(record.occurrence_id).scheduled_at
-            except ConfigError:  # an id this version cannot read: no lag, still counted
+            except ValueError:  # an id this version cannot read: no lag, still counted
                 scheduled = None
             if scheduled is not None:
                 lag = max(0.0, (record.started_at - scheduled).total_seconds() * 1000)

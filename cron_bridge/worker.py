@@ -18,6 +18,7 @@ from typing import Any
 from cron_bridge.beat import make_replica_id
 from cron_bridge.clock import SystemClock
 from cron_bridge.context import JobContext, Trigger
+from cron_bridge.errors import InvalidMessage
 from cron_bridge.guard import Guard
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.stores import Store, store_from_url
@@ -106,11 +107,15 @@ def run_delivery(
 
     Raises:
         StoreUnavailable: the overlap lock could not be asked for; the handler did not run.
+        InvalidMessage: the metadata is malformed, names another job, or the attempt is not
+            a whole number from 1; the handler did not run and nothing was recorded.
     """
     clock = SystemClock()
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or not 1 <= attempt <= 10_000:
+        raise InvalidMessage(f"{job.name}: attempt {attempt!r:.40} is not a try number from 1")
     trigger: Trigger
-    if meta is not None and meta.get("occurrence_id"):
-        occurrence = Occurrence.parse(str(meta["occurrence_id"]))
+    if meta is not None:
+        occurrence = _occurrence_of(job, meta)
         trigger = "queue"
     else:
         occurrence = Occurrence(job=job.name, scheduled_at=clock.now())
@@ -125,14 +130,13 @@ def run_delivery(
             outcome["error"] = exc
             raise
 
-    parent = meta.get("trace") if meta is not None else None
     record = guard.run(
         job,
         occurrence,
         trigger=trigger,
         attempt=attempt,
         call=traced,
-        parent=parent if isinstance(parent, Mapping) else None,
+        parent=_trace_of(job, meta),
     )
     failed = record.outcome in ("failed", "aborted")
     return Delivery(
@@ -141,3 +145,37 @@ def run_delivery(
         error=outcome.get("error"),
         value=outcome.get("value"),
     )
+
+
+def _occurrence_of(job: Job, meta: object) -> Occurrence:
+    """The occurrence a message's metadata names, checked to be one of ``job``'s."""
+    if not isinstance(meta, Mapping):
+        raise InvalidMessage(f"{job.name}: the cron-bridge metadata is not an object")
+    try:
+        occurrence = Occurrence.parse(meta.get("occurrence_id"))  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise InvalidMessage(f"{job.name}: {exc}") from None
+    named = meta.get("job", job.name)
+    if occurrence.job != job.name or named != job.name:
+        raise InvalidMessage(
+            f"{job.name}: the message names occurrence {occurrence.id!r} of job "
+            f"{str(named)[:200]!r}, not one of this task's job"
+        )
+    return occurrence
+
+
+def _trace_of(job: Job, meta: Mapping[str, Any] | None) -> Mapping[str, str] | None:
+    """The W3C trace context the message carries, or None: a malformed one is ignored (the
+    run goes on without a parent span), never a reason to lose the run."""
+    trace = meta.get("trace") if meta is not None else None
+    if trace is None:
+        return None
+    if (
+        isinstance(trace, Mapping)
+        and len(trace) <= 16
+        and all(isinstance(k, str) and len(k) <= 64 for k in trace)
+        and all(isinstance(v, str) and len(v) <= 1024 for v in trace.values())
+    ):
+        return trace
+    log.warning("%s: ignoring a malformed trace context in the message", job.name)
+    return None

@@ -15,17 +15,24 @@ the store's connect or socket timeout.
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, TypeVar, get_args
 
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 
-__all__ = ["Outcome", "ReplicaInfo", "RunRecord", "Store", "StoreStats"]
+__all__ = ["Outcome", "ReplicaInfo", "RunRecord", "Store", "StoreStats", "readable"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_TEXT_MAX = 1000  # job names, occurrence ids, triggers and replica ids are far shorter
 
 Outcome = Literal[
     "enqueued",
@@ -59,6 +66,28 @@ class RunRecord:
     duration_ms: float | None = None
     error: str | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("job", "occurrence_id", "trigger", "replica"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not 0 < len(value) <= _TEXT_MAX:
+                raise ValueError(f"run record: {name} must be a short text, got {value!r:.80}")
+        for name in ("reason", "error"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"run record: {name} must be text, got {value!r:.80}")
+        if self.outcome not in get_args(Outcome):
+            raise ValueError(f"run record: unknown outcome {self.outcome!r:.80}")
+        if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 1:
+            raise ValueError(f"run record: attempt must be 1 or more, got {self.attempt!r:.80}")
+        if not isinstance(self.started_at, datetime) or self.started_at.tzinfo is None:
+            raise ValueError(f"run record: started_at must be aware, got {self.started_at!r:.80}")
+        if self.duration_ms is not None and (
+            isinstance(self.duration_ms, bool)
+            or not isinstance(self.duration_ms, int | float)
+            or not math.isfinite(self.duration_ms)
+        ):
+            raise ValueError(f"run record: bad duration_ms {self.duration_ms!r:.80}")
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["started_at"] = self.started_at.isoformat()
@@ -66,7 +95,30 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        return cls(**{**data, "started_at": datetime.fromisoformat(data["started_at"])})
+        """The record ``to_json`` wrote.
+
+        Raises:
+            ValueError: anything else (a record written by someone else, or damaged).
+        """
+        if not isinstance(data, dict) or not isinstance(data.get("started_at"), str):
+            raise ValueError("run record: not a JSON object with started_at")
+        try:
+            return cls(**{**data, "started_at": datetime.fromisoformat(data["started_at"])})
+        except TypeError as exc:  # unknown or missing fields
+            raise ValueError(f"run record: {exc}") from None
+
+
+def readable(raw: Iterable[T], parse: Callable[[T], RunRecord], where: str) -> list[RunRecord]:
+    """The records of ``raw`` that ``parse`` can read; each one it cannot is logged and left
+    out, so one bad record (written by a hostile or broken peer) never stops history, audit
+    or the dashboard."""
+    found = []
+    for item in raw:
+        try:
+            found.append(parse(item))
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("skipping a run record in %s that cannot be read: %s", where, exc)
+    return found
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -19,7 +19,7 @@ from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.redaction import redact_url
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, ttl_ms
+from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, readable, ttl_ms
 from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
 
 try:
@@ -355,7 +355,7 @@ class PostgresStore(Store):
             "SELECT {columns} FROM {runs} WHERE job = %s ORDER BY id DESC LIMIT %s"
         ).format(columns=columns, runs=self._names["runs"])
         rows = self._call(lambda conn: conn.execute(statement, (job, n)).fetchall())
-        return [record_from_row(tuple(row)) for row in rows]
+        return readable((tuple(row) for row in rows), record_from_row, f"runs of {job}")
 
     def heartbeat(self, replica: str, ttl: timedelta) -> None:
         statement = self._sql(

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, ttl_ms
+from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, readable, ttl_ms
 
 try:
     import redis
@@ -209,7 +209,7 @@ class RedisStore(Store):
         if n <= 0:
             return []
         items = self._call(lambda client: client.lrange(self._key(f"runs:{job}"), 0, n - 1))
-        return [RunRecord.from_json(json.loads(item)) for item in items]
+        return readable(items, _record_from_json, self._key(f"runs:{job}"))
 
     def heartbeat(self, replica: str, ttl: timedelta) -> None:
         self._call(
@@ -246,3 +246,7 @@ def _client_host(client: Client) -> str:
 def _text(value: str | bytes) -> str:
     # A borrowed client may not decode responses.
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _record_from_json(item: bytes | str) -> RunRecord:
+    return RunRecord.from_json(json.loads(item))

@@ -20,7 +20,7 @@ from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, ttl_ms
+from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, readable, ttl_ms
 from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
 
 __all__ = ["SQLiteStore"]
@@ -246,7 +246,7 @@ class SQLiteStore(Store):
             ).fetchall(),
             write=False,
         )
-        return [record_from_row(row) for row in rows]
+        return readable(rows, record_from_row, f"runs of {job}")
 
     def heartbeat(self, replica: str, ttl: timedelta) -> None:
         expires = self._now_ms() + ttl_ms(ttl)

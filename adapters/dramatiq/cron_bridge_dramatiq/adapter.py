@@ -60,10 +60,13 @@ class DramatiqAdapter:
         def run(*args: Any, **kwargs: Any) -> Any:
             message = CurrentMessage.get_current_message()
             options = message.options if message is not None else {}
+            retries = options.get("retries", 0)
+            # A count that is not a whole number is refused by run_delivery (attempt 0).
+            valid = isinstance(retries, int) and not isinstance(retries, bool)
             delivery = run_delivery(
                 job,
                 options.get(META_KEY),
-                attempt=int(options.get("retries", 0)) + 1,
+                attempt=retries + 1 if valid else 0,
                 call=lambda ctx: original(ctx, *args, **kwargs),
             )
             if delivery.retry_in is not None:
