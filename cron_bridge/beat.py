@@ -515,13 +515,12 @@ class Beat:
             record = self._dispatcher.record_of(item, "skipped-claimed")
             self._record([record])
             return self._result(record)
-        if job.target == "inline":
-            ran = self._dispatcher.attempts(item, AbortSignal())
-            if ran is None:
-                raise StoreUnavailable("the overlap lock could not be asked for")
-            return self._result(ran)
-        (sent,) = self._dispatcher.enqueue([item], AbortSignal())
-        return self._result(sent)
+        # In the bounded pool and under the overlap rule, as a timer run: concurrent triggers
+        # of an instance job run it once and record the others skipped-overlap.
+        ran = self._dispatcher.run_now(item)
+        if ran is None:
+            raise StoreUnavailable("the overlap lock could not be asked for, or the beat stops")
+        return self._result(ran)
 
     def _result(self, record: RunRecord) -> RunResult:
         return RunResult(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from cron_bridge import telemetry
 from cron_bridge.adapters import Dispatch, get_adapter
@@ -29,6 +29,7 @@ from cron_bridge.stores.base import Outcome, RunRecord, Store
 __all__ = ["Dispatcher"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ENQUEUE_RETRY_FIRST = 0.25  # seconds before the first retry of a failed enqueue; then doubled
 STORE_RETRY_MAX = 5.0  # seconds between asks for an overlap lock while the store is down
@@ -95,15 +96,30 @@ class Dispatcher:
         self._guard.release_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def submit(self, work: Callable[[Any, AbortSignal], object], item: object) -> None:
+    def submit(self, work: Callable[[Any, AbortSignal], T], item: object) -> Future[T] | None:
+        """Run ``work(item, signal)`` in the bounded pool; None once the pool has shut down."""
         signal = AbortSignal()
         try:
             future = self._pool.submit(work, item, signal)
         except RuntimeError:  # the pool shut down while stopping
-            return
+            return None
         with self._lock:
             self._inflight[future] = signal
         future.add_done_callback(self._forget)
+        return future
+
+    def run_now(self, item: Planned) -> RunRecord | None:
+        """Run one claimed occurrence on its target as a timer run would: in the bounded pool,
+        under the same overlap rule; wait for it (an inline run) or its enqueue.
+
+        Returns None when it did not run: the store could not be asked for the overlap lock,
+        or the beat is stopping.
+        """
+        if item.job.target == "inline":
+            ran = self.submit(self.run_inline, item)
+            return None if ran is None else ran.result()
+        sent = self.submit(self.enqueue, [item])
+        return None if sent is None else sent.result()[0]
 
     def _forget(self, future: Future[Any]) -> None:
         with self._lock:
@@ -118,8 +134,9 @@ class Dispatcher:
                 busy = job.name in self._running_local
                 self._running_local.add(job.name)
             if busy:
-                self._record([self.record_of(item, "skipped-overlap")])
-                return None
+                skipped = self.record_of(item, "skipped-overlap")
+                self._record([skipped])
+                return skipped
         try:
             return self.attempts(item, signal)
         finally:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,13 @@ import pytest
 from cron_bridge import Beat, ConfigError, declare
 from cron_bridge.http import asgi_app, wsgi_app
 from cron_bridge.stores import MemoryStore
+from tests.apps import journal
 from tests.e2e.processes import BeatProcess, command_env, wait_for
 from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
+
+SECRET = "c2VjcmV0LWZvci10ZXN0cy1vbmx5LTMyYnl0ZXM"  # a test secret long enough to be one
 
 
 def call(url: str, token: str | None = None, method: str = "POST") -> tuple[int, dict[str, Any]]:
@@ -111,3 +115,27 @@ def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
     page = request([(b"cookie", cookie)], "/_scheduler/", method="GET")
     assert page[0] == 200 and b"asgi.job" in page[2]
     assert page[1][b"content-type"].startswith(b"text/html")
+
+
+def test_concurrent_triggers_of_an_overlap_skip_job_run_it_once(tmp_path: Path) -> None:
+    """Twelve triggers at once of an instance job with overlap="skip": one run, eleven
+    skipped-overlap, and never two handlers at the same time (they go through the beat's
+    pool and overlap rule, not the HTTP threads)."""
+    port = free_port()
+    notes = tmp_path / "journal.jsonl"
+    beat = BeatProcess(
+        "http", tmp_path, command_env(notes), app="tests.apps.triggered",
+        store_url=f"sqlite:///{tmp_path}/s.db",
+        extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
+    ).start()  # fmt: skip
+    url = f"http://127.0.0.1:{port}/_scheduler/run/cache.rebuild"
+    try:
+        wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
+        with ThreadPoolExecutor(12) as pool:
+            results = list(pool.map(lambda _: call(url, SECRET), range(12)))
+    finally:
+        beat.terminate()
+    outcomes = sorted(body["outcome"] for _, body in results)
+    assert outcomes == ["completed"] + ["skipped-overlap"] * 11, results
+    events = journal.read(notes)
+    assert [e["event"] for e in events] == ["start", "end"]
