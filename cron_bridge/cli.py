@@ -14,23 +14,24 @@ import logging
 import math
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from socketserver import ThreadingMixIn
-from typing import Any, NoReturn, TypeVar
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from cron_bridge.audit import Audit, OccurrenceReport, audit, occurrence_report
 from cron_bridge.beat import Beat
 from cron_bridge.errors import ConfigError, CronBridgeError, StoreUnavailable
+from cron_bridge.http import check_secret
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.registry import default_registry
 from cron_bridge.schedules import parse_duration
 from cron_bridge.stores import RunRecord, Store, store_from_url
+
+if TYPE_CHECKING:
+    from cron_bridge.serve import HttpServer
 
 __all__ = ["main"]
 
@@ -138,7 +139,25 @@ def main(ctx: click.Context, log_level: str | None) -> None:
 @app_option
 @store_option
 @click.option("--http", "http_bind", metavar="HOST:PORT", help="Serve the HTTP trigger here.")
-@click.option("--secret", envvar="CRON_BRIDGE_SECRET", help="Bearer token for --http.")
+@click.option(
+    "--secret",
+    envvar="CRON_BRIDGE_SECRET",
+    help="Bearer token for --http (prefer $CRON_BRIDGE_SECRET or --secret-file: an option "
+    "shows in ps).",
+)
+@click.option(
+    "--secret-file",
+    envvar="CRON_BRIDGE_SECRET_FILE",
+    type=click.Path(dir_okay=False),
+    help="Read the bearer token for --http from this file (default: $CRON_BRIDGE_SECRET_FILE).",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    envvar="CRON_BRIDGE_FORWARDED_ALLOW_IPS",
+    default="127.0.0.1",
+    show_default=True,
+    help="Proxies whose X-Forwarded-Proto/-For are believed (comma-separated, or *).",
+)
 @click.option(
     "--metrics",
     "metrics_bind",
@@ -159,14 +178,17 @@ def beat(
     store: str | None,
     http_bind: str | None,
     secret: str | None,
+    secret_file: str | None,
+    forwarded_allow_ips: str,
     metrics_bind: str | None,
     replica_id: str | None,
     shutdown_timeout: str,
 ) -> None:
     """Run a beat replica until SIGTERM or SIGINT, then drain and exit."""
     with one_line_errors():
-        if http_bind and not secret:
-            fail("--http refuses to start without --secret (or CRON_BRIDGE_SECRET)")
+        if http_bind:
+            secret = _read_secret(secret, secret_file)
+            check_secret(secret)
         metrics = _serve_metrics(metrics_bind) if metrics_bind else None
         jobs = load_app(app)
         opened = open_store(store)
@@ -177,7 +199,11 @@ def beat(
             shutdown_timeout=shutdown_timeout,
             handle_signals=True,
         )
-        server = _serve_http(replica, http_bind, secret) if http_bind and secret else None
+        server = (
+            _serve_http(replica, http_bind, secret, forwarded_allow_ips)
+            if http_bind and secret
+            else None
+        )
         try:
             replica.run_forever()
         finally:
@@ -187,13 +213,26 @@ def beat(
             opened.close()
 
 
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        log.info("http %s", format % args)
+def _read_secret(secret: str | None, secret_file: str | None) -> str:
+    if secret and secret_file:
+        fail("give --secret (CRON_BRIDGE_SECRET) or --secret-file, not both")
+    if secret_file:
+        try:
+            with open(secret_file, "rb") as handle:
+                raw = handle.read(4097)
+        except OSError as exc:
+            fail(f"--secret-file: cannot read {secret_file}: {exc.strerror or exc}")
+        if len(raw) > 4096:
+            fail(f"--secret-file: {secret_file} is larger than a secret (4 KiB)")
+        try:
+            return raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            fail(f"--secret-file: {secret_file} is not UTF-8 text")
+    if not secret:
+        fail("--http refuses to start without a secret: set CRON_BRIDGE_SECRET or give "
+             "--secret-file (make one with: python -c 'import secrets; "
+             "print(secrets.token_urlsafe(32))')")  # fmt: skip
+    return secret
 
 
 def _host_port(option: str, bind: str) -> tuple[str, int]:
@@ -217,21 +256,13 @@ def _serve_metrics(bind: str) -> Any:
     return server
 
 
-def _serve_http(replica: Beat, bind: str, secret: str) -> _ThreadingWSGIServer:
-    from cron_bridge.http import wsgi_app
+def _serve_http(replica: Beat, bind: str, secret: str, forwarded_allow_ips: str) -> HttpServer:
+    from cron_bridge.http import asgi_app
+    from cron_bridge.serve import serve
 
     host, port = _host_port("--http", bind)
-    try:
-        server = make_server(
-            host,
-            port,
-            wsgi_app(replica, secret=secret),
-            server_class=_ThreadingWSGIServer,
-            handler_class=_QuietHandler,
-        )
-    except OSError as exc:
-        fail(f"cannot listen on {bind}: {exc.strerror or exc}")
-    threading.Thread(target=server.serve_forever, name="cron-bridge-http", daemon=True).start()
+    server = serve(asgi_app(replica, secret=secret), host, port,
+                   forwarded_allow_ips=forwarded_allow_ips)  # fmt: skip
     log.info("HTTP trigger on http://%s/_scheduler/run/<job>", bind)
     return server
 

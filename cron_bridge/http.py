@@ -9,25 +9,35 @@ No web framework is needed: both apps share one small request handler.
 - ``GET <path>/healthz`` needs no token: ``200 {"replica", "running", "store_reachable"}``
   while the beat's loop runs, ``503`` once it stopped (a liveness probe).
 - ``<path>/`` is the dashboard (``cron_bridge.dashboard``): the bearer token, or a login form
-  that sets an HttpOnly, SameSite=Strict cookie. Without either it shows nothing of the jobs.
-  Its buttons post forms carrying a CSRF token.
+  that sets a signed, expiring session cookie (HttpOnly, SameSite=Strict, Secure over https;
+  ``cron_bridge.sessions``). Without either it shows nothing of the jobs. Its buttons post
+  forms carrying a CSRF token of the session.
+
+Failed authentications are throttled per client (``cron_bridge.throttle``): 429 with
+``Retry-After``. The secret must look like one: not a known placeholder, at least 16 bytes.
+Paths arrive percent-decoded from the server (ASGI ``path``, WSGI ``PATH_INFO``) and are not
+decoded again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import json
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote, unquote
+from urllib.parse import parse_qs, quote
 
 from cron_bridge import dashboard
 from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.redaction import escape_log
+from cron_bridge.sessions import Sessions
+from cron_bridge.throttle import AuthThrottle
 
 if TYPE_CHECKING:
     from cron_bridge.beat import Beat
@@ -44,9 +54,39 @@ _STATUS = {
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Content Too Large",
+    429: "Too Many Requests",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
+MIN_SECRET_BYTES = 16
+# Values shipped in examples, compose files and tutorials: never a real secret.
+PLACEHOLDERS = {"change-me", "changeme", "change_me", "secret", "s3cret", "password", "token",
+                "your-secret", "your-secret-here", "replace-me", "test", "example"}  # fmt: skip
+HOW_TO_MAKE_ONE = (
+    "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))', and pass it "
+    "as CRON_BRIDGE_SECRET or --secret-file"
+)
+
+
+def check_secret(secret: str | None) -> bytes:
+    """The secret as bytes, once it looks like a secret.
+
+    Raises:
+        ConfigError: no secret, a known placeholder, or fewer than 16 bytes.
+    """
+    if not secret:
+        raise ConfigError(f"the HTTP trigger refuses to start without a secret; {HOW_TO_MAKE_ONE}",
+                          option="secret", value="")  # fmt: skip
+    if secret.strip().lower() in PLACEHOLDERS:
+        raise ConfigError(f"that is a placeholder, not a secret; {HOW_TO_MAKE_ONE}",
+                          option="secret", value="***")  # fmt: skip
+    raw = secret.encode("utf-8")
+    if len(raw) < MIN_SECRET_BYTES:
+        reason = f"a secret needs at least {MIN_SECRET_BYTES} bytes, this one has {len(raw)}"
+        raise ConfigError(f"{reason}; {HOW_TO_MAKE_ONE}", option="secret", value="***")
+    return raw
+
+
 _FAILED = {"failed", "aborted"}
 COOKIE = "cron_bridge_session"
 MAX_BODY = 16 * 1024  # a login or a button press; anything larger is refused
@@ -59,10 +99,12 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 @dataclass(frozen=True, slots=True)
 class Request:
     method: str
-    path: str
-    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
+    path: str  # percent-decoded once, by the server
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names, latin-1 text
     body: bytes = b""
     query: str = ""
+    client: str = "unknown"  # the peer's address: failed authentications are counted by it
+    https: bool = False  # the request came over https (directly or from a trusted proxy)
 
     def form(self) -> dict[str, str]:
         if not self.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
@@ -102,32 +144,35 @@ class TriggerHandler:
     """The request logic both apps share."""
 
     def __init__(self, beat: Beat, secret: str, path: str) -> None:
-        if not secret:
-            raise ConfigError(
-                "the HTTP trigger refuses to start without a secret", option="secret", value=""
-            )
         self.beat = beat
-        self._secret = secret.encode()
+        self._secret = check_secret(secret)
         self.base = path.rstrip("/")
         self.prefix = self.base + "/run/"
         self.health_path = self.base + "/healthz"
-        # Derived from the secret: the cookie never holds the secret itself, and both change
-        # when the secret does.
-        self._session = self._derive("session")
-        self.csrf = self._derive("csrf")
+        self.sessions = Sessions(self._secret, beat.store)
+        self.throttle = AuthThrottle()
 
-    def _derive(self, purpose: str) -> str:
-        return hmac.new(self._secret, f"cron-bridge {purpose}".encode(), hashlib.sha256).hexdigest()
-
-    def authorised(self, authorization: str | None) -> bool:
+    def _bearer_ok(self, authorization: str | None) -> bool:
         scheme, _, token = (authorization or "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode(), self._secret
-        )
+        # Header values arrive as latin-1 text (ASGI and WSGI alike): their bytes are what
+        # the client sent, so a UTF-8 secret compares byte for byte.
+        given = token.strip().encode("latin-1", "replace")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given, self._secret)
 
-    def _signed_in(self, request: Request) -> bool:
-        cookie = request.cookie(COOKIE)
-        return cookie is not None and hmac.compare_digest(cookie.encode(), self._session.encode())
+    def _session(self, request: Request) -> str | None:
+        return self.sessions.check(request.cookie(COOKIE))
+
+    def _throttled(self, request: Request) -> Response | None:
+        wait = self.throttle.retry_after(request.client)
+        if wait is None:
+            return None
+        return Response(429, {"error": "too many failed attempts; wait and try again"},
+                        (("Retry-After", str(wait)),))  # fmt: skip
+
+    def _refused(self, request: Request, response: Response) -> Response:
+        """Count a failed authentication of this client, then answer ``response``."""
+        self.throttle.failed(request.client)
+        return response
 
     def respond(self, request: Request) -> Response:
         path = request.path
@@ -147,16 +192,22 @@ class TriggerHandler:
         return Response(404, {"error": "not found"})
 
     def _run(self, request: Request) -> Response:
+        throttled = self._throttled(request)
+        if throttled is not None:
+            return throttled
         form = request.form()
-        from_page = "csrf" in form and self._signed_in(request)
-        if not from_page and not self.authorised(request.headers.get("authorization")):
+        session = self._session(request) if "csrf" in form else None
+        from_page = session is not None
+        if not from_page and not self._bearer_ok(request.headers.get("authorization")):
             # Checked before the job name, so a caller without the secret learns nothing.
-            return Response(401, {"error": "unauthorized"}, (("WWW-Authenticate", "Bearer"),))
+            return self._refused(request, Response(401, {"error": "unauthorized"},
+                                                   (("WWW-Authenticate", "Bearer"),)))  # fmt: skip
         if request.method not in ("GET", "POST"):
             return Response(405, {"error": "use GET or POST"}, (("Allow", "GET, POST"),))
-        if from_page and not hmac.compare_digest(form["csrf"].encode(), self.csrf.encode()):
+        csrf = self.sessions.csrf(session)
+        if from_page and not hmac.compare_digest(form["csrf"].encode(), csrf.encode()):
             return Response(403, {"error": "bad form token; reload the page"})
-        name = unquote(request.path[len(self.prefix) :])
+        name = request.path[len(self.prefix) :]
         if name not in {job.name for job in self.beat.jobs()}:
             return Response(404, {"error": f"no job called {name!r}"})
         result = self.beat.trigger(name, force=from_page and form.get("force") == "1")
@@ -177,32 +228,50 @@ class TriggerHandler:
     def _dashboard(self, request: Request) -> Response:
         path, method = request.path, request.method
         if path == self.base + "/login":
-            if method != "POST":
-                return self._redirect(self.base + "/")
-            given = request.form().get("secret", "").encode()
-            if not hmac.compare_digest(given, self._secret):
-                return Response(401, dashboard.login_page(self.base, wrong=True))
-            cookie = f"{COOKIE}={self._session}; Path={self.base}/; HttpOnly; SameSite=Strict"
-            return self._redirect(self.base + "/", ("Set-Cookie", cookie))
-        signed_in = self._signed_in(request)
-        if not signed_in and not self.authorised(request.headers.get("authorization")):
+            return self._login(request)
+        throttled = self._throttled(request)
+        if throttled is not None:
+            return throttled
+        session = self._session(request)
+        if session is None and not self._bearer_ok(request.headers.get("authorization")):
+            if request.cookie(COOKIE) or request.headers.get("authorization"):
+                return self._refused(request, Response(401, dashboard.login_page(self.base)))
             return Response(401, dashboard.login_page(self.base))
+        csrf = self.sessions.csrf(session)
         if path == self.base + "/logout":
             token = request.form().get("csrf", "").encode()
-            if method != "POST" or not hmac.compare_digest(token, self.csrf.encode()):
+            if method != "POST" or not hmac.compare_digest(token, csrf.encode()):
                 return Response(403, {"error": "sign out with the page's button"})
-            cookie = f"{COOKIE}=; Path={self.base}/; HttpOnly; SameSite=Strict; Max-Age=0"
-            return self._redirect(self.base + "/", ("Set-Cookie", cookie))
+            self.sessions.revoke(request.cookie(COOKIE))
+            return self._redirect(self.base + "/", ("Set-Cookie", self._cookie(request, "", 0)))
         if method != "GET":
             return Response(405, {"error": "use GET"}, (("Allow", "GET"),))
         if path in (self.base, self.base + "/"):
-            return Response(200, dashboard.overview_page(self.beat, self.base, self.csrf))
-        name = unquote(path[len(self.base + "/jobs/") :])
+            return Response(200, dashboard.overview_page(self.beat, self.base, csrf))
+        name = path[len(self.base + "/jobs/") :]
         job = next((j for j in self.beat.jobs() if j.name == name), None)
         if job is None:
             return Response(404, {"error": f"no job called {name!r}"})
         said = parse_qs(request.query).get("said", [None])[-1]
-        return Response(200, dashboard.job_page(self.beat, self.base, self.csrf, job, said))
+        return Response(200, dashboard.job_page(self.beat, self.base, csrf, job, said))
+
+    def _login(self, request: Request) -> Response:
+        if request.method != "POST":
+            return self._redirect(self.base + "/")
+        throttled = self._throttled(request)
+        if throttled is not None:
+            return throttled
+        given = request.form().get("secret", "").encode()
+        if not hmac.compare_digest(given, self._secret):
+            wrong = Response(401, dashboard.login_page(self.base, wrong=True))
+            return self._refused(request, wrong)
+        cookie = self._cookie(request, self.sessions.issue(), self.sessions.max_age())
+        return self._redirect(self.base + "/", ("Set-Cookie", cookie))
+
+    def _cookie(self, request: Request, value: str, max_age: int) -> str:
+        secure = "; Secure" if request.https else ""
+        return (f"{COOKIE}={value}; Path={self.base}/; Max-Age={max_age}; HttpOnly; "
+                f"SameSite=Strict{secure}")  # fmt: skip
 
     @staticmethod
     def _redirect(location: str, *extra: tuple[str, str]) -> Response:
@@ -221,14 +290,20 @@ def _head(response: Response, body: bytes) -> list[tuple[str, str]]:
 
 
 def asgi_app(
-    beat: Beat, *, secret: str, path: str = "/_scheduler"
+    beat: Beat, *, secret: str, path: str = "/_scheduler", max_concurrency: int = 16
 ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """An ASGI app serving the trigger and the dashboard under ``path``.
 
+    ``/healthz`` is answered on the event loop itself; everything else runs in a pool of
+    ``max_concurrency`` threads, and a request that finds them all busy gets 503 at once, so
+    slow callers can never hold up the liveness probe.
+
     Raises:
-        ConfigError: without a secret.
+        ConfigError: without a secret, or with one that is not one.
     """
     handler = TriggerHandler(beat, secret, path)
+    pool = ThreadPoolExecutor(max_concurrency, thread_name_prefix="cron-bridge-http")
+    slots = threading.BoundedSemaphore(max_concurrency)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -245,20 +320,37 @@ def asgi_app(
             message = await receive()
             body += message.get("body", b"")
             more = message.get("more_body", False) and len(body) <= MAX_BODY
+        client = scope.get("client") or ("unknown", 0)
         request = Request(
             scope["method"], scope["path"], headers, body,
             scope.get("query_string", b"").decode("latin-1"),
+            client=str(client[0]), https=scope.get("scheme") == "https",
         )  # fmt: skip
         if len(body) > MAX_BODY:
             response = Response(413, {"error": "request body too large"})
+        elif request.path == handler.health_path:
+            response = handler.respond(request)  # no I/O: never waits behind other requests
+        elif not slots.acquire(blocking=False):
+            response = Response(503, {"error": "busy; try again"}, (("Retry-After", "1"),))
         else:
-            response = await asyncio.to_thread(handler.respond, request)
+            try:
+                loop = asyncio.get_running_loop()
+                response = await loop.run_in_executor(pool, handler.respond, request)
+            finally:
+                slots.release()
+        log_request(request, response)
         payload = response.encoded()
         raw = [(k.lower().encode(), v.encode("latin-1")) for k, v in _head(response, payload)]
         await send({"type": "http.response.start", "status": response.status, "headers": raw})
         await send({"type": "http.response.body", "body": payload})
 
     return app
+
+
+def log_request(request: Request, response: Response) -> None:
+    """One access-log line per request, with control characters escaped."""
+    log.info("http %s %s %s %d", escape_log(request.client, 64), escape_log(request.method, 16),
+             escape_log(request.path, 300), response.status)  # fmt: skip
 
 
 def wsgi_app(
@@ -289,9 +381,11 @@ def wsgi_app(
             body = environ["wsgi.input"].read(length) if length > 0 else b""
             request = Request(
                 environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), headers, body,
-                environ.get("QUERY_STRING", ""),
+                environ.get("QUERY_STRING", ""), client=str(environ.get("REMOTE_ADDR", "unknown")),
+                https=environ.get("wsgi.url_scheme") == "https",
             )  # fmt: skip
             response = handler.respond(request)
+            log_request(request, response)
         encoded = response.encoded()
         start_response(f"{response.status} {_STATUS[response.status]}", _head(response, encoded))
         return [encoded]

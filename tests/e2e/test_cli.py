@@ -90,7 +90,7 @@ def test_a_failing_job_exits_1(tmp_path: Path, env: dict[str, str]) -> None:
         (["run", "reports.minutely", "-A", APP, "--store", "mysql://db/x"], "unknown store scheme"),
         (["run", "reports.minutely", "-A", APP, "--store", "redis://127.0.0.1:1/0"], "127.0.0.1:1"),
         (["list", "-A", APP, "--store", "postgresql://127.0.0.1:1/db"], "127.0.0.1:1"),
-        (["beat", "-A", APP, "--http", "127.0.0.1:0"], "without --secret"),
+        (["beat", "-A", APP, "--http", "127.0.0.1:0"], "without a secret"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(

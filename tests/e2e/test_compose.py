@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -97,8 +99,15 @@ class ComposeService(Service):
         return self._argv
 
 
+# What the operator puts in the environment (or .env) before `docker compose up`.
+OPERATOR_ENV = {"CRON_BRIDGE_SECRET": secrets.token_urlsafe(32)}
+_REQUIRED = re.compile(r"\$\{(\w+):\?[^}]*\}")
+
+
 def localise(text: str, broker: str, store: str, http: str) -> str:
-    """The compose network's names, as this machine reaches them."""
+    """The compose network's names, as this machine reaches them; required variables filled
+    in from the operator's environment, as docker compose does."""
+    text = _REQUIRED.sub(lambda match: OPERATOR_ENV[match.group(1)], text)
     if text.startswith("postgresql://") and "@postgres:" in text:
         return store
     for inside in ("0.0.0.0:8080", "127.0.0.1:8080"):  # the beat's port, bound and probed

@@ -42,22 +42,22 @@ def test_the_http_trigger_over_a_real_socket(tmp_path: Path) -> None:
     beat = BeatProcess(
         "http", tmp_path, command_env(), app="tests.apps.cli_app",
         store_url=f"sqlite:///{tmp_path}/s.db",
-        extra=["--http", f"127.0.0.1:{port}", "--secret", "s3cret"],
+        extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
     ).start()  # fmt: skip
     base = f"http://127.0.0.1:{port}/_scheduler/run"
     try:
         wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
-        status, body = call(f"{base}/reports.minutely", "s3cret")
+        status, body = call(f"{base}/reports.minutely", SECRET)
         assert status == 200, body
         assert body["outcome"] == "completed"
         assert body["occurrence_id"].startswith("reports.minutely@")
         assert isinstance(body["duration_ms"], float)
-        status, body = call(f"{base}/reports.minutely", "s3cret", method="GET")
+        status, body = call(f"{base}/reports.minutely", SECRET, method="GET")
         assert (status, body["outcome"]) == (200, "skipped-claimed")
         assert call(f"{base}/reports.minutely")[0] == 401
         assert call(f"{base}/reports.minutely", "wrong")[0] == 401
-        assert call(f"{base}/nope", "s3cret")[0] == 404
-        status, body = call(f"{base}/billing.broken", "s3cret")
+        assert call(f"{base}/nope", SECRET)[0] == 404
+        status, body = call(f"{base}/billing.broken", SECRET)
         assert status == 500
         assert body["outcome"] == "failed"
         assert "ledger" in body["error"]
@@ -82,7 +82,7 @@ def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
     """Driven through the ASGI protocol: 401 without the token, 404 for an unknown job; the
     login form's body arrives in two chunks and sets the cookie that opens the dashboard."""
     job = declare("asgi.job", every="1h", target="inline", handler=lambda ctx: None)
-    app = asgi_app(Beat(MemoryStore(), [job]), secret="s3cret")
+    app = asgi_app(Beat(MemoryStore(), [job]), secret=SECRET)
 
     def request(
         headers: list[tuple[bytes, bytes]], path: str, method: str = "POST", body: bytes = b""
@@ -104,14 +104,16 @@ def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
     assert request([], "/_scheduler/run/x")[0] == 401
     # Health needs no token; a beat that was never started (or has stopped) is not live.
     assert request([], "/_scheduler/healthz")[0] == 503
-    assert request([(b"authorization", b"Bearer s3cret")], "/_scheduler/run/x")[0] == 404
+    assert (
+        request([(b"authorization", b"Bearer " + SECRET.encode())], "/_scheduler/run/x")[0] == 404
+    )
     page = request([], "/_scheduler/", method="GET")
     assert page[0] == 401 and b"asgi.job" not in page[2]
     form = [(b"content-type", b"application/x-www-form-urlencoded")]
-    signed = request(form, "/_scheduler/login", body=b"secret=s3cret")
+    signed = request(form, "/_scheduler/login", body=b"secret=" + SECRET.encode())
     assert signed[0] == 303
     cookie = signed[1][b"set-cookie"].split(b";")[0]
-    assert b"HttpOnly" in signed[1][b"set-cookie"] and b"s3cret" not in cookie
+    assert b"HttpOnly" in signed[1][b"set-cookie"] and SECRET.encode() not in cookie
     page = request([(b"cookie", cookie)], "/_scheduler/", method="GET")
     assert page[0] == 200 and b"asgi.job" in page[2]
     assert page[1][b"content-type"].startswith(b"text/html")

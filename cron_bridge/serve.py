@@ -1,0 +1,122 @@
+"""Serving the HTTP app from the beat process: uvicorn on its own thread, hardened.
+
+- Idle or slow clients are cut off: a connection must send a complete request within
+  ``HEADER_TIMEOUT`` of opening (and of its previous response), kept-alive connections close
+  after ``KEEP_ALIVE`` idle seconds, and at most ``MAX_CONNECTIONS`` are open at once.
+- ``/healthz`` is answered on the event loop (see ``cron_bridge.http.asgi_app``), so requests
+  waiting for a run never hold up the liveness probe.
+- uvicorn's own access log is off: the app logs one escaped line per request.
+- ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed only from ``forwarded_allow_ips``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any
+
+from cron_bridge.errors import ConfigError
+
+__all__ = ["HttpServer", "serve"]
+
+log = logging.getLogger(__name__)
+
+HEADER_TIMEOUT = 10.0
+KEEP_ALIVE = 5.0
+MAX_CONNECTIONS = 1000
+
+
+def _protocol_class() -> type:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        """uvicorn's h11 protocol with a deadline for each complete request."""
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > MAX_CONNECTIONS:
+                transport.close()
+                return
+            self._deadline: asyncio.TimerHandle | None = None
+            self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(HEADER_TIMEOUT, self._too_slow)
+
+        def _disarm(self) -> None:
+            deadline = getattr(self, "_deadline", None)
+            if deadline is not None:
+                deadline.cancel()
+                self._deadline = None
+
+        def _too_slow(self) -> None:
+            if self.cycle is None or self.cycle.response_complete:
+                self.transport.close()  # no complete request in time: a slow or idle client
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._disarm()  # a request arrived: its own handling takes over
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return GuardedH11Protocol
+
+
+class HttpServer:
+    """A running uvicorn server; ``shutdown()`` stops it."""
+
+    def __init__(self, server: Any, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+
+    def shutdown(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+
+
+def serve(app: Any, host: str, port: int, *, forwarded_allow_ips: str = "127.0.0.1") -> HttpServer:
+    """Serve the ASGI ``app`` on ``host:port`` from a background thread.
+
+    Raises:
+        ConfigError: uvicorn is missing, or the address cannot be listened on.
+    """
+    try:
+        import uvicorn
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise ConfigError('the HTTP server needs uvicorn: pip install "cron-bridge"') from exc
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=_protocol_class(),
+        lifespan="off",
+        access_log=False,
+        log_config=None,
+        timeout_keep_alive=int(KEEP_ALIVE),
+        proxy_headers=True,
+        forwarded_allow_ips=forwarded_allow_ips,
+        server_header=False,
+        h11_max_incomplete_event_size=16 * 1024,
+    )
+    # Run from a thread, uvicorn leaves the process's signals to the beat.
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="cron-bridge-http", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not server.started:
+        server.should_exit = True
+        raise ConfigError("cannot listen there (in use, or not an address of this host)",
+                          option="http", value=f"{host}:{port}")  # fmt: skip
+    return HttpServer(server, thread)
