@@ -147,9 +147,29 @@ def check_command(words: list[str]) -> None:
             }
             assert alias in names, alias
     elif program == "kubectl":
-        assert (REPO / args[args.index("-k") + 1]).is_dir(), args
+        check_kubectl(args)
     else:
         assert program in NOT_CHECKED, f"a command nobody checks: {shlex.join(words)}"
+
+
+def check_kubectl(args: list[str]) -> None:
+    """``apply -k`` names a folder; the namespace and the Secret the docs create are the ones
+    the manifests use, with the keys their pods read."""
+    kustomization = yaml.safe_load((REPO / "deploy/k8s/kustomization.yaml").read_text())
+    namespace = kustomization["namespace"]
+    if "-k" in args:
+        assert (REPO / args[args.index("-k") + 1]).is_dir(), args
+    elif args[:2] == ["create", "namespace"]:
+        assert args[2] == namespace, args
+    elif "secret" in args and "generic" in args:
+        assert args[args.index("-n") + 1] == namespace, args
+        manifests = "\n".join(p.read_text() for p in (REPO / "deploy/k8s").glob("*.yaml"))
+        name = args[args.index("generic") + 1]
+        assert f"secretRef: {{name: {name}}}" in manifests, name
+        keys = {a.split("=", 2)[1] for a in args if a.startswith("--from-literal=")}
+        assert keys == {"CRON_BRIDGE_STORE", "CRON_BRIDGE_SECRET"}, keys
+    else:
+        raise AssertionError(f"a kubectl command nobody checks: {args}")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
