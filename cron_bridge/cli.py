@@ -187,6 +187,10 @@ def beat(
     """Run a beat replica until SIGTERM or SIGINT, then drain and exit."""
     with one_line_errors():
         if http_bind:
+            source = click.get_current_context().get_parameter_source("secret")
+            if secret and source == click.core.ParameterSource.COMMANDLINE:
+                log.warning("--secret on the command line shows in ps; prefer "
+                            "CRON_BRIDGE_SECRET or --secret-file")  # fmt: skip
             secret = _read_secret(secret, secret_file)
             check_secret(secret)
         metrics = _serve_metrics(metrics_bind) if metrics_bind else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import socket
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,3 +120,27 @@ def test_a_beat_refuses_a_secret_that_is_not_one(tmp_path: Path, secret: str, sa
     assert says in done.stderr and "token_urlsafe" in done.stderr
     assert "Traceback" not in done.stderr
     assert not secret or secret not in done.stderr
+
+
+def test_the_session_cookie_is_secure_behind_a_trusted_tls_proxy(
+    served: tuple[BeatProcess, int],
+) -> None:
+    """A login forwarded by the proxy (127.0.0.1, trusted by default) with
+    X-Forwarded-Proto: https gets a Secure cookie; the same login over plain http does not."""
+    _, port = served
+
+    def login(forwarded: bool) -> str:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if forwarded:
+            headers["X-Forwarded-Proto"] = "https"
+        body = "secret=" + urllib.parse.quote(SECRET)
+        connection.request("POST", "/_scheduler/login", body=body, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        connection.close()
+        assert response.status == 303
+        return response.getheader("Set-Cookie") or ""
+
+    assert "; Secure" in login(forwarded=True)
+    assert "Secure" not in login(forwarded=False)
