@@ -81,18 +81,22 @@ class RunResult:
 
 
 class ClaimStats:
-    """What a beat asked the store for: claims, claims won, and the round trips they took."""
+    """What a beat asked the store for: claims, claims won, the batches they went in, and the
+    round trips they took (read from the store's counter, which a store shared by several beats
+    in one process counts for all of them)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.asked = 0
         self.won = 0
+        self.batches = 0
         self.round_trips = 0
 
     def add(self, asked: int, won: int, round_trips: int) -> None:
         with self._lock:
             self.asked += asked
             self.won += won
+            self.batches += 1
             self.round_trips += round_trips
 
 

@@ -20,6 +20,7 @@ from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence, lock_key
+from cron_bridge.lease import Lease, Releaser
 from cron_bridge.stores.base import RunRecord, Store
 
 __all__ = ["Guard"]
@@ -42,6 +43,7 @@ class Guard:
         self.clock = clock or SystemClock()
         self._held: dict[str, str] = {}
         self._held_lock = threading.Lock()
+        self._releaser = Releaser(self.store.release)
 
     def run(
         self,
@@ -92,7 +94,8 @@ class Guard:
         call: Callable[[JobContext], Any] | None,
     ) -> RunRecord:
         started = self.clock.now()
-        owner = f"{self.replica}:{uuid.uuid4().hex[:8]}"
+        # The owner names the run, so a skipped-overlap record can say who holds the lock.
+        owner = f"{self.replica}|{occurrence.id}|{uuid.uuid4().hex[:8]}"
         key = lock_key(job.name)
         made = partial(
             RunRecord,
@@ -105,17 +108,28 @@ class Guard:
         )
         # Instance-scope jobs overlap-check in their own process only (the beat does that).
         locked = job.overlap == "skip" and job.is_cluster
+        lease = None
         if locked:
+            sent_at = time.monotonic()  # the lease counts from before the request
             if not self.store.acquire(key, owner, job.lock_ttl):
-                record = made(outcome="skipped-overlap")
+                record = made(outcome="skipped-overlap", reason=self._held_by(key))
                 self._record(record)
                 return record
             with self._held_lock:
                 self._held[owner] = key
+            lease = Lease(job.lock_ttl, sent_at)
+            if lease.left() <= 0:
+                # Frozen (or starved) between the request and now: the lock may be someone
+                # else's already. The handler does not start.
+                self._release(key, owner, job.lock_ttl)
+                record = made(outcome="aborted", reason="lock-lost")
+                self._record(record)
+                return record
         stop_helpers = threading.Event()
         helpers = []
-        if locked:
-            helpers.append(_start(self._heartbeat, job, key, owner, signal, stop_helpers))
+        if lease is not None:
+            helpers.append(_start(lease.watch, signal))
+            helpers.append(_start(self._heartbeat, job, key, owner, lease, stop_helpers))
         if job.timeout is not None:
             helpers.append(_start(_abort_after, job.timeout, signal, stop_helpers))
         ctx = JobContext(
@@ -148,33 +162,45 @@ class Guard:
                 record = made(outcome="failed", error=error, duration_ms=_ms(began))
         finally:
             stop_helpers.set()
+            if lease is not None:
+                lease.end()
             for helper in helpers:
                 helper.join()
             if locked:
-                self._release(key, owner)
+                self._release(key, owner, job.lock_ttl)
         self._record(record)
         return record
 
     def _heartbeat(
-        self, job: Job, key: str, owner: str, signal: AbortSignal, stop: threading.Event
+        self, job: Job, key: str, owner: str, lease: Lease, stop: threading.Event
     ) -> None:
-        """Extend the lock every third of its lifetime; abort the run once it is lost."""
+        """Extend the lock every third of its lifetime; the lease's watchdog aborts the run
+        once an extend fails or none succeeds in time."""
         every = job.lock_ttl.total_seconds() / 3
-        held_until = time.monotonic() + job.lock_ttl.total_seconds()
         while not stop.wait(every):
+            sent_at = time.monotonic()
             try:
                 extended = self.store.extend(key, owner, job.lock_ttl)
             except StoreUnavailable as exc:
-                # Keep trying while the lock may still be ours; past its lifetime it is not.
-                if time.monotonic() < held_until:
-                    log.warning("could not extend the lock of %s, trying again: %s", job.name, exc)
-                    continue
-                extended = False
+                # Keep trying while the lease lasts; the watchdog ends the run when it does not.
+                log.warning("could not extend the lock of %s, trying again: %s", job.name, exc)
+                continue
             if not extended:
                 log.warning("the lock of %s was lost; aborting the run", job.name)
-                signal.abort("lock-lost")
+                lease.lost()
                 return
-            held_until = time.monotonic() + job.lock_ttl.total_seconds()
+            lease.renewed(sent_at)
+
+    def _held_by(self, key: str) -> str | None:
+        """``held by <occurrence> on <replica>``, from the lock's owner, when it can be read."""
+        try:
+            owner = self.store.holder(key)
+        except StoreUnavailable:
+            return None
+        if owner is None or owner.count("|") != 2:
+            return None
+        replica, occurrence_id, _ = owner.split("|")
+        return f"held by {occurrence_id} on {replica}"
 
     def release_all(self) -> None:
         """Release the locks of runs still going (their handlers ignored an abort)."""
@@ -183,13 +209,16 @@ class Guard:
         for owner, key in held:
             self._release(key, owner)
 
-    def _release(self, key: str, owner: str) -> None:
+    def _release(self, key: str, owner: str, ttl: timedelta | None = None) -> None:
         with self._held_lock:
             self._held.pop(owner, None)
         try:
             self.store.release(key, owner)
         except StoreUnavailable as exc:
-            log.warning("could not release %s, it expires by itself: %s", key, exc)
+            log.warning("could not release %s; trying again until the store answers: %s",
+                        key, exc)  # fmt: skip
+            if ttl is not None:
+                self._releaser.later(key, owner, ttl.total_seconds())
 
     def _record(self, record: RunRecord) -> None:
         log.info(

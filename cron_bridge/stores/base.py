@@ -192,9 +192,15 @@ class Store(ABC):
         """Claim one occurrence; see ``claim_many``."""
         return self.claim_many([occurrence], owner, ttl=ttl)[0]
 
-    @abstractmethod
     def claimed_by(self, occurrence: Occurrence) -> str | None:
         """Who holds the claim of ``occurrence``, or None when nobody does (or it expired)."""
+        return self.holder(occurrence.claim_key)
+
+    @abstractmethod
+    def holder(self, key: str) -> str | None:
+        """The owner of a claim or lock ``key``, or None when nobody holds it (or it expired).
+        Read only: for records and audits (a ``skipped-overlap`` names the run holding the
+        lock), never to decide who may take it (``acquire`` does that, atomically)."""
 
     @abstractmethod
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:

@@ -89,10 +89,10 @@ class MemoryStore(Store):
                 self._last[occurrence.job] = max(last, occurrence.scheduled_at)
             return won
 
-    def claimed_by(self, occurrence: Occurrence) -> str | None:
+    def holder(self, key: str) -> str | None:
         with self._lock:
             self.stats.add()
-            held = self._keys.get(occurrence.claim_key)
+            held = self._keys.get(key)
             return held[0] if held is not None and held[1] > self._clock.now() else None
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:

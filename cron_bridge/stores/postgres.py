@@ -291,9 +291,9 @@ class PostgresStore(Store):
         except StoreUnavailable as exc:
             log.warning("could not delete expired claims, will try again: %s", exc)
 
-    def claimed_by(self, occurrence: Occurrence) -> str | None:
+    def holder(self, key: str) -> str | None:
         statement = self._sql("SELECT owner FROM {claims} WHERE key = %s AND expires_at > now()")
-        rows = self._call(lambda conn: conn.execute(statement, (occurrence.claim_key,)).fetchall())
+        rows = self._call(lambda conn: conn.execute(statement, (key,)).fetchall())
         return str(rows[0][0]) if rows else None
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:

@@ -156,8 +156,8 @@ class RedisStore(Store):
 
         return self._call(work, pipelines=1, commands=1 if self._cluster else 0)
 
-    def claimed_by(self, occurrence: Occurrence) -> str | None:
-        owner = self._call(lambda client: client.get(self._key(occurrence.claim_key)))
+    def holder(self, key: str) -> str | None:
+        owner = self._call(lambda client: client.get(self._key(key)))
         return None if owner is None else _text(owner)
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:

@@ -166,12 +166,12 @@ class SQLiteStore(Store):
             first.add(key)
         return answers
 
-    def claimed_by(self, occurrence: Occurrence) -> str | None:
+    def holder(self, key: str) -> str | None:
         now = self._now_ms()
         rows = self._run(
             lambda conn: conn.execute(
                 "SELECT owner FROM claims WHERE key = ? AND expires_ms > ?",
-                (occurrence.claim_key, now),
+                (key, now),
             ).fetchall(),
             write=False,
         )

@@ -1,0 +1,140 @@
+"""The overlap lock's lease on the runner's own clock, its release after a store blip, and
+skipped-overlap records that name the run holding the lock."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from cron_bridge import JobContext, declare
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.guard import Guard
+from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.lease import Lease
+from cron_bridge.stores import MemoryStore
+
+AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def job_of(name: str, handler: object, lock_ttl: str = "300ms") -> Job:
+    return declare(name, every="1s", target="inline", handler=handler, lock_ttl=lock_ttl)  # type: ignore[arg-type]
+
+
+class FrozenAfterAcquire(MemoryStore):
+    """The lock is granted, but the answer arrives only after the lock's lifetime: what a
+    process frozen (SIGSTOP) right after its request sees when it wakes."""
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        granted = super().acquire(key, owner, ttl)
+        time.sleep(ttl.total_seconds() * 1.2)
+        return granted
+
+
+def test_a_lease_that_ran_out_before_the_handler_starts_never_starts_it() -> None:
+    """The lease counts from before the request: a run that got its answer too late is
+    recorded aborted (lock-lost) and its handler is never called."""
+    calls: list[str] = []
+    store = FrozenAfterAcquire()
+    job = job_of("frozen.job", lambda ctx: calls.append(ctx.occurrence_id))
+    record = Guard(store, "r1").run(job, Occurrence(job=job.name, scheduled_at=AT),
+                                    trigger="schedule")  # fmt: skip
+    assert calls == []
+    assert (record.outcome, record.reason) == ("aborted", "lock-lost")
+
+
+class HangingExtend(MemoryStore):
+    """Extending the lock hangs, as a store that stopped answering without closing."""
+
+    returned = False
+
+    def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
+        time.sleep(3)
+        self.returned = True
+        return super().extend(key, owner, ttl)
+
+
+def test_the_watchdog_aborts_the_run_when_the_lease_ends_even_if_the_heartbeat_hangs() -> None:
+    """The heartbeat is stuck in a store call; the run is aborted with lock-lost when the
+    lease runs out, not when (or if) the call returns."""
+
+    store = HangingExtend()
+    seen: list[bool] = []
+
+    def handler(ctx: JobContext) -> None:
+        ctx.signal.wait(10)
+        seen.append(store.returned)  # was the stuck extend back when the abort came?
+        ctx.signal.raise_if_aborted()
+
+    job = job_of("hanging.job", handler, lock_ttl="600ms")
+    record = Guard(store, "r1").run(
+        job, Occurrence(job=job.name, scheduled_at=AT), trigger="schedule"
+    )
+    assert (record.outcome, record.reason) == ("aborted", "lock-lost")
+    assert seen == [False]  # aborted while the heartbeat was still stuck in the store
+
+
+class BlipOnRelease(MemoryStore):
+    """The store is down when the run ends: the first releases fail."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def release(self, key: str, owner: str) -> bool:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreUnavailable("blip", host="memory")
+        return super().release(key, owner)
+
+
+def test_a_lock_whose_release_failed_is_released_once_the_store_answers() -> None:
+    """After a failed release the lock is released again in the background: the next
+    occurrence runs long before the lock's 30 s lifetime would have freed it."""
+    store = BlipOnRelease(failures=1)
+    job = job_of("blip.job", lambda ctx: None, lock_ttl="30s")
+    guard = Guard(store, "r1")
+    first = guard.run(job, Occurrence(job=job.name, scheduled_at=AT), trigger="schedule")
+    assert first.outcome == "completed"
+    deadline = time.monotonic() + 10
+    while store.holder("active:blip.job") is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.holder("active:blip.job") is None
+    later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
+    assert Guard(store, "r2").run(job, later, trigger="schedule").outcome == "completed"
+
+
+def test_a_skipped_overlap_record_names_the_run_holding_the_lock() -> None:
+    """Who holds the lock (occurrence and replica) is in the skipped run's record."""
+    store = MemoryStore()
+    started, release = threading.Event(), threading.Event()
+
+    def slow(ctx: JobContext) -> None:
+        started.set()
+        release.wait(10)
+
+    job = job_of("held.job", slow, lock_ttl="5s")
+    first = Occurrence(job=job.name, scheduled_at=AT)
+    runner = threading.Thread(target=Guard(store, "beat-a").run, args=(job, first),
+                              kwargs={"trigger": "schedule"})  # fmt: skip
+    runner.start()
+    assert started.wait(10)
+    second = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
+    skipped = Guard(store, "worker-b").run(job, second, trigger="queue")
+    release.set()
+    runner.join(10)
+    assert skipped.outcome == "skipped-overlap"
+    assert skipped.reason == f"held by {first.id} on beat-a"
+
+
+def test_the_lease_runs_from_before_the_request_less_a_margin() -> None:
+    """A 30 s lock sent at t=100 is believed held until 129 s (a margin of 1 s), and each
+    extend moves that on from when it was sent."""
+    now = [100.0]
+    lease = Lease(timedelta(seconds=30), sent_at=100.0, clock=lambda: now[0])
+    assert lease.until == 129.0
+    now[0] = 110.0
+    lease.renewed(sent_at=110.0)
+    assert lease.until == 139.0 and lease.left() == 29.0
+    lease.lost()
+    assert lease.left() < 0
