@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from cron_bridge.beat import make_replica_id
 from cron_bridge.clock import SystemClock
 from cron_bridge.context import JobContext, Trigger
-from cron_bridge.errors import InvalidMessage
+from cron_bridge.errors import InvalidMessage, StoreUnavailable
 from cron_bridge.guard import Guard
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.stores import Store, store_from_url
@@ -130,7 +131,8 @@ def run_delivery(
             outcome["error"] = exc
             raise
 
-    record = guard.run(
+    record = _run_through_blips(
+        guard,
         job,
         occurrence,
         trigger=trigger,
@@ -145,6 +147,30 @@ def run_delivery(
         error=outcome.get("error"),
         value=outcome.get("value"),
     )
+
+
+STORE_RETRY_FIRST = 0.25  # seconds before asking the store again; doubled up to the next
+STORE_RETRY_MAX = 5.0
+
+
+def _run_through_blips(guard: Guard, job: Job, occurrence: Occurrence, **run: Any) -> RunRecord:
+    """``guard.run``, asking again with backoff while the store cannot be reached, within the
+    job's ``misfire_grace`` from now (as the beat does for the occurrences it claims); then
+    the failure goes to the queue, which applies its own retries."""
+    give_up_at = time.monotonic() + job.misfire_grace.total_seconds()
+    wait = STORE_RETRY_FIRST
+    while True:
+        try:
+            return guard.run(job, occurrence, **run)
+        except StoreUnavailable as exc:
+            if time.monotonic() + wait >= give_up_at:
+                log.error("%s did not run: the store could not be asked for its overlap lock "
+                          "within misfire_grace (%s)", occurrence.id, exc)  # fmt: skip
+                raise
+            log.warning("%s: the store is unavailable, asking again in %.2fs: %s",
+                        occurrence.id, wait, exc)  # fmt: skip
+            time.sleep(wait)
+            wait = min(wait * 2, STORE_RETRY_MAX)
 
 
 def _occurrence_of(job: Job, meta: object) -> Occurrence:

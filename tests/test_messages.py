@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cron_bridge import InvalidMessage, JobContext, Occurrence, worker
+from cron_bridge import InvalidMessage, JobContext, Occurrence, StoreUnavailable, worker
 from cron_bridge.audit import audit
 from cron_bridge.beat import Beat
 from cron_bridge.dashboard import overview_page
@@ -157,3 +157,47 @@ def test_a_cluster_task_direct_call_still_runs_as_manual(store: MemoryStore) -> 
     job = job_named("reports.daily")
     delivery = deliver(job, None)
     assert delivery.record.trigger == "manual" and delivery.record.outcome == "completed"
+
+
+class DownFor(MemoryStore):
+    """A store that refuses the overlap lock for its first ``failures`` requests."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreUnavailable("blip", host="memory")
+        return super().acquire(key, owner, ttl)
+
+
+def test_a_worker_waits_out_a_store_blip_within_the_grace() -> None:
+    """The store is down for the first three asks: the delivery asks again and runs once."""
+    store = DownFor(3)
+    worker.configure(store)
+    RAN.clear()
+    try:
+        job = job_named("reports.daily")
+        delivery = deliver(job, meta_for("reports.daily", NOW))
+    finally:
+        worker.configure(None)
+    assert delivery.record.outcome == "completed" and len(RAN) == 1
+    assert [r.outcome for r in store.history("reports.daily", 10)] == ["completed"]
+
+
+def test_a_worker_gives_the_failure_to_the_queue_after_the_grace() -> None:
+    """A store down for longer than misfire_grace: StoreUnavailable to the queue library,
+    whose own retries apply; the handler never ran."""
+    store = DownFor(10**6)
+    worker.configure(store)
+    RAN.clear()
+    try:
+        job = declare("reports.daily", every="1m", adapter="test", task="reports.daily",
+                      handler=handler, misfire_grace="1s")  # fmt: skip
+        with pytest.raises(StoreUnavailable):
+            deliver(job, meta_for("reports.daily", NOW))
+    finally:
+        worker.configure(None)
+    assert RAN == []
