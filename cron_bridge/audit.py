@@ -22,16 +22,17 @@ __all__ = ["Audit", "OccurrenceReport", "audit", "final_outcome", "occurrence_re
 log = logging.getLogger(__name__)
 
 # What a record says about how an occurrence ended, strongest first.
-_FINAL = ["completed", "failed", "aborted", "skipped-overlap", "missed", "enqueued"]
+_ENDED = {"failed", "aborted", "skipped-overlap", "missed"}
 
 
 def final_outcome(records: list[RunRecord]) -> str:
-    """``completed`` if any run completed; else the latest outcome that ended the occurrence
-    (failed, aborted, skipped-overlap, missed); else ``enqueued`` (in flight, or lost on the
+    """``completed`` if any run completed (a ``skipped-completed`` redelivery never changes
+    that); else the latest outcome that ended the occurrence (failed, aborted,
+    skipped-overlap, missed); else ``enqueued`` (in flight, or lost on the
     way); else ``skipped-claimed``, or ``none`` without records."""
     if any(r.outcome == "completed" for r in records):
         return "completed"
-    ended = [r for r in records if r.outcome in _FINAL[1:5]]
+    ended = [r for r in records if r.outcome in _ENDED]
     if ended:
         return max(ended, key=lambda r: r.started_at).outcome
     if any(r.outcome == "enqueued" for r in records):

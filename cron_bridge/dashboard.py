@@ -44,7 +44,7 @@ td { overflow-wrap: break-word; } td code { overflow-wrap: anywhere; }
 .nowrap { white-space: nowrap; }
 code { font-size: .85em; overflow-wrap: anywhere; }
 .completed, .enqueued { color: var(--ok); } .failed, .aborted { color: var(--bad); }
-.skipped-overlap, .missed { color: var(--warn); }
+.skipped-overlap, .skipped-completed, .missed { color: var(--warn); }
 form.inline { display: inline; }
 button { font: inherit; padding: .4rem .9rem; border-radius: .4rem; border: 1px solid var(--line);
          cursor: pointer; }

@@ -29,7 +29,7 @@ from cron_bridge.stores import RunRecord, store_from_url
 __all__ = ["DemoTotals", "run_demo"]
 
 DEMO_APP = "cron_bridge_celery.demo"  # lives in the Celery adapter: the core imports no Celery
-WORKER_OUTCOMES = ("completed", "failed", "aborted", "skipped-overlap")
+WORKER_OUTCOMES = ("completed", "failed", "aborted", "skipped-overlap", "skipped-completed")
 
 
 @dataclass

@@ -21,7 +21,7 @@ from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence, lock_key
 from cron_bridge.lease import Lease, Releaser
-from cron_bridge.stores.base import RunRecord, Store
+from cron_bridge.stores.base import Outcome, RunRecord, Store
 
 __all__ = ["Guard"]
 
@@ -108,23 +108,13 @@ class Guard:
         )
         # Instance-scope jobs overlap-check in their own process only (the beat does that).
         locked = job.overlap == "skip" and job.is_cluster
-        lease = None
+        lease: Lease | None = None
         if locked:
-            sent_at = time.monotonic()  # the lease counts from before the request
-            if not self.store.acquire(key, owner, job.lock_ttl):
-                record = made(outcome="skipped-overlap", reason=self._held_by(key))
-                self._record(record)
-                return record
-            with self._held_lock:
-                self._held[owner] = key
-            lease = Lease(job.lock_ttl, sent_at)
-            if lease.left() <= 0:
-                # Frozen (or starved) between the request and now: the lock may be someone
-                # else's already. The handler does not start.
-                self._release(key, owner, job.lock_ttl)
-                record = made(outcome="aborted", reason="lock-lost")
-                self._record(record)
-                return record
+            lease, refused = self._take_lock(job, occurrence, trigger, key, owner)
+            if refused is not None:
+                early = made(outcome=refused[0], reason=refused[1])
+                self._record(early)
+                return early
         stop_helpers = threading.Event()
         helpers = []
         if lease is not None:
@@ -147,6 +137,7 @@ class Guard:
             ),
         )
         began = time.monotonic()
+        record: RunRecord | None = None
         try:
             if call is not None:
                 call(ctx)
@@ -166,8 +157,11 @@ class Guard:
                 lease.end()
             for helper in helpers:
                 helper.join()
-            if locked:
+            if locked and (record is None or record.outcome != "completed"):
                 self._release(key, owner, job.lock_ttl)
+        if record.outcome == "completed" and job.is_cluster:
+            # Marked before the lock is freed: a redelivery that takes it next sees the mark.
+            self._finish(occurrence, (key, owner) if locked else None, job)
         self._record(record)
         return record
 
@@ -190,6 +184,49 @@ class Guard:
                 lease.lost()
                 return
             lease.renewed(sent_at)
+
+    def _take_lock(
+        self, job: Job, occurrence: Occurrence, trigger: Trigger, key: str, owner: str
+    ) -> tuple[Lease | None, tuple[Outcome, str | None] | None]:
+        """The lease of the job's overlap lock, or why the run does not start."""
+        sent_at = time.monotonic()  # the lease counts from before the request
+        if not self.store.acquire(key, owner, job.lock_ttl):
+            return None, ("skipped-overlap", self._held_by(key))
+        with self._held_lock:
+            self._held[owner] = key
+        lease = Lease(job.lock_ttl, sent_at)
+        if lease.left() <= 0:
+            # Frozen (or starved) between the request and now: the lock may be someone
+            # else's already. The handler does not start.
+            self._release(key, owner, job.lock_ttl)
+            return None, ("aborted", "lock-lost")
+        if trigger == "queue" and self._finished(occurrence):
+            # A redelivery (lost ack, visibility timeout, a requeue after a worker's heartbeat)
+            # of an occurrence that completed: acknowledged, never run again. Checked under
+            # the lock, which a completing run frees only after writing its mark.
+            self._release(key, owner, job.lock_ttl)
+            return None, ("skipped-completed", None)
+        return lease, None
+
+    def _finished(self, occurrence: Occurrence) -> bool:
+        try:
+            return self.store.finished(occurrence)
+        except StoreUnavailable as exc:
+            # Not knowing is not a reason to lose the run: at least once on the worker side.
+            log.warning("could not ask whether %s completed; running it: %s", occurrence.id, exc)
+            return False
+
+    def _finish(self, occurrence: Occurrence, lock: tuple[str, str] | None, job: Job) -> None:
+        if lock is not None:
+            with self._held_lock:
+                self._held.pop(lock[1], None)
+        try:
+            self.store.finish(occurrence, lock)
+        except StoreUnavailable as exc:
+            log.warning("could not mark %s completed; trying the lock again later: %s",
+                        occurrence.id, exc)  # fmt: skip
+            if lock is not None:
+                self._releaser.later(*lock, job.lock_ttl.total_seconds())
 
     def _held_by(self, key: str) -> str | None:
         """``held by <occurrence> on <replica>``, from the lock's owner, when it can be read."""

@@ -138,3 +138,37 @@ def test_the_lease_runs_from_before_the_request_less_a_margin() -> None:
     assert lease.until == 139.0 and lease.left() == 29.0
     lease.lost()
     assert lease.left() < 0
+
+
+def test_a_redelivery_of_a_completed_occurrence_is_acknowledged_never_run() -> None:
+    """The ack was lost and the queue delivers the occurrence again once the lock is free:
+    recorded skipped-completed, the handler is not called a second time."""
+    store = MemoryStore()
+    calls: list[str] = []
+    job = job_of("paid.job", lambda ctx: calls.append(ctx.occurrence_id), lock_ttl="5s")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    first = Guard(store, "worker-a").run(job, occurrence, trigger="queue")
+    again = Guard(store, "worker-b").run(job, occurrence, trigger="queue")
+    assert (first.outcome, again.outcome) == ("completed", "skipped-completed")
+    assert calls == [occurrence.id]
+    assert store.finished(occurrence)
+
+
+def test_a_redelivery_of_a_run_that_died_midway_runs_again() -> None:
+    """No completion mark (the first run failed, or its worker died): the delivery runs, at
+    least once on the worker side as documented."""
+    store = MemoryStore()
+    calls: list[int] = []
+
+    def flaky(ctx: JobContext) -> None:
+        calls.append(ctx.attempt)
+        if len(calls) == 1:
+            raise RuntimeError("the ledger is locked")
+
+    job = job_of("flaky.job", flaky, lock_ttl="5s")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    first = Guard(store, "worker-a").run(job, occurrence, trigger="queue")
+    second = Guard(store, "worker-b").run(job, occurrence, trigger="queue", attempt=2)
+    assert (first.outcome, second.outcome) == ("failed", "completed")
+    third = Guard(store, "worker-c").run(job, occurrence, trigger="queue")
+    assert third.outcome == "skipped-completed" and calls == [1, 2]

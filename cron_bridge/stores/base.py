@@ -40,6 +40,7 @@ Outcome = Literal[
     "failed",
     "skipped-claimed",
     "skipped-overlap",
+    "skipped-completed",
     "missed",
     "aborted",
 ]
@@ -196,6 +197,22 @@ class Store(ABC):
         """Who holds the claim of ``occurrence``, or None when nobody does (or it expired)."""
         return self.holder(occurrence.claim_key)
 
+    def finish(self, occurrence: Occurrence, lock: tuple[str, str] | None = None) -> None:
+        """Mark ``occurrence`` completed (kept as long as its claim), then release ``lock``
+        (``(key, owner)``) when given. The mark is written before the lock is freed, so a
+        redelivery of the occurrence that takes the lock next always sees it.
+
+        Raises:
+            StoreUnavailable: neither was done, or only the mark was (the lock then expires).
+        """
+        self.acquire(done_key(occurrence), "completed", CLAIM_TTL)
+        if lock is not None:
+            self.release(*lock)
+
+    def finished(self, occurrence: Occurrence) -> bool:
+        """Whether a run of ``occurrence`` completed (``finish``)."""
+        return self.holder(done_key(occurrence)) is not None
+
     @abstractmethod
     def holder(self, key: str) -> str | None:
         """The owner of a claim or lock ``key``, or None when nobody holds it (or it expired).
@@ -266,6 +283,11 @@ class Store(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
+
+
+def done_key(occurrence: Occurrence) -> str:
+    """The store key that says an occurrence completed."""
+    return f"done:{occurrence.job}:{occurrence.epoch_ms}"
 
 
 def ttl_ms(ttl: timedelta) -> int:

@@ -199,3 +199,15 @@ def test_heartbeats_list_live_replicas_until_they_expire(store: Store) -> None:
     live = store.replicas()
     assert [r.id for r in live] == ["beat-1"]
     assert live[0].expires_at > datetime.now(UTC)
+
+
+def test_a_finished_occurrence_is_marked_before_its_lock_is_freed(store: Store) -> None:
+    """``finish`` marks the occurrence completed and releases the lock; other occurrences and
+    other owners' locks are untouched."""
+    done, other = occ(), occ(at=T0 + timedelta(minutes=1))
+    assert store.acquire(lock_key("billing.close-day"), "w1", timedelta(seconds=30))
+    store.finish(done, (lock_key("billing.close-day"), "w1"))
+    assert store.finished(done) and not store.finished(other)
+    assert store.holder(lock_key("billing.close-day")) is None
+    store.finish(done)  # a second mark is harmless
+    assert store.finished(done)
