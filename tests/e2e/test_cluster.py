@@ -171,8 +171,20 @@ def test_catch_up_after_every_replica_was_down(tmp_path: Path, redis_server: Red
             beat.ensure_stopped()
     once = records_of(store, ["catchup.once"])
     misfires = [r for r in once if r.trigger == "misfire" and r.outcome == "completed"]
-    assert len(misfires) == 1, [(r.occurrence_id, r.outcome, r.trigger) for r in once]
-    rerun = Occurrence.parse(misfires[0].occurrence_id).scheduled_at
+    seen = [(r.occurrence_id, r.outcome, r.trigger) for r in once]
+    if misfires:
+        assert len(misfires) == 1, seen
+        rerun = Occurrence.parse(misfires[0].occurrence_id).scheduled_at
+    else:
+        # The replicas came back within misfire_grace (500 ms) of an occurrence, which one in
+        # four restarts does: that occurrence runs on time and stands in for the misfire run
+        # (run-once runs the latest missed occurrence unless an on-time one runs anyway).
+        ran = [r for r in once if r.trigger == "schedule" and r.outcome == "completed"]
+        times = sorted(Occurrence.parse(r.occurrence_id).scheduled_at for r in ran)
+        on_time = [t for t in times if t > last_before]
+        assert on_time, seen
+        rerun = on_time[0]
+        assert rerun > datetime.fromtimestamp(restarted - 1, UTC), seen
     assert last_before < rerun < datetime.fromtimestamp(restarted + 5, UTC)
     missed_before = [r for r in once if r.outcome == "missed"]
     assert missed_before, "the earlier missed occurrences are recorded missed"
