@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Schedule
 from cron_bridge.stores.base import RunRecord, Store
@@ -38,6 +39,35 @@ def final_outcome(records: list[RunRecord]) -> str:
     if any(r.outcome == "enqueued" for r in records):
         return "enqueued"
     return "skipped-claimed" if records else "none"
+
+
+CLAIMS_LOOKED_UP = 1000  # claim holders asked for per audit (one store call each)
+
+
+def explain(
+    store: Store, occurrence: Occurrence, records: list[RunRecord], *, look_up: bool = True
+) -> str:
+    """What became of an occurrence that never completed, from its records and its claim."""
+    latest = {r.outcome: r for r in sorted(records, key=lambda r: r.started_at)}
+    for outcome in ("failed", "aborted", "skipped-overlap", "missed"):
+        record = latest.get(outcome)
+        if record is not None:
+            detail = record.error or record.reason
+            return f"{outcome} on {record.replica}" + (f": {detail}" if detail else "")
+    if "enqueued" in latest:
+        return (f"enqueued by {latest['enqueued'].replica}, no worker recorded a run (still "
+                "queued, or lost with its message)")  # fmt: skip
+    if not look_up:
+        return "no record of a run (claim not looked up)"
+    try:
+        holder = store.claimed_by(occurrence)
+    except StoreUnavailable:
+        holder = None
+    if holder is not None:
+        return f"claimed by {holder}, which recorded nothing (it died before it enqueued)"
+    if records:
+        return "claimed, but the claim has expired; no record of a run"
+    return "never claimed (no replica up to claim it, or the store was down)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +114,10 @@ class Audit:
         from_schedule: the occurrences came from the job's schedule (so occurrences that left
             no record at all are counted); otherwise from the records in the store.
         never: occurrences with no completed run, with the outcomes they did record.
+        why: for each of ``never``, what became of it, in words an operator can judge: an
+            accepted loss (missed, failed, aborted, skipped for an overlap, claimed by a replica
+            that died before it enqueued) or one to look into (enqueued and never run, never
+            claimed).
         more: occurrences with more than one completed run, with how many.
         beyond_history: occurrences older than the oldest record the store still keeps (its
             history is full), which cannot be judged.
@@ -96,6 +130,7 @@ class Audit:
     occurrences: int = 0
     once: int = 0
     never: dict[str, list[str]] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
     more: dict[str, int] = field(default_factory=dict)
     beyond_history: int = 0
 
@@ -112,6 +147,7 @@ class Audit:
             "occurrences": self.occurrences,
             "completed_once": self.once,
             "never_completed": self.never,
+            "why_never_completed": self.why,
             "completed_more_than_once": self.more,
             "older_than_kept_history": self.beyond_history,
         }
@@ -157,6 +193,8 @@ def audit(
             result.once += 1
         elif completed == 0:
             result.never[occurrence.id] = sorted({r.outcome for r in kept})
+            look_up = len(result.why) < CLAIMS_LOOKED_UP
+            result.why[occurrence.id] = explain(store, occurrence, kept, look_up=look_up)
         else:
             result.more[occurrence.id] = completed
     return result

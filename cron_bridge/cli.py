@@ -477,8 +477,8 @@ def _show_audit(found: Audit, as_json: bool) -> None:
     header = ["OCCURRENCES", "COMPLETED ONCE", "NEVER COMPLETED", "MORE THAN ONCE"]
     counts = [found.occurrences, found.once, len(found.never), len(found.more)]
     _print_table([[*header, "BEYOND HISTORY"], [str(n) for n in [*counts, found.beyond_history]]])
-    for occurrence_id, outcomes in list(found.never.items())[:20]:
-        click.echo(f"never completed: {occurrence_id} ({', '.join(outcomes) or 'no record'})")
+    for occurrence_id, why in list(found.why.items())[:20]:
+        click.echo(f"never completed: {occurrence_id}: {why}")
     for occurrence_id, times in list(found.more.items())[:20]:
         click.echo(f"completed {times} times: {occurrence_id}")
     if found.beyond_history:

@@ -9,7 +9,7 @@ from pathlib import Path
 from cron_bridge import Every
 from cron_bridge.audit import audit, final_outcome, occurrence_report
 from cron_bridge.jobs import Occurrence
-from cron_bridge.stores import RunRecord, SQLiteStore, Store
+from cron_bridge.stores import MemoryStore, RunRecord, SQLiteStore, Store
 from tests.e2e.processes import cli, command_env
 
 JOB = "books.close"
@@ -120,3 +120,38 @@ def test_the_cli_prints_the_occurrence_and_the_audit(tmp_path: Path) -> None:
     wrong = cli("history", "other.job", "--store", url, "--occurrence", made["once"].id,
                 env=env, cwd=tmp_path)  # fmt: skip
     assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1
+
+
+def test_the_audit_says_what_became_of_each_occurrence_that_never_completed() -> None:
+    """Every never-completed occurrence is explained: an accepted loss (missed, failed,
+    skipped for an overlap, claimed by a replica that died before it enqueued) or one to look
+    into (enqueued and never run, never claimed)."""
+    store = MemoryStore()
+    base = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    names = ["died", "queued", "failed", "held", "missed", "unclaimed"]
+    made = {name: Occurrence(job=JOB, scheduled_at=at(base, i)) for i, name in enumerate(names)}
+
+    def record(name: str, outcome: str, replica: str, **extra: object) -> RunRecord:
+        return RunRecord(job=JOB, occurrence_id=made[name].id, outcome=outcome, trigger="queue",  # type: ignore[arg-type]
+                         replica=replica, started_at=made[name].scheduled_at, **extra)  # type: ignore[arg-type]  # fmt: skip
+
+    store.claim(made["died"], "beat-dead")
+    store.record_many([
+        record("died", "skipped-claimed", "beat-b"),
+        record("queued", "enqueued", "beat-a"),
+        record("failed", "failed", "worker-1", error="ValueError: no ledger"),
+        record("held", "skipped-overlap", "worker-2", reason="held by x@y on worker-1"),
+        record("missed", "missed", "beat-a"),
+    ])  # fmt: skip
+    found = audit(store, JOB, base - timedelta(minutes=1), at(base, 10),
+                  Every("1m"))  # fmt: skip
+    why = {name: found.why[made[name].id] for name in names}
+    assert (
+        why["died"] == "claimed by beat-dead, which recorded nothing (it died before it enqueued)"
+    )
+    assert why["queued"].startswith("enqueued by beat-a, no worker recorded a run")
+    assert why["failed"] == "failed on worker-1: ValueError: no ledger"
+    assert why["held"] == "skipped-overlap on worker-2: held by x@y on worker-1"
+    assert why["missed"] == "missed on beat-a"
+    assert why["unclaimed"].startswith("never claimed")
+    assert json.loads(json.dumps(found.to_json()))["why_never_completed"][made["held"].id]
