@@ -475,7 +475,7 @@ class Beat:
             if not mine:
                 records.append(self._dispatcher.record_of(item, "skipped-claimed"))
             elif not item.run:
-                records.append(self._dispatcher.record_of(item, "missed"))
+                records.append(self._dispatcher.record_of(item, "missed", reason=item.reason))
             else:
                 to_run.append(item)
         return to_run, records

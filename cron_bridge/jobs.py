@@ -153,6 +153,7 @@ class Job:
     overlap: Overlap = "skip"
     misfire: Misfire = "skip"
     misfire_grace: timedelta = timedelta(seconds=30)
+    coalesce: bool = True
     attempts: int = 1
     backoff: Backoff = field(default_factory=Backoff.fixed)
     lock_ttl: timedelta = timedelta(seconds=30)
@@ -182,6 +183,8 @@ class Job:
             value = getattr(self, option)
             if value not in get_args(allowed):
                 raise fail(option, value, f"expected one of {', '.join(get_args(allowed))}")
+        if not isinstance(self.coalesce, bool):
+            raise fail("coalesce", self.coalesce, "expected True or False")
         if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
             raise fail("attempts", self.attempts, "expected a whole number of tries, at least 1")
         if self.attempts < 1:
@@ -229,6 +232,7 @@ def declare(
     overlap: str = "skip",
     misfire: str = "skip",
     misfire_grace: str | float | timedelta = 30,
+    coalesce: bool = True,
     attempts: int = 1,
     backoff: Backoff | None = None,
     lock_ttl: str | float | timedelta = 30,
@@ -263,6 +267,7 @@ def declare(
         scope=cast(Scope, scope),
         overlap=cast(Overlap, overlap),
         misfire=cast(Misfire, misfire),
+        coalesce=coalesce,
         attempts=attempts,
         backoff=Backoff.fixed(0) if backoff is None else backoff,
         external=external,

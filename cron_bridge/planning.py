@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from cron_bridge.context import Trigger
@@ -25,12 +25,14 @@ class Planned:
 
     Attributes:
         run: True to run it with ``trigger``; False to record it ``missed``.
+        reason: why it is recorded ``missed`` when that is not plain lateness.
     """
 
     job: Job
     occurrence: Occurrence
     trigger: Trigger
     run: bool
+    reason: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,7 +75,24 @@ def plan(job: Job, due: Iterable[datetime], now: datetime) -> Plan:
         Planned(job=job, occurrence=job.occurrence(t), trigger="schedule", run=True)
         for t in on_time
     ]
-    return Plan(items=items, dropped=seen_late - len(late))
+    return Plan(items=_coalesced(job, items), dropped=seen_late - len(late))
+
+
+def _coalesced(job: Job, items: list[Planned]) -> list[Planned]:
+    """Several occurrences of one ``overlap="skip"`` job due together (after a store outage,
+    a catch-up, a frozen replica, a loop that fell behind) would all be dispatched at once,
+    and all but the first would then record ``skipped-overlap`` behind it. With ``coalesce``
+    (the default) they are merged on purpose: the latest runs, the others are recorded
+    ``missed`` with the reason ``coalesced into <latest>``."""
+    running = [item for item in items if item.run]
+    if not job.coalesce or job.overlap != "skip" or len(running) < 2:
+        return items
+    latest = running[-1]
+    reason = f"coalesced into {latest.occurrence.id}"
+    return [
+        item if not item.run or item is latest else replace(item, run=False, reason=reason)
+        for item in items
+    ]
 
 
 def catch_up(jobs: Sequence[Job], last_claimed: dict[str, datetime], now: datetime) -> list[Plan]:

@@ -74,3 +74,27 @@ def test_catch_up_covers_the_last_day_and_only_known_jobs() -> None:
     [ran] = [i for i in only.items if i.run]
     assert ran.trigger == "misfire"
     assert catch_up([other], {}, now) == []
+
+
+def seconds_job(**options: object) -> Job:
+    return declare("s", every="1s", misfire_grace="30s", target="inline", handler=print,
+                   **options)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_a_late_batch_is_coalesced_into_its_latest_occurrence() -> None:
+    """Three occurrences due together (the store was down for three seconds, within the
+    grace): the latest runs, the others are missed, saying they were coalesced into it."""
+    due = [T, T + timedelta(seconds=1), T + timedelta(seconds=2)]
+    decided = plan(seconds_job(), due, T + timedelta(seconds=3))
+    latest = decided.items[-1].occurrence.id
+    assert [(i.run, i.reason) for i in decided.items] == [
+        (False, f"coalesced into {latest}"), (False, f"coalesced into {latest}"), (True, None),
+    ]  # fmt: skip
+
+
+def test_without_coalesce_or_with_overlap_allowed_every_occurrence_of_a_batch_runs() -> None:
+    """coalesce=False, or overlap="allow" (runs may overlap by choice): all three run."""
+    due = [T, T + timedelta(seconds=1), T + timedelta(seconds=2)]
+    for options in ({"coalesce": False}, {"overlap": "allow"}):
+        decided = plan(seconds_job(**options), due, T + timedelta(seconds=3))
+        assert [i.run for i in decided.items] == [True, True, True], options
