@@ -16,7 +16,6 @@ from cron_bridge import (
     ConfigError,
     JobContext,
     Registry,
-    StoreUnavailable,
     adapters,
     cluster_task,
     declare,
@@ -26,6 +25,7 @@ from cron_bridge.beat import SLICES_MAX
 from cron_bridge.jobs import Job, Occurrence, lock_key
 from cron_bridge.stores import MemoryStore, RunRecord, Store
 from cron_bridge.testing import FakeClock
+from tests.blips import LockBlips
 
 START = datetime(2026, 5, 1, 12, 0, 0, 500_000, tzinfo=UTC)
 
@@ -239,20 +239,6 @@ def test_a_broker_that_is_down_is_retried_within_the_grace_then_failed(
     clock.advance(50)
     eventually(lambda: len(store.history("sync")) == 2, "the next occurrence")
     assert store.history("sync")[0].outcome == "enqueued"
-
-
-class LockBlips(MemoryStore):
-    """A memory store whose overlap-lock requests fail ``failures`` times, as in a blip."""
-
-    def __init__(self, failures: int, **options: Any) -> None:
-        super().__init__(**options)
-        self.failures = failures
-
-    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
-        if self.failures > 0:
-            self.failures -= 1
-            raise StoreUnavailable("blip", host="memory")
-        return super().acquire(key, owner, ttl)
 
 
 def test_a_claimed_occurrence_asks_again_for_its_lock_through_a_store_blip(

@@ -8,11 +8,11 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from cron_bridge import JobContext, declare
-from cron_bridge.errors import StoreUnavailable
 from cron_bridge.guard import Guard
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.lease import Lease
 from cron_bridge.stores import MemoryStore
+from tests.blips import ReleaseBlips
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -74,24 +74,10 @@ def test_the_watchdog_aborts_the_run_when_the_lease_ends_even_if_the_heartbeat_h
     assert seen == [False]  # aborted while the heartbeat was still stuck in the store
 
 
-class BlipOnRelease(MemoryStore):
-    """The store is down when the run ends: the first releases fail."""
-
-    def __init__(self, failures: int) -> None:
-        super().__init__()
-        self.failures = failures
-
-    def release(self, key: str, owner: str) -> bool:
-        if self.failures > 0:
-            self.failures -= 1
-            raise StoreUnavailable("blip", host="memory")
-        return super().release(key, owner)
-
-
 def test_a_lock_whose_release_failed_is_released_once_the_store_answers() -> None:
     """After a failed release the lock is released again in the background: the next
     occurrence runs long before the lock's 30 s lifetime would have freed it."""
-    store = BlipOnRelease(failures=1)
+    store = ReleaseBlips(1)
     job = job_of("blip.job", lambda ctx: None, lock_ttl="30s")
     guard = Guard(store, "r1")
     first = guard.run(job, Occurrence(job=job.name, scheduled_at=AT), trigger="schedule")

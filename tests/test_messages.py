@@ -15,6 +15,7 @@ from cron_bridge.beat import Beat
 from cron_bridge.dashboard import overview_page
 from cron_bridge.jobs import Job, declare
 from cron_bridge.stores import MemoryStore, RunRecord, Store
+from tests.blips import LockBlips
 from tests.conftest import StoreKit
 
 RAN: list[str] = []
@@ -159,23 +160,9 @@ def test_a_cluster_task_direct_call_still_runs_as_manual(store: MemoryStore) -> 
     assert delivery.record.trigger == "manual" and delivery.record.outcome == "completed"
 
 
-class DownFor(MemoryStore):
-    """A store that refuses the overlap lock for its first ``failures`` requests."""
-
-    def __init__(self, failures: int) -> None:
-        super().__init__()
-        self.failures = failures
-
-    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
-        if self.failures > 0:
-            self.failures -= 1
-            raise StoreUnavailable("blip", host="memory")
-        return super().acquire(key, owner, ttl)
-
-
 def test_a_worker_waits_out_a_store_blip_within_the_grace() -> None:
     """The store is down for the first three asks: the delivery asks again and runs once."""
-    store = DownFor(3)
+    store = LockBlips(3)
     worker.configure(store)
     RAN.clear()
     try:
@@ -190,7 +177,7 @@ def test_a_worker_waits_out_a_store_blip_within_the_grace() -> None:
 def test_a_worker_gives_the_failure_to_the_queue_after_the_grace() -> None:
     """A store down for longer than misfire_grace: StoreUnavailable to the queue library,
     whose own retries apply; the handler never ran."""
-    store = DownFor(10**6)
+    store = LockBlips(10**6)
     worker.configure(store)
     RAN.clear()
     try:

@@ -1,0 +1,37 @@
+"""Stores that fail on purpose, for the tests of what happens through a store blip."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.stores import MemoryStore
+
+
+class LockBlips(MemoryStore):
+    """A memory store whose overlap-lock requests fail ``failures`` times, as in a blip."""
+
+    def __init__(self, failures: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.failures = failures
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreUnavailable("blip", host="memory")
+        return super().acquire(key, owner, ttl)
+
+
+class ReleaseBlips(MemoryStore):
+    """A memory store whose first ``failures`` releases fail: the store is down as runs end."""
+
+    def __init__(self, failures: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.failures = failures
+
+    def release(self, key: str, owner: str) -> bool:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreUnavailable("blip", host="memory")
+        return super().release(key, owner)
