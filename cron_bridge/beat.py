@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from cron_bridge import telemetry
 from cron_bridge.clock import Clock, SystemClock
+from cron_bridge.clocksync import StoreClock
 from cron_bridge.context import AbortSignal, Trigger
 from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import ConfigError, StoreUnavailable
@@ -132,7 +133,8 @@ class Beat:
         self.replica_id = replica_id or make_replica_id()
         self.shutdown_timeout = parse_duration(shutdown_timeout, option="shutdown_timeout")
         self.heartbeat_interval = parse_duration(heartbeat_interval, option="heartbeat_interval")
-        self.clock = clock or SystemClock()
+        # The replica's clock, corrected to the store's at every heartbeat.
+        self.clock = StoreClock(clock or SystemClock())
         self.handle_signals = handle_signals
         self._jobs: dict[str, Job] = {}
         for job in default_registry if jobs is None else jobs:
@@ -294,6 +296,7 @@ class Beat:
             "replica": self.replica_id,
             "running": thread is not None and thread.is_alive() and not self._stopping.is_set(),
             "store_reachable": not self._store_down,
+            "clock_offset_ms": self.clock.offset_ms,
         }
 
     def _install_signal_handlers(self) -> None:
@@ -406,7 +409,7 @@ class Beat:
 
     def _heartbeat(self) -> None:
         try:
-            self.store.heartbeat(self.replica_id, self.heartbeat_interval * 3)
+            self.clock.heartbeat(self.store, self.replica_id, self.heartbeat_interval * 3)
         except StoreUnavailable as exc:
             self._store_failed(exc)
         else:

@@ -135,6 +135,14 @@ def _header(beat: Beat, path: str, csrf: str, now: datetime) -> str:
 </header>"""
 
 
+def _offset(ms: float | None) -> str:
+    """A replica's clock offset: how far the store's clock is ahead of it."""
+    if ms is None:
+        return "<span class=muted>same clock</span>"
+    text = f"{ms / 1000:+.3f} s"
+    return f"<span class=failed>{text}</span>" if abs(ms) > 1000 else text
+
+
 def overview_page(beat: Beat, path: str, csrf: str) -> str:
     """Every job with its schedule, next and last run; the live replicas."""
     now = datetime.now(UTC)
@@ -162,7 +170,7 @@ def overview_page(beat: Beat, path: str, csrf: str) -> str:
     replicas = sorted(beat.store.replicas(), key=lambda r: r.id)
     replica_rows = "".join(
         f"<tr><td><code>{escape(r.id)}</code>{' (this one)' if r.id == beat.replica_id else ''}"
-        f"</td><td>{_when(r.expires_at, now)}</td></tr>"
+        f"</td><td>{_when(r.expires_at, now)}</td><td>{_offset(r.clock_offset_ms)}</td></tr>"
         for r in replicas
     )
     body = f"""
@@ -175,8 +183,8 @@ def overview_page(beat: Beat, path: str, csrf: str) -> str:
 </table></div>
 <h2 id=replicas>Live replicas ({len(replicas)})</h2>
 <div class=scroll><table>
-  <thead><tr><th>Replica</th><th>Heartbeat valid until</th></tr></thead>
-  <tbody>{replica_rows or "<tr><td colspan=2 class=muted>None.</td></tr>"}</tbody>
+  <thead><tr><th>Replica</th><th>Heartbeat valid until</th><th>Clock vs store</th></tr></thead>
+  <tbody>{replica_rows or "<tr><td colspan=3 class=muted>None.</td></tr>"}</tbody>
 </table></div>"""
     return _page("cron-bridge", body, refresh=True)
 

@@ -124,10 +124,16 @@ def readable(raw: Iterable[T], parse: Callable[[T], RunRecord], where: str) -> l
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReplicaInfo:
-    """A replica that sent a heartbeat recently: alive until ``expires_at``."""
+    """A replica that sent a heartbeat recently: alive until ``expires_at``.
+
+    Attributes:
+        clock_offset_ms: how far the store's clock was ahead of the replica's at its last
+            heartbeat (None where the store has no clock of its own: SQLite, memory).
+    """
 
     id: str
     expires_at: datetime
+    clock_offset_ms: float | None = None
 
 
 class StoreStats:
@@ -256,8 +262,16 @@ class Store(ABC):
         """The newest ``n`` run records of ``job``, newest first."""
 
     @abstractmethod
-    def heartbeat(self, replica: str, ttl: timedelta) -> None:
-        """Say that ``replica`` is alive for ``ttl`` more."""
+    def heartbeat(
+        self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
+    ) -> datetime | None:
+        """Record ``replica`` as alive for ``ttl``, with the clock offset it last measured.
+
+        Returns:
+            The store's own time when it recorded the heartbeat, for the replica to measure
+            its clock against; None for a store with no clock of its own (SQLite on this
+            host, memory).
+        """
 
     @abstractmethod
     def replicas(self) -> list[ReplicaInfo]:

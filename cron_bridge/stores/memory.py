@@ -135,10 +135,13 @@ class MemoryStore(Store):
             self.stats.add()
             return list(self._runs.get(job, ()))[:n]
 
-    def heartbeat(self, replica: str, ttl: timedelta) -> None:
+    def heartbeat(
+        self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
+    ) -> datetime | None:
         with self._lock:
             self.stats.add()
             self._replicas[replica] = self._clock.now() + ttl
+        return None  # in-process: the replica's own clock
 
     def replicas(self) -> list[ReplicaInfo]:
         with self._lock:

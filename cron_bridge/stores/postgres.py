@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS {replicas} (
     id text PRIMARY KEY,
     expires_at timestamptz NOT NULL
 );
+ALTER TABLE {replicas} ADD COLUMN IF NOT EXISTS clock_offset_ms double precision;
 """
 """The tables, for teams whose migrations own the schema (``create_tables=False``).
 
@@ -357,19 +358,31 @@ class PostgresStore(Store):
         rows = self._call(lambda conn: conn.execute(statement, (job, n)).fetchall())
         return readable((tuple(row) for row in rows), record_from_row, f"runs of {job}")
 
-    def heartbeat(self, replica: str, ttl: timedelta) -> None:
+    def heartbeat(
+        self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
+    ) -> datetime | None:
         statement = self._sql(
-            "INSERT INTO {replicas} (id, expires_at) VALUES (%s, now() + %s * interval"
-            " '1 millisecond') ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+            "INSERT INTO {replicas} (id, expires_at, clock_offset_ms) VALUES (%s, now() + %s *"
+            " interval '1 millisecond', %s) ON CONFLICT (id) DO UPDATE SET expires_at ="
+            " EXCLUDED.expires_at, clock_offset_ms = EXCLUDED.clock_offset_ms"
+            " RETURNING clock_timestamp()"
         )
-        self._call(lambda conn: conn.execute(statement, (replica, ttl_ms(ttl))))
+        rows = self._call(
+            lambda conn: conn.execute(statement, (replica, ttl_ms(ttl), clock_offset_ms)).fetchall()
+        )
+        server: datetime = rows[0][0]
+        return server
 
     def replicas(self) -> list[ReplicaInfo]:
         statement = self._sql(
-            "SELECT id, expires_at FROM {replicas} WHERE expires_at > now() ORDER BY id"
+            "SELECT id, expires_at, clock_offset_ms FROM {replicas} WHERE expires_at > now()"
+            " ORDER BY id"
         )
         rows = self._call(lambda conn: conn.execute(statement).fetchall())
-        return [ReplicaInfo(id=rid, expires_at=expires) for rid, expires in rows]
+        return [
+            ReplicaInfo(id=rid, expires_at=expires, clock_offset_ms=offset)
+            for rid, expires, offset in rows
+        ]
 
     def close(self) -> None:
         with self._lock:

@@ -211,22 +211,41 @@ class RedisStore(Store):
         items = self._call(lambda client: client.lrange(self._key(f"runs:{job}"), 0, n - 1))
         return readable(items, _record_from_json, self._key(f"runs:{job}"))
 
-    def heartbeat(self, replica: str, ttl: timedelta) -> None:
-        self._call(
-            lambda client: self._run_script(
+    def heartbeat(
+        self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
+    ) -> datetime | None:
+        def work(client: Client) -> Any:
+            expires = self._run_script(
                 client, "heartbeat", [self._key("replicas")], [replica, ttl_ms(ttl)]
             )
-        )
+            if clock_offset_ms is not None:  # one key per replica, gone with it
+                client.set(self._key(f"clock:{replica}"), repr(float(clock_offset_ms)),
+                           px=ttl_ms(ttl))  # fmt: skip
+            return expires
+
+        expires_ms = int(self._call(work))
+        return EPOCH + (expires_ms - ttl_ms(ttl)) * _ONE_MS  # the server's TIME
 
     def replicas(self) -> list[ReplicaInfo]:
         flat = self._call(
             lambda client: self._run_script(client, "replicas", [self._key("replicas")], [])
         )
-        pairs = zip(flat[::2], flat[1::2], strict=True)
+        pairs = sorted(
+            (_text(replica), ms) for replica, ms in zip(flat[::2], flat[1::2], strict=True)
+        )
+
+        def offsets_of(client: Client) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for replica, _ in pairs:
+                pipe.get(self._key(f"clock:{replica}"))
+            return list(pipe.execute())
+
+        offsets = self._call(offsets_of, pipelines=1, commands=0) if pairs else []
         return [
-            ReplicaInfo(id=_text(replica), expires_at=EPOCH + int(float(ms)) * _ONE_MS)
-            for replica, ms in sorted(pairs)
-        ]
+            ReplicaInfo(id=replica, expires_at=EPOCH + int(float(ms)) * _ONE_MS,
+                        clock_offset_ms=_offset(offset))
+            for (replica, ms), offset in zip(pairs, offsets or [None] * len(pairs), strict=True)
+        ]  # fmt: skip
 
     def close(self) -> None:
         with self._lock:
@@ -250,3 +269,10 @@ def _text(value: str | bytes) -> str:
 
 def _record_from_json(item: bytes | str) -> RunRecord:
     return RunRecord.from_json(json.loads(item))
+
+
+def _offset(raw: bytes | str | None) -> float | None:
+    try:
+        return None if raw is None else float(_text(raw))
+    except ValueError:
+        return None

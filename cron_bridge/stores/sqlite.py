@@ -248,7 +248,9 @@ class SQLiteStore(Store):
         )
         return readable(rows, record_from_row, f"runs of {job}")
 
-    def heartbeat(self, replica: str, ttl: timedelta) -> None:
+    def heartbeat(
+        self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
+    ) -> datetime | None:
         expires = self._now_ms() + ttl_ms(ttl)
         self._run(
             lambda conn: conn.execute(
@@ -257,6 +259,7 @@ class SQLiteStore(Store):
                 (replica, expires),
             )
         )
+        return None  # processes on this host share its clock
 
     def replicas(self) -> list[ReplicaInfo]:
         now = self._now_ms()

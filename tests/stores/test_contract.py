@@ -211,3 +211,19 @@ def test_a_finished_occurrence_is_marked_before_its_lock_is_freed(store: Store) 
     assert store.holder(lock_key("billing.close-day")) is None
     store.finish(done)  # a second mark is harmless
     assert store.finished(done)
+
+
+def test_a_heartbeat_reads_the_stores_clock_and_keeps_the_replicas_offset(kit: StoreKit) -> None:
+    """Redis and Postgres answer a heartbeat with their own time and keep the offset the
+    replica measured; SQLite and memory have no clock of their own (None)."""
+    store = kit.open()
+    before = datetime.now(UTC)
+    server = store.heartbeat("beat-1", timedelta(seconds=15), clock_offset_ms=-2500.0)
+    after = datetime.now(UTC)
+    (replica,) = store.replicas()
+    if kit.kind in ("sqlite", "memory"):
+        assert server is None and replica.clock_offset_ms is None
+    else:
+        assert server is not None
+        assert before - timedelta(seconds=5) < server < after + timedelta(seconds=5)
+        assert replica.clock_offset_ms == -2500.0

@@ -1,0 +1,79 @@
+"""Firing on the store's time: each replica measures how far its clock is from the store's.
+
+Replicas need clocks within seconds of each other; one whose clock runs ahead would claim
+occurrences early, and its early run's overlap lock would make on-time replicas skip. So each
+heartbeat doubles as a clock reading: the store answers with its own time (Redis ``TIME``,
+Postgres ``clock_timestamp()``), the replica takes the offset from the middle of the round
+trip, fires on its clock corrected by it, records it with the heartbeat (the dashboard shows
+it per replica) and warns past ``WARN_AFTER``. Stores without a clock of their own (SQLite on
+this host, memory) leave the offset at zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime, timedelta
+
+from cron_bridge.clock import Clock, SystemClock
+from cron_bridge.stores import Store
+
+__all__ = ["WARN_AFTER", "StoreClock"]
+
+log = logging.getLogger(__name__)
+
+WARN_AFTER = timedelta(seconds=1)
+
+
+class StoreClock:
+    """A clock that reads the replica's own clock, corrected to the store's.
+
+    Only a real clock is corrected: a fake one (tests) keeps its own time.
+    """
+
+    def __init__(self, base: Clock) -> None:
+        self.base = base
+        self.offset = timedelta(0)
+        self._correct = isinstance(base, SystemClock)
+        self._measured = False
+        self._warned = False
+
+    def now(self) -> datetime:
+        return self.base.now() + self.offset
+
+    def sleep_until(self, deadline: datetime, wake: threading.Event) -> bool:
+        return self.base.sleep_until(deadline - self.offset, wake)
+
+    @property
+    def offset_ms(self) -> float | None:
+        """The last measured offset in ms; None before the first (or with no store clock)."""
+        return self.offset / timedelta(milliseconds=1) if self._measured else None
+
+    def heartbeat(self, store: Store, replica: str, ttl: timedelta) -> None:
+        """Send a heartbeat with the offset measured last time; measure it again.
+
+        Raises:
+            StoreUnavailable: the heartbeat did not reach the store.
+        """
+        before = self.base.now()
+        server = store.heartbeat(replica, ttl, clock_offset_ms=self.offset_ms)
+        after = self.base.now()
+        if server is None or not self._correct:
+            return
+        self.measured(server - (before + (after - before) / 2))
+
+    def measured(self, offset: timedelta) -> None:
+        self.offset = offset
+        self._measured = True
+        off = abs(offset) > WARN_AFTER
+        if off and not self._warned:
+            side = "behind" if offset > timedelta(0) else "ahead of"
+            log.warning(
+                "this replica's clock is %.3fs %s the store's; firing on the store's time "
+                "(check NTP on this host)",
+                abs(offset.total_seconds()),
+                side,
+            )
+        elif not off and self._warned:
+            log.info("this replica's clock is within %s of the store's again", WARN_AFTER)
+        self._warned = off

@@ -1,0 +1,92 @@
+"""Replicas fire on the store's time: the offset measured at every heartbeat corrects the
+replica's clock, is recorded with the heartbeat and is warned about past a second."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cron_bridge import Beat, declare
+from cron_bridge.clock import SystemClock
+from cron_bridge.clocksync import StoreClock
+from cron_bridge.jobs import Occurrence
+from cron_bridge.stores import MemoryStore, Store
+from cron_bridge.testing import FakeClock
+from tests.conftest import StoreKit
+
+
+class AheadBy(SystemClock):
+    """This host's clock, running ``seconds`` ahead of the world."""
+
+    def __init__(self, seconds: float) -> None:
+        self.skew = timedelta(seconds=seconds)
+
+    def now(self) -> datetime:
+        return super().now() + self.skew
+
+
+class StoreWithClock(MemoryStore):
+    """A store whose heartbeat answers with the true time, as Redis and Postgres do."""
+
+    def heartbeat(self, replica: str, ttl: timedelta, **options: Any) -> datetime | None:
+        super().heartbeat(replica, ttl, **options)
+        self.offsets = options
+        return datetime.now(UTC)
+
+
+def test_a_replica_three_seconds_ahead_corrects_its_clock_and_warns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The offset comes from the heartbeat; now() is back on the store's time; it is warned
+    about once, and sent with the next heartbeat."""
+    clock = StoreClock(AheadBy(3))
+    store = StoreWithClock()
+    with caplog.at_level(logging.WARNING, logger="cron_bridge.clocksync"):
+        clock.heartbeat(store, "r1", timedelta(seconds=15))
+        first = clock.offset_ms
+        clock.heartbeat(store, "r1", timedelta(seconds=15))
+    assert abs((clock.now() - datetime.now(UTC)).total_seconds()) < 0.5
+    assert first is not None and -3500 < first < -2500
+    assert store.offsets["clock_offset_ms"] == first  # sent with the next heartbeat
+    warnings = [r for r in caplog.records if "ahead of the store's" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_a_fake_clock_is_never_corrected() -> None:
+    """Tests on a fake timeline keep it, whatever the store's clock says."""
+    fake = FakeClock(datetime(2026, 3, 1, tzinfo=UTC))
+    clock = StoreClock(fake)
+    clock.heartbeat(StoreWithClock(), "r1", timedelta(seconds=15))
+    assert clock.now() == fake.now() and clock.offset_ms is None
+
+
+@pytest.mark.parametrize("kind", ["redis", "postgres"])
+def test_a_replica_whose_clock_runs_ahead_fires_on_the_stores_time(
+    kind: str, kit_factory: Callable[[str], StoreKit]
+) -> None:
+    """A beat on a host 3 s ahead, with a store that has a clock (Redis, Postgres): its runs
+    start at or after their scheduled time by the store's clock, never 3 s early."""
+    store: Store = kit_factory(kind).open()
+    starts: list[tuple[str, datetime]] = []
+
+    def tick(ctx: Any) -> None:
+        starts.append((ctx.occurrence_id, datetime.now(UTC)))
+
+    job = declare("clock.tick", every="1s", target="inline", handler=tick)
+    beat = Beat(store, [job], clock=AheadBy(3), heartbeat_interval="1s")
+    beat.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(starts) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        beat.stop()
+    assert len(starts) >= 4
+    for occurrence_id, started in starts[1:]:  # the first may come before the first reading
+        scheduled = Occurrence.parse(occurrence_id).scheduled_at
+        assert started >= scheduled - timedelta(milliseconds=300), (occurrence_id, started)
