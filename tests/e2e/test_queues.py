@@ -12,6 +12,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -355,3 +356,35 @@ def _at(second: int) -> Any:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(second, UTC)
+
+
+@pytest.mark.parametrize("library", ["celery", "dramatiq"])
+def test_a_redelivered_message_of_a_completed_occurrence_never_runs_again(
+    library: str, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The same occurrence reaches a real worker twice (the second time as a redelivery after
+    a lost ack would): the handler runs once, the second delivery is recorded
+    skipped-completed and acknowledged."""
+    name = uuid.uuid4().hex[:8]
+    stack = Stack(library=library, broker=redis_server.url, queue=f"q-{name}", job=f"job.{name}",
+                  store_url=f"{redis_server.url}?prefix=rd{name}:", redis_port=redis_server.port,
+                  folder=tmp_path, notes=tmp_path / "journal.jsonl")  # fmt: skip
+    at = "2026-01-01T12:00:00+00:00"  # no beat runs here: only these two messages
+    occurrence = Occurrence(job=stack.job, scheduled_at=datetime.fromisoformat(at))
+    env = stack.env("every")
+    store = stack.store()
+
+    def outcomes() -> list[str]:
+        return sorted(r.outcome for r in store.history(stack.job, 10))
+
+    services = running(stack.workers("every", 1))
+    try:
+        for wanted in (["completed"], ["completed", "skipped-completed"]):
+            sent = subprocess.run([sys.executable, "-m", "tests.apps.resend", stack.app, at],
+                                  env=env, cwd=tmp_path, capture_output=True, text=True,
+                                  timeout=60, check=False)  # fmt: skip
+            assert sent.returncode == 0, sent.stderr
+            wait_for(lambda wanted=wanted: outcomes() == wanted, 60, f"the outcomes {wanted}")
+    finally:
+        stop_all(services)
+    assert [line["occurrence_id"] for line in stack.lines("ran")] == [occurrence.id]
