@@ -22,6 +22,7 @@ import redis
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import Store, store_from_url
 from tests.apps import journal
+from tests.conftest import unavailable
 from tests.e2e.processes import (
     BeatProcess,
     Worker,
@@ -30,7 +31,7 @@ from tests.e2e.processes import (
     outcomes_by_occurrence,
     wait_for,
 )
-from tests.servers import RedisServer, free_port
+from tests.servers import RedisServer, ServerUnavailable, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -388,3 +389,41 @@ def test_a_redelivered_message_of_a_completed_occurrence_never_runs_again(
     finally:
         stop_all(services)
     assert [line["occurrence_id"] for line in stack.lines("ran")] == [occurrence.id]
+
+
+@pytest.mark.parametrize("library", ["celery", "rq", "dramatiq"])
+def test_a_worker_that_finds_the_store_down_runs_the_occurrence_once_it_is_back(
+    library: str, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The store is down when the message reaches the worker and back 4 s later, well within
+    misfire_grace: the worker asks again and runs the occurrence once (before, it failed at
+    once with StoreUnavailable and the occurrence was lost)."""
+    store_server = RedisServer()
+    try:
+        store_server.start()
+    except ServerUnavailable as exc:
+        unavailable("redis-server", exc)
+    name = uuid.uuid4().hex[:8]
+    stack = Stack(library=library, broker=redis_server.url, queue=f"q-{name}", job=f"job.{name}",
+                  store_url=f"{store_server.url}?prefix=blip{name}:&connect_timeout=1",
+                  redis_port=redis_server.port, folder=tmp_path,
+                  notes=tmp_path / "journal.jsonl")  # fmt: skip
+    at = "2026-01-01T12:00:00+00:00"  # no beat runs here: only this message
+    services = running(stack.workers("every", 1))
+    try:
+        time.sleep(3)  # the worker is up and waiting
+        store_server.stop()
+        sent = subprocess.run([sys.executable, "-m", "tests.apps.resend", stack.app, at],
+                              env=stack.env("every"), cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60, check=False)  # fmt: skip
+        assert sent.returncode == 0, sent.stderr
+        time.sleep(4)
+        store_server.start()
+        wait_for(lambda: bool(stack.lines("ran")), 60, "the run once the store is back")
+        store = stack.store()
+        wait_for(lambda: [r.outcome for r in store.history(stack.job, 10)] == ["completed"], 30,
+                 "the record")  # fmt: skip
+    finally:
+        stop_all(services)
+        store_server.remove()
+    assert len(stack.lines("ran")) == 1
