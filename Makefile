@@ -8,7 +8,7 @@ CELERY_FLOOR := 5.3.0
 FLOOR  := .venv-celery-floor
 FLOOR_STAMP := $(FLOOR)/.installed-$(CELERY_FLOOR)
 
-.PHONY: demo test lint typecheck docs pytest bench clean
+.PHONY: demo test lint typecheck docs pytest bench chaos clean
 
 $(STAMP): pyproject.toml adapters/celery/pyproject.toml adapters/rq/pyproject.toml adapters/dramatiq/pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "cron-bridge needs Python 3.11 or newer")'
@@ -47,6 +47,10 @@ test: lint typecheck docs pytest
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -r bench/requirements.txt
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# Not part of `make test`: a few minutes of kills, freezes and store restarts on loopback.
+chaos: $(STAMP)
+	$(BIN)/python -m chaos.run $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(FLOOR) .mypy_cache .ruff_cache .pytest_cache site

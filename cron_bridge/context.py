@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -23,18 +24,32 @@ class AbortSignal:
     sleeping (``wait(timeout)``); cron-bridge never kills a thread.
     """
 
-    __slots__ = ("_event", "_lock", "_reason")
+    __slots__ = ("_event", "_expired", "_lock", "_reason")
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._reason: AbortReason | None = None
+        self._expired: Callable[[], AbortReason | None] | None = None
+
+    def expires(self, check: Callable[[], AbortReason | None]) -> None:
+        """Also abort (with the reason ``check`` gives) as soon as ``check`` says so, seen at
+        every look at the signal: a process that wakes from a freeze sees its lease is gone
+        at its first check, before any watchdog thread has been scheduled."""
+        self._expired = check
+
+    def _look(self) -> None:
+        if self._expired is not None and not self._event.is_set():
+            reason = self._expired()
+            if reason is not None:
+                self.abort(reason)
 
     def __repr__(self) -> str:
         return f"<AbortSignal aborted={self.aborted} reason={self._reason!r}>"
 
     @property
     def aborted(self) -> bool:
+        self._look()
         return self._event.is_set()
 
     @property
@@ -53,10 +68,14 @@ class AbortSignal:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until aborted or ``timeout`` seconds pass; True when aborted."""
-        return self._event.wait(timeout)
+        self._look()
+        self._event.wait(timeout)
+        self._look()
+        return self._event.is_set()
 
     def raise_if_aborted(self) -> None:
         """Raise ``cron_bridge.Aborted`` with the reason once the run was asked to stop."""
+        self._look()
         if self._event.is_set():
             raise Aborted(self._reason or "shutdown")
 

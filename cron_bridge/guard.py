@@ -118,6 +118,9 @@ class Guard:
         stop_helpers = threading.Event()
         helpers = []
         if lease is not None:
+            # Every look at ctx.signal compares the lease too: a handler that wakes from a
+            # freeze sees it is gone at once, not when the watchdog thread next runs.
+            signal.expires(lambda: "lock-lost" if lease.left() <= 0 else None)
             helpers.append(_start(lease.watch, signal))
             helpers.append(_start(self._heartbeat, job, key, owner, lease, stop_helpers))
         if job.timeout is not None:

@@ -7,7 +7,10 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-from cron_bridge import JobContext, declare
+import pytest
+
+from cron_bridge import Aborted, JobContext, declare
+from cron_bridge.context import AbortSignal
 from cron_bridge.guard import Guard
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.lease import Lease
@@ -158,3 +161,17 @@ def test_a_redelivery_of_a_run_that_died_midway_runs_again() -> None:
     assert (first.outcome, second.outcome) == ("failed", "completed")
     third = Guard(store, "worker-c").run(job, occurrence, trigger="queue")
     assert third.outcome == "skipped-completed" and calls == [1, 2]
+
+
+def test_a_handler_sees_its_lease_is_gone_at_its_first_look_after_a_freeze() -> None:
+    """The signal compares the lease at every look: after a freeze the handler's first
+    ``wait``, ``aborted`` or ``raise_if_aborted`` says lock-lost, even before the watchdog
+    thread has run (which a process that just woke cannot count on)."""
+    expired = [False]
+    signal = AbortSignal()
+    signal.expires(lambda: "lock-lost" if expired[0] else None)
+    assert not signal.aborted and not signal.wait(0)
+    expired[0] = True  # the process wakes: the lease ran out while it was frozen
+    assert signal.wait(0) and signal.reason == "lock-lost"
+    with pytest.raises(Aborted, match="lock-lost"):
+        signal.raise_if_aborted()

@@ -139,7 +139,9 @@ class Worker(Service):
             ]  # fmt: skip
         if self.library == "rq":
             return [str(bin_dir / "rq"), "worker", self.queue, "--url", self.broker,
-                    "--with-scheduler", "--name", f"{self.name}-{self.starts}",
+                    # RQ worker names are global in the broker's Redis, and a killed worker's
+                    # stays registered for minutes: the queue (unique per test) keeps them apart.
+                    "--with-scheduler", "--name", f"{self.name}-{self.queue}-{self.starts}",
                     "--serializer", "rq.serializers.JSONSerializer"]  # fmt: skip
         if self.library == "dramatiq":
             return [str(bin_dir / "dramatiq"), "tests.apps.dramatiq_app", "--processes", "1",
