@@ -141,6 +141,9 @@ class Guard:
         )
         began = time.monotonic()
         record: RunRecord | None = None
+        # Only a queue delivery can come again (a redelivery), and the completion mark is read
+        # only under the lock: only such runs write it; any other run just frees its lock.
+        marks = locked and trigger == "queue"
         try:
             if call is not None:
                 call(ctx)
@@ -160,11 +163,12 @@ class Guard:
                 lease.end()
             for helper in helpers:
                 helper.join()
-            if locked and (record is None or record.outcome != "completed"):
+            finishing = marks and record is not None and record.outcome == "completed"
+            if locked and not finishing:
                 self._release(key, owner, job.lock_ttl)
-        if record.outcome == "completed" and job.is_cluster:
+        if marks and record.outcome == "completed":
             # Marked before the lock is freed: a redelivery that takes it next sees the mark.
-            self._finish(occurrence, (key, owner) if locked else None, job)
+            self._finish(occurrence, (key, owner), job)
         self._record(record)
         return record
 
@@ -219,17 +223,15 @@ class Guard:
             log.warning("could not ask whether %s completed; running it: %s", occurrence.id, exc)
             return False
 
-    def _finish(self, occurrence: Occurrence, lock: tuple[str, str] | None, job: Job) -> None:
-        if lock is not None:
-            with self._held_lock:
-                self._held.pop(lock[1], None)
+    def _finish(self, occurrence: Occurrence, lock: tuple[str, str], job: Job) -> None:
+        with self._held_lock:
+            self._held.pop(lock[1], None)
         try:
             self.store.finish(occurrence, lock)
         except StoreUnavailable as exc:
             log.warning("could not mark %s completed; trying the lock again later: %s",
                         occurrence.id, exc)  # fmt: skip
-            if lock is not None:
-                self._releaser.later(*lock, job.lock_ttl.total_seconds())
+            self._releaser.later(*lock, job.lock_ttl.total_seconds())
 
     def _held_by(self, key: str) -> str | None:
         """``held by <occurrence> on <replica>``, from the lock's owner, when it can be read."""

@@ -222,8 +222,9 @@ class Store(ABC):
     @abstractmethod
     def holder(self, key: str) -> str | None:
         """The owner of a claim or lock ``key``, or None when nobody holds it (or it expired).
-        Read only: for records and audits (a ``skipped-overlap`` names the run holding the
-        lock), never to decide who may take it (``acquire`` does that, atomically)."""
+        Read only: for records, audits and revoked sessions (a ``skipped-overlap`` names the
+        run holding the lock), never to decide who may take it (``acquire`` does that,
+        atomically)."""
 
     @abstractmethod
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
