@@ -215,6 +215,27 @@ def write_report(results: dict[str, Any], path: Path) -> None:
             ),
             "",
         ]
+    wait = results.get("wait")
+    if wait:
+        parts += [
+            "## Claims that wait for replicas (`wait_replicas`)",
+            "",
+            _measured(results, "wait"),
+            "",
+            "One claim batch (`claim_many`, as a beat sends per burst slice) against a "
+            "Sentinel-managed primary with two replicas on loopback, with `wait_replicas` 0 "
+            "(the primary alone), 1 and 2 (`WAIT` in the same pipeline). What it buys is in "
+            "[the guarantee](guarantee.md#redis-failover).",
+            "",
+            _table(
+                ["occurrences per batch", "wait_replicas", "batches", "median ms", "p99 ms"],
+                [
+                    [w["batch"], w["wait_replicas"], w["batches"], w["median_ms"], w["p99_ms"]]
+                    for w in wait
+                ],
+            ),
+            "",
+        ]
     notes = Path(__file__).with_name("NOTES.md")
     if notes.exists():
         parts += [notes.read_text().strip(), ""]

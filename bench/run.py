@@ -352,10 +352,10 @@ def _redis_version() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a smaller matrix, for a try")
-    parser.add_argument("--only", choices=["bare", "burst", "peers", "failover", "idle", "guard"],
-                        action="append")  # fmt: skip
+    sections = ["bare", "burst", "peers", "failover", "idle", "guard", "wait"]
+    parser.add_argument("--only", choices=sections, action="append")
     args = parser.parse_args()
-    only = set(args.only or ["bare", "burst", "peers", "failover", "idle", "guard"])
+    only = set(args.only or sections)
     sizes = [100, 1000] if args.quick else [100, 1000, 10000]
     replica_counts = [1, 3] if args.quick else [1, 3, 5]
     results: dict[str, Any] = {
@@ -406,12 +406,16 @@ def main() -> None:
             results["guard"] = [guard_overhead(lib, broker, _fresh(store))
                                 for lib in ("celery", "rq", "dramatiq")]  # fmt: skip
             print("guard", results["guard"], flush=True)
+    if "wait" in only:
+        from bench.wait import wait_cost
+
+        results["wait"] = wait_cost()
     out = REPO / "bench" / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
     measured = {"command": results["command"], "started": results["started"]}
     previous.setdefault("measured", {}).update(
-        {name: measured for name in ("bare_us", "burst", "peers", "failover", "idle", "guard")
-         if name in results}
+        {name: measured for name in ("bare_us", "burst", "peers", "failover", "idle", "guard",
+                                     "wait") if name in results}
     )  # fmt: skip
     previous.update(results)
     out.write_text(json.dumps(previous, indent=2) + "\n")

@@ -7,7 +7,8 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 __all__ = ["SECRET_PARAMS", "escape_log", "redact_url"]
 
-SECRET_PARAMS = {"password", "pass", "passwd", "secret", "token", "sslpassword"}
+SECRET_PARAMS = {"password", "pass", "passwd", "secret", "token", "sslpassword",
+                 "sentinel_password"}  # fmt: skip
 
 
 def redact_url(url: str) -> str:

@@ -21,6 +21,7 @@ from tests.servers import (
     PostgresServer,
     RabbitMQServer,
     RedisCluster,
+    RedisSentinel,
     RedisServer,
     ServerUnavailable,
 )
@@ -62,6 +63,18 @@ def redis_cluster() -> Iterator[RedisCluster]:
 
 
 @pytest.fixture(scope="session")
+def redis_sentinel() -> Iterator[RedisSentinel]:
+    """A primary, two replicas and three Sentinels for the whole run (never failed over)."""
+    yield from _serve(RedisSentinel, "a Redis Sentinel group")
+
+
+@pytest.fixture
+def failover_group() -> Iterator[RedisSentinel]:
+    """A Sentinel group of the test's own, for a test that kills its primary."""
+    yield from _serve(RedisSentinel, "a Redis Sentinel group")
+
+
+@pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server for the whole run; tests keep apart by schema."""
     yield from _serve(PostgresServer, "PostgreSQL")
@@ -89,7 +102,7 @@ class StoreKit:
     """One store namespace for one test: its URL, and stores opened on it.
 
     Attributes:
-        kind: memory, sqlite, redis, redis-cluster or postgres.
+        kind: memory, sqlite, redis, redis-cluster, redis-sentinel or postgres.
         url: a URL any process can open the same namespace with (not for memory).
     """
 
@@ -130,14 +143,17 @@ def make_kit(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store
     if kind == "redis-cluster":
         cluster: Any = request.getfixturevalue("redis_cluster")
         return StoreKit(kind, f"{cluster.url}?prefix=t{name}:")
+    if kind == "redis-sentinel":  # every claim acknowledged by a replica (WAIT 1)
+        group: Any = request.getfixturevalue("redis_sentinel")
+        return StoreKit(kind, f"{group.url}?prefix=t{name}:&wait_replicas=1")
     if kind == "postgres":
         pg: Any = request.getfixturevalue("postgres_server")
         return StoreKit(kind, f"{pg.url}?schema=t_{name}")
     raise ValueError(kind)
 
 
-ALL_STORES = ["memory", "sqlite", "redis", "redis-cluster", "postgres"]
-SHARED_STORES = ["sqlite", "redis", "redis-cluster", "postgres"]
+ALL_STORES = ["memory", "sqlite", "redis", "redis-cluster", "redis-sentinel", "postgres"]
+SHARED_STORES = ["sqlite", "redis", "redis-cluster", "redis-sentinel", "postgres"]
 
 
 @pytest.fixture(params=ALL_STORES)

@@ -24,6 +24,7 @@ __all__ = [
     "PostgresServer",
     "RabbitMQServer",
     "RedisCluster",
+    "RedisSentinel",
     "RedisServer",
     "ServerUnavailable",
     "free_port",
@@ -187,6 +188,134 @@ class RedisCluster:
     def remove(self) -> None:
         for node in self.nodes:
             node.remove()
+
+
+class RedisSentinel:
+    """A primary, two replicas and three Sentinels (quorum 2) watching service ``main``.
+
+    Sentinels call the primary down after a second without answers, so a killed primary is
+    replaced within a few seconds, and the other replica follows the new one.
+    """
+
+    SERVICE = "main"
+
+    def __init__(self) -> None:
+        # No 5 s pause before a full sync (the default delay of diskless replication).
+        quick = ["--repl-diskless-sync-delay", "0"]
+        self.primary = RedisServer(extra=quick)
+        self.replicas = [RedisServer(extra=list(quick)) for _ in range(2)]
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.sentinels: list[subprocess.Popen[bytes]] = []
+        self.dir = Path(tempfile.mkdtemp(prefix="cron-bridge-sentinel-"))
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{self.SERVICE}/0"
+
+    def start(self) -> None:
+        self.primary.start()
+        for replica in self.replicas:
+            replica.extra += ["--replicaof", "127.0.0.1", str(self.primary.port)]
+            replica.start()
+        for port in self.sentinel_ports:
+            config = self.dir / f"sentinel-{port}.conf"
+            log = self.dir / f"sentinel-{port}.log"
+            config.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {self.dir}\nlogfile {log}\n"
+                f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+                f"sentinel down-after-milliseconds {self.SERVICE} 1000\n"
+                f"sentinel failover-timeout {self.SERVICE} 5000\n"
+            )
+            process = subprocess.Popen(
+                [self.primary.binary, str(config), "--sentinel"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+            )
+            self.sentinels.append(process)
+            _wait_for_port(port, process, 10, log)
+        self.wait_settled()
+
+    def wait_settled(self, timeout: float = 20) -> None:
+        """Until both replicas are online at the primary and every Sentinel knows them all."""
+        import redis
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.RedisError):
+                with redis.Redis(port=self.primary.port) as primary:
+                    info = primary.info("replication")
+                states = [info.get(f"slave{n}", {}).get("state") for n in range(2)]
+                known = []
+                for port in self.sentinel_ports:
+                    with redis.Redis(port=port) as sentinel:
+                        known.append(sentinel.sentinel_master(self.SERVICE))  # type: ignore[no-untyped-call]
+                if states == ["online", "online"] and all(
+                    int(m.get("num-slaves", 0)) == 2 and int(m.get("num-other-sentinels", 0)) == 2
+                    for m in known
+                ):
+                    return
+            time.sleep(0.1)
+        raise ServerUnavailable(f"the Sentinel group did not settle in {timeout}s")
+
+    def cut_off_replicas(self) -> None:
+        """The replicas freeze and the primary drops their links: writes from now on live on
+        the primary alone (a partition between the primary and its replicas, while clients
+        still reach the primary). ``rejoin_replicas()`` ends it."""
+        import redis
+
+        self._signal_replicas(signal.SIGSTOP)
+        with redis.Redis(port=self.primary.port) as primary:
+            primary.client_kill_filter(_type="replica")
+
+    def rejoin_replicas(self) -> None:
+        self._signal_replicas(signal.SIGCONT)
+
+    def _signal_replicas(self, sig: signal.Signals) -> None:
+        for replica in self.replicas:
+            assert replica.process is not None
+            os.kill(replica.process.pid, sig)
+
+    def kill_primary(self) -> None:
+        assert self.primary.process is not None
+        self.primary.process.kill()
+        self.primary.process.wait(10)
+        self.primary.process = None
+
+    def current_primary(self) -> int | None:
+        """The port the Sentinels name as primary now (None while none answers)."""
+        import redis
+
+        with (
+            contextlib.suppress(redis.RedisError, TypeError),
+            redis.Redis(port=self.sentinel_ports[0], decode_responses=True) as sentinel,
+        ):
+            return int(sentinel.sentinel_get_master_addr_by_name(self.SERVICE)[1])  # type: ignore[no-untyped-call]
+        return None
+
+    def wait_failed_over(self, timeout: float = 30) -> int:
+        """Until the Sentinels name a former replica; its port."""
+        deadline = time.monotonic() + timeout
+        ports = {replica.port for replica in self.replicas}
+        while time.monotonic() < deadline:
+            port = self.current_primary()
+            if port in ports:
+                assert port is not None
+                return port
+            time.sleep(0.1)
+        raise AssertionError(f"no failover within {timeout}s")
+
+    def remove(self) -> None:
+        for process in self.sentinels:
+            process.kill()
+            process.wait(10)
+        self.primary.remove()
+        for replica in self.replicas:
+            with contextlib.suppress(ProcessLookupError):
+                if replica.process is not None:
+                    os.kill(replica.process.pid, signal.SIGCONT)
+            replica.remove()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _cluster_ok(info: object) -> bool:

@@ -1,21 +1,30 @@
-"""``RedisStore``: Redis, Valkey and Redis Cluster.
+"""``RedisStore``: Redis, Valkey, Redis Cluster, and a primary that Redis Sentinel names.
 
 A claim is one ``SET NX PX``; extending and releasing are owner-checked Lua scripts shipped
 beside this module. Every command and script touches a single key, so Redis Cluster works
 without hash tags. Batches go in one pipeline (one round trip per cluster node).
+
+Redis replicates asynchronously: a claim the primary acknowledged can be lost in a failover,
+and another replica can then claim the same occurrence again. With ``wait_replicas=N`` a
+batch of claims ends with ``WAIT N``; when fewer replicas acknowledge it in ``wait_timeout``
+the batch counts as not claimed (``StoreUnavailable``: nothing is enqueued) and the beat asks
+again within ``misfire_grace``. Asking again finds this process's own unconfirmed claims
+(``SET NX`` then ``GET``, remembered in this process only, so a restarted replica with the
+same name never takes its predecessor's claims for its own) and waits for them again.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from cron_bridge.errors import StoreUnavailable
+from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
 from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, readable, ttl_ms
@@ -27,6 +36,9 @@ try:
     from redis.commands.core import Script
     from redis.exceptions import RedisClusterException
     from redis.retry import Retry
+    from redis.sentinel import MasterNotFoundError
+
+    from cron_bridge.stores.redis_connect import connect, parse_sentinel_url
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError('the Redis store needs redis-py: pip install "cron-bridge[redis]"') from exc
 
@@ -47,12 +59,20 @@ class RedisStore(Store):
     """A store in Redis, Valkey or Redis Cluster.
 
     Args:
-        client_or_url: a ``redis://``, ``rediss://`` or ``redis+cluster://`` URL, or a
-            ``redis.Redis`` / ``redis.cluster.RedisCluster`` client, which stays open on
-            ``close()``.
+        client_or_url: a ``redis://``, ``rediss://``, ``redis+cluster://`` or
+            ``redis+sentinel://`` URL, or a ``redis.Redis`` / ``redis.cluster.RedisCluster``
+            client, which stays open on ``close()``.
         prefix: put before every key, so services, environments or tenants share a server.
         connect_timeout: seconds to connect, and to wait for any answer.
         history_limit: run records kept per job.
+        wait_replicas: replicas that must acknowledge a batch of claims before its
+            occurrences are enqueued (``WAIT``); 0 trusts the primary alone.
+        wait_timeout: seconds ``WAIT`` waits for them.
+        sentinel_password: for Sentinels that require a password (``redis+sentinel://``).
+
+    Raises:
+        ConfigError: ``wait_replicas`` on Redis Cluster (``WAIT`` covers one connection's
+            writes, and a cluster pipeline spreads them over many), or a bad Sentinel URL.
     """
 
     def __init__(
@@ -62,29 +82,49 @@ class RedisStore(Store):
         prefix: str = "cron_bridge:",
         connect_timeout: float = 5.0,
         history_limit: int = 1000,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
+        sentinel_password: str | None = None,
     ) -> None:
         super().__init__()
         self.prefix = prefix
         self._timeout = connect_timeout
         self.history_limit = history_limit
+        self.wait_replicas = wait_replicas
+        self.wait_timeout = wait_timeout
+        self._sentinel_password = sentinel_password
         self._lock = threading.Lock()
         self._scripts: dict[str, Script] = {}
+        # Claims of this process that fewer than wait_replicas acknowledged: key -> when.
+        self._unconfirmed: dict[str, float] = {}
+        self._shown: str | None = None
         if isinstance(client_or_url, str):
             self._url = client_or_url
             self._owned = True
             self._client: Client | None = None
             parts = urlsplit(client_or_url)
-            self._host = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
             self._cluster = parts.scheme == "redis+cluster"
+            if parts.scheme == "redis+sentinel":
+                target = parse_sentinel_url(client_or_url)
+                self._shown = target.shown
+                self._host = f"{target.service} via {target.shown.split('/')[2]}"
+            else:
+                self._host = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
         else:
             self._client = client_or_url
             self._owned = False
             self._cluster = isinstance(client_or_url, RedisCluster)
             self._host = _client_host(client_or_url)
             self._url = f"{'redis+cluster' if self._cluster else 'redis'}://{self._host}"
+        if wait_replicas and self._cluster:
+            raise ConfigError("not supported on Redis Cluster; use a primary with replicas "
+                              "(redis:// or redis+sentinel://)", option="wait_replicas",
+                              value=str(wait_replicas))  # fmt: skip
 
     @property
     def url(self) -> str:
+        if self._shown is not None:
+            return self._shown
         parts = urlsplit(self._url)
         netloc = f"{parts.hostname or 'localhost'}" + (f":{parts.port}" if parts.port else "")
         return parts._replace(netloc=netloc, query="").geturl()
@@ -100,11 +140,9 @@ class RedisStore(Store):
                     "retry": Retry(NoBackoff(), 0),
                     "decode_responses": True,
                 }
-                if self._cluster:
-                    url = "redis" + self._url.removeprefix("redis+cluster")
-                    self._client = RedisCluster.from_url(url, **options)
-                else:
-                    self._client = redis.Redis.from_url(self._url, **options)
+                self._client = connect(
+                    self._url, options, sentinel_password=self._sentinel_password
+                )
             return self._client
 
     def _call(self, work: Callable[[Client], T], *, pipelines: int = 0, commands: int = 1) -> T:
@@ -112,6 +150,9 @@ class RedisStore(Store):
         try:
             client = self._connect()
             result = work(client)
+        except MasterNotFoundError as exc:  # its text is the repr of every connection tried
+            raise StoreUnavailable("redis: no Sentinel named a reachable primary",
+                                   host=self._host) from exc  # fmt: skip
         except _REDIS_ERRORS as exc:
             raise StoreUnavailable(f"redis: {exc}", host=self._host) from exc
         cluster = isinstance(client, RedisCluster)
@@ -142,10 +183,15 @@ class RedisStore(Store):
             latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
         advance = [value for item in sorted(latest.items()) for value in item]
 
+        keys = [self._key(occurrence.claim_key) for occurrence in occurrences]
+        if self.wait_replicas:
+            return self._call(lambda client: self._claim_waiting(client, keys, owner, expiry,
+                                                                 advance), pipelines=1)  # fmt: skip
+
         def work(client: Client) -> list[bool]:
             pipe = client.pipeline(transaction=False)
-            for occurrence in occurrences:
-                pipe.set(self._key(occurrence.claim_key), owner, nx=True, px=expiry)
+            for key in keys:
+                pipe.set(key, owner, nx=True, px=expiry)
             if not self._cluster:
                 # In the same round trip (EVAL, not EVALSHA: a pipeline cannot load scripts).
                 pipe.eval(_script("advance_last"), 1, self._key("last"), *advance)
@@ -155,6 +201,48 @@ class RedisStore(Store):
             return won
 
         return self._call(work, pipelines=1, commands=1 if self._cluster else 0)
+
+    def _claim_waiting(
+        self, client: Client, keys: list[str], owner: str, expiry: int, advance: list[Any]
+    ) -> list[bool]:
+        """Claim, then ``WAIT`` for the replicas, on one connection (one pipeline)."""
+        now = time.monotonic()
+        with self._lock:
+            for key, since in list(self._unconfirmed.items()):
+                if now - since > expiry / 1000:
+                    del self._unconfirmed[key]  # its claim has expired anyway
+            retried = {key for key in keys if key in self._unconfirmed}
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.set(key, owner, nx=True, px=expiry)
+            if key in retried:
+                pipe.get(key)
+        pipe.eval(_script("advance_last"), 1, self._key("last"), *advance)
+        pipe.wait(self.wait_replicas, max(1, round(self.wait_timeout * 1000)))
+        answers = iter(pipe.execute())
+        won = []
+        for key in keys:
+            mine = bool(next(answers))
+            if key in retried:  # ours from an earlier, unconfirmed try?
+                value = next(answers)
+                mine = mine or (value is not None and _text(value) == owner)
+            won.append(mine)
+        next(answers)  # advance_last
+        acknowledged = int(next(answers))
+        with self._lock:
+            if acknowledged >= self.wait_replicas:
+                for key in retried:
+                    self._unconfirmed.pop(key, None)
+                return won
+            for key, mine in zip(keys, won, strict=True):
+                if mine:
+                    self._unconfirmed.setdefault(key, now)
+                else:
+                    self._unconfirmed.pop(key, None)
+        raise redis.RedisError(
+            f"{acknowledged} of {self.wait_replicas} replica(s) acknowledged the claims in "
+            f"{self.wait_timeout:g}s (wait_replicas): not enqueued, claiming again"
+        )
 
     def holder(self, key: str) -> str | None:
         owner = self._call(lambda client: client.get(self._key(key)))

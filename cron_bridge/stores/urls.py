@@ -18,7 +18,14 @@ _BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no":
 
 # Options each scheme reads from the query string, with how to read them.
 _OPTIONS: dict[str, dict[str, type]] = {
-    "redis": {"prefix": str, "connect_timeout": float, "history_limit": int},
+    "redis": {
+        "prefix": str,
+        "connect_timeout": float,
+        "history_limit": int,
+        "wait_replicas": int,
+        "wait_timeout": float,
+        "sentinel_password": str,
+    },
     "postgresql": {
         "schema": str,
         "table_prefix": str,
@@ -34,6 +41,7 @@ _FAMILY = {
     "redis": "redis",
     "rediss": "redis",
     "redis+cluster": "redis",
+    "redis+sentinel": "redis",
     "postgresql": "postgresql",
     "postgres": "postgresql",
     "sqlite": "sqlite",
@@ -53,12 +61,16 @@ def store_from_url(url: str, **overrides: Any) -> Store:
         raise ConfigError("expected a store URL", option="store", value=shown)
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - reading it validates it (out of range, not a number)
+        if parts.scheme != "redis+sentinel":  # several host:port pairs, read by its store
+            parts.port  # noqa: B018 - reading it validates it (out of range, not a number)
     except ValueError as exc:
         raise ConfigError(f"malformed store URL ({exc})", option="store", value=shown) from None
     family = _FAMILY.get(parts.scheme)
     if family is None:
-        known = "redis://, rediss://, redis+cluster://, postgresql://, sqlite:///path, memory://"
+        known = (
+            "redis://, rediss://, redis+cluster://, redis+sentinel://, postgresql://, "
+            "sqlite:///path, memory://"
+        )
         raise ConfigError(
             f"unknown store scheme; expected one of {known}", option="store", value=shown
         )
@@ -118,6 +130,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "connect_timeout": (0.001, 3600.0),
     "history_limit": (1, 1_000_000),
     "pool_size": (1, 1000),
+    "wait_replicas": (0, 100),
+    "wait_timeout": (0.001, 60.0),
 }
 
 

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from cron_bridge import ConfigError, StoreUnavailable
+from cron_bridge.redaction import redact_url
 from cron_bridge.stores import MemoryStore, SQLiteStore, store_from_url
 from cron_bridge.stores.postgres import PostgresStore
 from cron_bridge.stores.redis import RedisStore
+from cron_bridge.stores.redis_connect import parse_sentinel_url
 from tests.servers import free_port, silent_listener
 
 
@@ -80,3 +82,58 @@ def test_an_unwritable_sqlite_path_raises_store_unavailable(tmp_path: Path) -> N
     with pytest.raises(StoreUnavailable) as caught:
         store.ping()
     assert caught.value.host == f"{tmp_path}/missing-dir/x.db"
+
+
+def test_a_sentinel_url_names_its_sentinels_service_and_database() -> None:
+    """Several Sentinels (port 26379 unless given), the service, the database; the password
+    never in the URL the store shows."""
+    store = store_from_url(
+        "redis+sentinel://:hunter2@10.0.0.1,10.0.0.2:26380,[::1]:26381/payments/3"
+        "?prefix=p:&wait_replicas=1&wait_timeout=0.25&sentinel_password=sekrit"
+    )
+    assert isinstance(store, RedisStore)
+    assert store.url == "redis+sentinel://10.0.0.1:26379,10.0.0.2:26380,[::1]:26381/payments/3"
+    assert (store.wait_replicas, store.wait_timeout) == (1, 0.25)
+    target = parse_sentinel_url("redis+sentinel://app:pw@s1/main")
+    assert (target.username, target.password, target.db) == ("app", "pw", 0)
+    assert target.sentinels == (("s1", 26379),)
+
+
+@pytest.mark.parametrize(
+    ("url", "option"),
+    [
+        ("redis+sentinel://s1:26379", "store"),  # no service
+        ("redis+sentinel://s1:26379/main/zero", "store"),
+        ("redis+sentinel://s1:99999/main", "store"),
+        ("redis+sentinel://s1,,s2/main", "store"),
+        ("redis+sentinel://s1/main/0/extra", "store"),
+        ("redis+sentinel://s1/main?wait_replicas=-1", "wait_replicas"),
+        ("redis+sentinel://s1/main?wait_timeout=0", "wait_timeout"),
+        ("redis+cluster://127.0.0.1:7000?wait_replicas=1", "wait_replicas"),
+    ],
+)
+def test_a_bad_sentinel_url_or_wait_option_is_a_config_error(url: str, option: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        store_from_url(url)
+    assert caught.value.option == option
+
+
+def test_the_sentinel_password_is_redacted_from_messages() -> None:
+    with pytest.raises(ConfigError) as caught:
+        store_from_url("redis+sentinel://:pw@s1/main?sentinel_password=sekrit&bogus=1")
+    assert "sekrit" not in str(caught.value)
+    assert "pw@" not in str(caught.value)
+    assert redact_url("redis+sentinel://:pw@s1,s2/m?sentinel_password=x") == (
+        "redis+sentinel://:***@s1,s2/m?sentinel_password=***"
+    )
+
+
+def test_no_sentinel_answering_raises_store_unavailable_at_once() -> None:
+    """Nobody listening where the Sentinels should be: StoreUnavailable naming them."""
+    port = free_port()
+    store = store_from_url(f"redis+sentinel://127.0.0.1:{port}/main?connect_timeout=1")
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable) as caught:
+        store.ping()
+    assert f"127.0.0.1:{port}" in str(caught.value)
+    assert time.monotonic() - started < 1 + 5
