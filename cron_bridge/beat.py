@@ -237,6 +237,9 @@ class Beat:
             return
         if any(job.is_cluster for job in self._jobs.values()):
             self.store.ensure_cluster_capable()
+        # Read the store's clock before planning anything on ours: a replica whose clock is
+        # ahead would otherwise catch up on occurrences not yet due, and run them early.
+        self._beat_now()
         now = self.clock.now()
         for job in self._jobs.values():
             self._arm(job, now)
@@ -337,9 +340,10 @@ class Beat:
         with self._lock:
             self._prepare()
         now = self.clock.now()
-        if self._next_heartbeat is None or now >= self._next_heartbeat:
-            self._heartbeat()
-            self._next_heartbeat = now + self.heartbeat_interval
+        if self._next_heartbeat is None or now >= self._next_heartbeat or self._store_down:
+            # While the store is down, every tick asks again: the first thing done when it is
+            # back is reading its clock, before claiming what came due meanwhile.
+            now = self._beat_now()
         if self._needs_catch_up:
             self._catch_up(now)
         elif self._unclaimed:
@@ -406,6 +410,13 @@ class Beat:
                     item.job.name, (item.job, deque(maxlen=UNCLAIMED_KEPT))
                 )
                 times.append(item.occurrence.scheduled_at)
+
+    def _beat_now(self) -> datetime:
+        """Heartbeat (which reads the store's clock); the corrected time after it."""
+        self._heartbeat()
+        now = self.clock.now()
+        self._next_heartbeat = now + self.heartbeat_interval
+        return now
 
     def _heartbeat(self) -> None:
         try:
