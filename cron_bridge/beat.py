@@ -352,9 +352,11 @@ class Beat:
         if due:
             self._fire(due, now)
             return None
+        heartbeat = self._next_heartbeat
+        assert heartbeat is not None  # set by _prepare
         with self._lock:
-            upcoming = self._heap[0][0] if self._heap else self._next_heartbeat
-        return min(upcoming, self._next_heartbeat)
+            upcoming = self._heap[0][0] if self._heap else heartbeat
+        return min(upcoming, heartbeat)
 
     def _pop_due(self, now: datetime) -> list[tuple[Job, datetime]]:
         due = []
