@@ -38,8 +38,13 @@ $(FLOOR_STAMP): $(STAMP) adapters/celery/pyproject.toml
 		-e ".[redis]" -e adapters/celery "celery==$(CELERY_FLOOR)"
 	touch $(FLOOR_STAMP)
 
+# The end-to-end tests mostly wait on sleeps and servers, so they run side by side (each
+# pytest worker starts its own throwaway servers); the chaos run, which loads the machine on
+# purpose, runs alone after them.
+PYTEST_WORKERS ?= 3
 pytest: $(STAMP) $(FLOOR_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not alone"
+	$(BIN)/python -m pytest -m alone
 
 test: lint typecheck docs pytest
 

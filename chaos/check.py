@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,16 +28,30 @@ ALLOWED = (
 )
 
 
-Run = tuple[float, float, str]  # start, end (inf: died in it), occurrence id
+Run = tuple[float, float, str]  # start, end (inf: died in it), occurrence id; monotonic
 
 
-def allowed(why: str, disrupted: set[str], runs: dict[str, Run], at: float | None) -> bool:
+def touched(replica: str, disrupted: set[str]) -> bool:
+    """Whether a beat replica (``beat0-1``) or a worker's guard (``worker0-1-<pid>-<hex>``,
+    from its start's host name) is one that was killed or frozen."""
+    return replica in disrupted or any(replica.startswith(f"{name}-") for name in disrupted)
+
+
+def allowed(
+    why: str, disrupted: set[str], runs: dict[str, Run], at: float | None,
+    killed: dict[str, float],
+) -> bool:  # fmt: skip
     """Whether the guarantee allows this loss: a claim lost only with a replica that died or
-    froze; a failure only for the store; a skip only behind a run the handlers saw going at
-    that moment, or one on a replica that died or froze in it; the rest as the audit names
-    them."""
+    froze; a message only with a worker killed after it was enqueued; a failure only for the
+    store; a skip only behind a run the handlers saw going at that moment, or one on a
+    replica or worker that died or froze in it; the rest as the audit names them. ``at``
+    (monotonic) is when the store last recorded something of the occurrence."""
     if why.startswith("claimed by "):
-        return why.removeprefix("claimed by ").split(",")[0] in disrupted
+        return touched(why.removeprefix("claimed by ").split(",")[0], disrupted)
+    if why.startswith("enqueued by "):  # RQ does not redeliver the job of a killed worker
+        return at is not None and any(
+            name.startswith("worker") and at - 1 <= died <= at + 30 for name, died in killed.items()
+        )
     if why.startswith("failed on "):
         return "StoreUnavailable" in why
     if why.startswith("skipped-overlap") and " held by " in why:
@@ -45,7 +60,7 @@ def allowed(why: str, disrupted: set[str], runs: dict[str, Run], at: float | Non
         run = runs.get(holder)
         going = run is not None and at is not None and run[0] - 0.5 <= at <= run[1] + 0.5
         # Behind a run that was going, or late because the skipper (or the holder) froze.
-        return going or replica in disrupted or skipper in disrupted
+        return going or touched(replica, disrupted) or touched(skipper, disrupted)
     return why.startswith(ALLOWED)
 
 
@@ -68,8 +83,9 @@ def check(
     disrupted: set[str], killed: dict[str, float],
 ) -> Findings:  # fmt: skip
     """Judge every occurrence of ``jobs`` due in ``(start, end]`` (epoch seconds);
-    ``disrupted`` are the replicas that were killed or frozen, ``killed`` when each of the
-    killed ones died (a run it died in ended then)."""
+    ``disrupted`` are the replicas and workers that were killed or frozen, ``killed`` when
+    each of the killed ones died (monotonic; a run it died in ended then)."""
+    to_monotonic = time.monotonic() - time.time()
     lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     starts: dict[str, list[dict[str, object]]] = defaultdict(list)
     by_job: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
@@ -80,13 +96,16 @@ def check(
             continue
         starts[str(line["occurrence_id"])].append(line)
         finished = ends.get((line["occurrence_id"], line["replica"]))
-        died = killed.get(str(line["replica"]), float("inf"))
-        stop = float(finished["at"]) if finished else died  # died in the handler
+        runner = str(line["replica"])
+        died = min((at for name, at in killed.items() if touched(runner, {name})),
+                   default=float("inf"))  # fmt: skip
+        began = _mono(line)
+        stop = _mono(finished) if finished else died  # died in the handler
         if finished and finished.get("reason") == "lock-lost":
             # It saw the abort at its first look after its lease ran out (frozen, it did
             # nothing meanwhile) and stopped: its work ended with the lease at the latest.
-            stop = min(stop, float(line["at"]) + LOCK_TTL)
-        by_job[str(line["job"])].append((float(line["at"]), stop, str(line["occurrence_id"])))
+            stop = min(stop, began + LOCK_TTL)
+        by_job[str(line["job"])].append((began, stop, str(line["occurrence_id"])))
     found = Findings()
     by_occurrence = {run[2]: run for runs in by_job.values() for run in runs}
     for runs in by_job.values():
@@ -111,8 +130,30 @@ def check(
             else:
                 records = kept.get(occurrence.id, [])
                 why = explain(store, occurrence, records)
-                tried = max((r.started_at.timestamp() for r in records), default=None)
-                ok = allowed(why, disrupted, by_occurrence, tried)
-                target = found.allowed if ok else found.not_allowed
-                target[occurrence.id] = why
+                tried = max((r.started_at.timestamp() + to_monotonic for r in records),
+                            default=None)  # fmt: skip
+                if allowed(why, disrupted, by_occurrence, tried, killed):
+                    found.allowed[occurrence.id] = why
+                else:
+                    found.not_allowed[occurrence.id] = why + _timing(why, tried, by_occurrence)
     return found
+
+
+def _mono(line: dict[str, object]) -> float:
+    """When a journal line was written, on the monotonic clock every process shares (wall
+    clocks may be set off); lines written before it was recorded have only ``at``."""
+    value = line.get("mono")
+    if value is None:
+        return float(line["at"]) + time.monotonic() - time.time()  # type: ignore[arg-type]
+    return float(value)  # type: ignore[arg-type]
+
+
+def _timing(why: str, at: float | None, runs: dict[str, Run]) -> str:
+    """For a loss that is not allowed: when the store recorded it and when the run it names
+    ran (monotonic seconds), to read against the replicas' logs."""
+    shown = f" [recorded at {at:.2f}" if at is not None else " [nothing recorded"
+    holder = why.split(" held by ")[1].split(" on ")[0] if " held by " in why else None
+    run = runs.get(holder) if holder else None
+    if run is not None:
+        shown += f"; {holder} ran {run[0]:.2f} to {run[1]:.2f}"
+    return shown + "]"

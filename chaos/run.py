@@ -1,6 +1,8 @@
-"""``make chaos``: beat replicas on a Redis store (append-only, fsync always) through a seeded
-schedule of SIGKILLs and restarts, SIGSTOPs of 3 to 10 s, and store restarts from the
-append-only file; then a check of what the handlers wrote against what the store kept.
+"""``make chaos``: beat replicas and RQ workers on a Redis store (append-only, fsync always)
+through a seeded schedule of SIGKILLs and restarts of replicas and workers, SIGSTOPs of 3 to
+10 s, and store restarts from the append-only file, with two replicas' clocks set off by
+``--skew`` seconds (libfaketime); then a check of what the handlers wrote against what the
+store kept.
 
     python -m chaos.run --seed 7 --duration 120 --replicas 5
 
@@ -11,6 +13,7 @@ guarantee (docs/guarantee.md) does not allow. Loopback only, bounded in time.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import random
 import signal
@@ -21,11 +24,11 @@ from pathlib import Path
 
 from chaos.check import Findings, check
 from cron_bridge.stores import store_from_url
-from tests.e2e.processes import BeatProcess, command_env
+from tests.e2e.processes import BeatProcess, Service, Worker, command_env
 from tests.servers import RedisServer
 
 WARM_UP = 8.0  # seconds before the window: every replica up
-COOL_DOWN = 6.0  # seconds after the window before the replicas stop
+COOL_DOWN = 8.0  # seconds after the window before the replicas stop (queues drain)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,69 +36,127 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--duration", type=float, default=120.0)
     parser.add_argument("--replicas", type=int, default=5)
-    parser.add_argument("--jobs", type=int, default=12)
+    parser.add_argument("--jobs", type=int, default=12, help="inline jobs, every second")
+    parser.add_argument("--queued", type=int, default=3, help="RQ jobs, every second (0-4)")
+    parser.add_argument("--workers", type=int, default=2, help="RQ workers")
+    parser.add_argument(
+        "--skew",
+        type=float,
+        default=3.0,
+        help="seconds two replicas' clocks are off (one ahead, one behind)",
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.queued <= 4:
+        parser.error("--queued: from 0 to 4")
     rng = random.Random(args.seed)
     folder = Path(tempfile.mkdtemp(prefix="cron-bridge-chaos-"))
     journal = folder / "journal.jsonl"
     server = RedisServer(extra=["--appendonly", "yes", "--appendfsync", "always"])
+    broker = RedisServer()
     server.start()
+    broker.start()
     url = f"{server.url}?prefix=chaos{args.seed}:&connect_timeout=1"
-    env = command_env(CHAOS_JOURNAL=str(journal), CHAOS_JOBS=str(args.jobs))
-    beats = [BeatProcess(f"beat{i}", folder, env, app="chaos.app", store_url=url)
+    base = {
+        "CHAOS_JOURNAL": str(journal),
+        "CHAOS_JOBS": str(args.jobs),
+        "CHAOS_QUEUED": str(args.queued),
+        "RQ_REDIS_URL": broker.url,
+        "CRON_BRIDGE_STORE": url,
+    }
+    beats = [BeatProcess(f"beat{i}", folder, command_env(**base, **skewed(i, args.skew)),
+                         app="chaos.app", store_url=url)
              for i in range(args.replicas)]  # fmt: skip
+    workers = [Worker(f"worker{i}", folder, command_env(**base), library="rq", queue="chaos",
+                      broker=broker.url)
+               for i in range(args.workers if args.queued else 0)]  # fmt: skip
     disrupted: set[str] = set()
     killed: dict[str, float] = {}
-    print(f"chaos: seed {args.seed}, {args.replicas} replicas, {args.jobs} jobs every second, "
-          f"{args.duration:.0f} s; logs in {folder}")  # fmt: skip
+    print(f"chaos: seed {args.seed}, {args.replicas} replicas ({skew_note(args)}), "
+          f"{args.jobs} inline and {args.queued} RQ jobs every second on {len(workers)} "
+          f"workers, {args.duration:.0f} s; logs in {folder}")  # fmt: skip
     try:
         for beat in beats:
             beat.start()
+        for worker in workers:
+            start_worker(worker)
         time.sleep(WARM_UP)
         start = time.time()
         end = start + args.duration
         while time.time() < end - 5:
             time.sleep(rng.uniform(2.0, 6.0))
-            disrupted |= disrupt(rng, beats, server, killed)
+            disrupted |= disrupt(rng, beats, workers, server, killed)
         time.sleep(max(0.0, end - time.time()) + COOL_DOWN)
     finally:
-        for beat in beats:
-            if beat.process is not None and beat.process.poll() is None:
-                beat.process.send_signal(signal.SIGCONT)
-                beat.terminate()
+        for service in [*beats, *workers]:
+            if service.process is not None and service.process.poll() is None:
+                service.process.send_signal(signal.SIGCONT)
+                service.terminate()
     store = store_from_url(url)
     try:
-        found = check(journal, store, [f"chaos.job{n:02d}" for n in range(args.jobs)], start,
-                      end, disrupted=disrupted, killed=killed)  # fmt: skip
+        jobs = [f"chaos.job{n:02d}" for n in range(args.jobs)]
+        jobs += [f"chaos.queued{n:02d}" for n in range(args.queued)]
+        found = check(journal, store, jobs, start, end, disrupted=disrupted, killed=killed)
     finally:
         store.close()
         server.remove()
+        broker.remove()
     report(found)
     return 0 if found.ok else 1
 
 
+def skewed(index: int, skew: float) -> dict[str, str]:
+    """Replica 1 runs ``skew`` seconds ahead, replica 2 behind; monotonic time stays true."""
+    if not skew or index not in (1, 2):
+        return {}
+    spec = importlib.util.find_spec("libfaketime")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("chaos: --skew needs the libfaketime wheel (pip install libfaketime)")
+    library = Path(next(iter(spec.submodule_search_locations)))
+    preload = library / "vendor" / "libfaketime" / "src" / "libfaketime.so.1"
+    return {"LD_PRELOAD": str(preload), "FAKETIME": f"{'+' if index == 1 else '-'}{skew:g}s",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1", "FAKETIME_NO_CACHE": "1"}  # fmt: skip
+
+
+def skew_note(args: argparse.Namespace) -> str:
+    if not args.skew or args.replicas < 2:
+        return "clocks true"
+    return f"beat1 +{args.skew:g} s" + (f", beat2 -{args.skew:g} s" if args.replicas > 2 else "")
+
+
+def start_worker(worker: Worker) -> None:
+    """Start it with a host name of its own, so its guard's replica id says which start it is."""
+    worker.env["HOSTNAME"] = f"{worker.name}-{worker.starts + 1}"
+    worker.start()
+
+
 def disrupt(
-    rng: random.Random, beats: list[BeatProcess], server: RedisServer, killed: dict[str, float]
-) -> set[str]:
-    """One event of the schedule; the replicas it touched (and when the killed ones died)."""
-    kind = rng.choice(["kill", "kill", "stop", "stop", "store"])
-    beat = rng.choice(beats)
-    replica = f"{beat.name}-{beat.starts}"
-    if kind == "kill":
-        print(f"  {time.strftime('%H:%M:%S')} SIGKILL {replica}, restart in 1-3 s")
-        beat.kill_all()
-        killed[replica] = time.time()
+    rng: random.Random, beats: list[BeatProcess], workers: list[Worker], server: RedisServer,
+    killed: dict[str, float],
+) -> set[str]:  # fmt: skip
+    """One event of the schedule; the replicas and workers it touched (and when the killed
+    ones died, in monotonic time)."""
+    kinds = ["kill", "kill", "stop", "stop", "store"] + (["worker"] if workers else [])
+    kind = rng.choice(kinds)
+    chosen: Service = rng.choice(workers if kind == "worker" else beats)
+    name = f"{chosen.name}-{chosen.starts}"
+    if kind in ("kill", "worker"):
+        print(f"  {time.strftime('%H:%M:%S')} SIGKILL {name}, restart in 1-3 s")
+        chosen.kill_all()
+        killed[name] = time.monotonic()
         time.sleep(rng.uniform(1.0, 3.0))
-        beat.start()
-        return {replica}
+        if isinstance(chosen, Worker):
+            start_worker(chosen)
+        else:
+            chosen.start()
+        return {name}
     if kind == "stop":
         pause = rng.uniform(3.0, 10.0)
-        print(f"  {time.strftime('%H:%M:%S')} SIGSTOP {replica} for {pause:.1f} s")
-        assert beat.process is not None
-        os.kill(beat.process.pid, signal.SIGSTOP)
+        print(f"  {time.strftime('%H:%M:%S')} SIGSTOP {name} for {pause:.1f} s")
+        assert chosen.process is not None
+        os.kill(chosen.process.pid, signal.SIGSTOP)
         time.sleep(pause)
-        os.kill(beat.process.pid, signal.SIGCONT)
-        return {replica}
+        os.kill(chosen.process.pid, signal.SIGCONT)
+        return {name}
     down = rng.uniform(2.0, 5.0)
     print(f"  {time.strftime('%H:%M:%S')} store down for {down:.1f} s, back from its AOF")
     server.stop()
