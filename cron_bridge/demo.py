@@ -30,6 +30,7 @@ __all__ = ["DemoTotals", "run_demo"]
 
 DEMO_APP = "cron_bridge_celery.demo"  # lives in the Celery adapter: the core imports no Celery
 WORKER_OUTCOMES = ("completed", "failed", "aborted", "skipped-overlap", "skipped-completed")
+SETTLED = timedelta(seconds=1)  # after every replica is up, before its occurrences count
 
 
 @dataclass
@@ -96,7 +97,9 @@ def run_demo(
             time.sleep(0.5)
             if ready is None and len(store.replicas()) >= replicas:
                 ready = datetime.now(UTC)
-            _show_new(store.history, jobs, shown, echo)
+                echo(f"all {replicas} replicas are up; from now on each occurrence:")
+            if ready is not None:
+                _show_new(store.history, jobs, shown, echo, ready)
             if any(p.poll() is not None for p in [worker, *beats]):
                 echo("a demo process exited early; see the logs in the folder")
                 break
@@ -109,7 +112,8 @@ def run_demo(
         drain_by = time.monotonic() + 20
         while time.monotonic() < drain_by and not _drained(store.history, jobs):
             time.sleep(0.5)
-        _show_new(store.history, jobs, shown, echo)
+        if ready is not None:
+            _show_new(store.history, jobs, shown, echo, ready)
     finally:
         for process in [worker, *beats]:
             if process.poll() is None:
@@ -165,9 +169,13 @@ def _show_new(
     jobs: list[Job],
     shown: set[str],
     echo: Callable[[str], None],
+    ready: datetime,
 ) -> None:
+    """One line per occurrence due once every replica was up that a worker has run."""
     grouped = _by_occurrence(history, jobs)
     for occurrence_id in sorted(grouped, key=lambda o: Occurrence.parse(o).scheduled_at):
+        if Occurrence.parse(occurrence_id).scheduled_at < ready + SETTLED:
+            continue
         records = grouped[occurrence_id]
         ran = [r for r in records if r.outcome in WORKER_OUTCOMES]
         if occurrence_id in shown or not ran:
@@ -194,12 +202,14 @@ def _totals(
     grouped = _by_occurrence(history, jobs)
     totals = DemoTotals()
     # Occurrences that fell while every replica was up must all have been enqueued.
-    start, end = began + timedelta(seconds=1), ended - timedelta(seconds=2)
+    start, end = began + SETTLED, ended - timedelta(seconds=2)
     for job in jobs:
         for at in job.schedule.occurrences(start, end):
             if not any(r.outcome == "enqueued" for r in grouped.get(job.occurrence(at).id, [])):
                 totals.missed += 1
-    for records in grouped.values():
+    for occurrence_id, records in grouped.items():
+        if Occurrence.parse(occurrence_id).scheduled_at < start:
+            continue  # shown neither: not every replica was up yet
         enqueued = sum(r.outcome == "enqueued" for r in records)
         completed = sum(r.outcome == "completed" for r in records)
         if enqueued:

@@ -236,7 +236,7 @@ class RedisSentinel:
             _wait_for_port(port, process, 10, log)
         self.wait_settled()
 
-    def wait_settled(self, timeout: float = 20) -> None:
+    def wait_settled(self, timeout: float = 60) -> None:
         """Until both replicas are online at the primary and every Sentinel knows them all."""
         import redis
 
