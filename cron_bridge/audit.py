@@ -23,7 +23,7 @@ __all__ = ["Audit", "OccurrenceReport", "audit", "final_outcome", "occurrence_re
 log = logging.getLogger(__name__)
 
 # What a record says about how an occurrence ended, strongest first.
-_ENDED = {"failed", "aborted", "skipped-overlap", "missed"}
+_ENDED = {"failed", "aborted", "skipped-overlap", "skipped-paused", "missed"}
 
 
 def final_outcome(records: list[RunRecord]) -> str:
@@ -49,7 +49,7 @@ def explain(
 ) -> str:
     """What became of an occurrence that never completed, from its records and its claim."""
     latest = {r.outcome: r for r in sorted(records, key=lambda r: r.started_at)}
-    for outcome in ("failed", "aborted", "skipped-overlap", "missed"):
+    for outcome in ("failed", "aborted", "skipped-overlap", "skipped-paused", "missed"):
         record = latest.get(outcome)
         if record is not None:
             detail = record.error or record.reason

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, TypeVar
 
-from cron_bridge import telemetry
+from cron_bridge import control, telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.clocksync import StoreClock
 from cron_bridge.context import AbortSignal, Trigger
@@ -441,39 +441,75 @@ class Beat:
     # -- claiming and dispatching -------------------------------------------------------
 
     def _execute(self, planned: Sequence[Planned]) -> None:
+        if not planned:
+            return
+        try:
+            # Read once per batch, right before its claims: a pause is obeyed from this
+            # replica's next claim on.
+            paused = control.paused(self.store)
+        except StoreUnavailable as exc:
+            self._store_failed(exc)
+            self._keep_unclaimed([p for p in planned if p.job.is_cluster])
+            # Instance jobs are not claimed: they run as they would without a store.
+            self._dispatcher.dispatch([p for p in planned if not p.job.is_cluster])
+            return
         queued = [p for p in planned if p.job.is_cluster and p.job.target != "inline"]
         if len(queued) < 2 * SLICE_MIN:
-            self._claim_and_dispatch(planned)
+            self._claim_and_dispatch(planned, paused)
             return
         # A burst of queue targets: enqueueing, not claiming, is what takes time. Claimed in
         # slices, in an order of this replica's own, each slice enqueued before the next is
         # claimed: every replica takes a share, instead of the first to reach the store
         # claiming everything while the others wait.
         in_burst = {id(p) for p in queued}
-        self._claim_and_dispatch([p for p in planned if id(p) not in in_burst])
+        self._claim_and_dispatch([p for p in planned if id(p) not in in_burst], paused)
         order = random.sample(queued, len(queued))
         count = min(SLICES_MAX, len(order) // SLICE_MIN)
-        self._dispatcher.submit(self._claim_slices, [order[i::count] for i in range(count)])
+        slices = [order[i::count] for i in range(count)]
+        self._dispatcher.submit(self._claim_slices, (slices, paused))
 
-    def _claim_slices(self, slices: list[list[Planned]], signal: AbortSignal) -> None:
+    def _claim_slices(
+        self, work: tuple[list[list[Planned]], dict[str, control.Pause]], signal: AbortSignal
+    ) -> None:
+        slices, paused = work
         for index, part in enumerate(slices):
             if signal.aborted:
                 # Not claimed: the other replicas claim them, or the catch-up does.
                 log.warning("stopping with %d occurrence(s) of a burst unclaimed", sum(
                     len(rest) for rest in slices[index:]))  # fmt: skip
                 return
-            to_run, records = self._claim(part)
+            to_run, records = self._claim(part, paused)
             self._record(records)
             if to_run:
                 self._dispatcher.enqueue(to_run, signal)
 
-    def _claim_and_dispatch(self, planned: Sequence[Planned]) -> None:
-        won, records = self._claim([p for p in planned if p.job.is_cluster])
-        self._dispatcher.dispatch([p for p in planned if not p.job.is_cluster] + won)
-        self._record(records)
+    def _claim_and_dispatch(
+        self, planned: Sequence[Planned], paused: dict[str, control.Pause]
+    ) -> None:
+        won, records = self._claim([p for p in planned if p.job.is_cluster], paused)
+        local, held = self._hold_paused([p for p in planned if not p.job.is_cluster], paused)
+        self._dispatcher.dispatch(local + won)
+        self._record(records + held)
 
-    def _claim(self, cluster: Sequence[Planned]) -> tuple[list[Planned], list[RunRecord]]:
-        """Claim in one batch: what to run, and the records of the claims lost and the missed."""
+    def _hold_paused(
+        self, items: list[Planned], paused: dict[str, control.Pause]
+    ) -> tuple[list[Planned], list[RunRecord]]:
+        """Those of ``items`` to run, and a ``skipped-paused`` record for each paused one."""
+        run, held = [], []
+        for item in items:
+            pause = paused.get(item.job.name)
+            if pause is None:
+                run.append(item)
+            else:
+                held.append(self._dispatcher.record_of(item, "skipped-paused",
+                                                       reason=pause.describe()))  # fmt: skip
+        return run, held
+
+    def _claim(
+        self, cluster: Sequence[Planned], paused: dict[str, control.Pause]
+    ) -> tuple[list[Planned], list[RunRecord]]:
+        """Claim in one batch: what to run, and the records of the claims lost, the missed
+        and the paused (a paused occurrence is claimed too, so one replica records it)."""
         if not cluster:
             return [], []
         trips = self.store.stats.round_trips
@@ -494,7 +530,8 @@ class Beat:
                 records.append(self._dispatcher.record_of(item, "missed", reason=item.reason))
             else:
                 to_run.append(item)
-        return to_run, records
+        to_run, held = self._hold_paused(to_run, paused)
+        return to_run, records + held
 
     def _record(self, records: Sequence[RunRecord]) -> None:
         for record in records:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from cron_bridge import control
 from cron_bridge.audit import Audit, OccurrenceReport, audit, occurrence_report
 from cron_bridge.beat import Beat
 from cron_bridge.errors import ConfigError, CronBridgeError, StoreUnavailable
@@ -282,8 +283,10 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
         opened = open_existing_store(store)
         now = datetime.now(UTC)
         rows: list[dict[str, Any]] = []
+        paused = control.paused(opened) if opened else {}
         for job in sorted(jobs, key=lambda j: j.name):
             last = opened.history(job.name, 1) if opened else []
+            pause = paused.get(job.name)
             rows.append(
                 {
                     "name": job.name,
@@ -293,6 +296,7 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
                     "target": _target(job),
                     "next": None if job.external else job.schedule.next_after(now).isoformat(),
                     "last": last[0].to_json() if last else None,
+                    "paused": pause.to_json() if pause else None,
                 }
             )
         if opened:
@@ -313,7 +317,7 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
                 row["timezone"],
                 row["scope"],
                 row["target"],
-                (row["next"] or "external")[:19],
+                "paused" if row["paused"] else (row["next"] or "external")[:19],
                 shown_last,
             ]
         )
@@ -522,3 +526,7 @@ def demo(replicas: int, duration: float, keep: bool) -> None:
 
     totals = run_demo(replicas=replicas, duration=duration, keep=keep, echo=click.echo)
     sys.exit(0 if totals.ok else EXIT_FAILED)
+
+
+# The commands of other modules, registered on ``main`` when they are imported.
+from cron_bridge import cli_control  # noqa: E402, F401

@@ -15,6 +15,7 @@ from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from cron_bridge import control
 from cron_bridge.stores.base import RunRecord
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ td { overflow-wrap: break-word; } td code { overflow-wrap: anywhere; }
 .nowrap { white-space: nowrap; }
 code { font-size: .85em; overflow-wrap: anywhere; }
 .completed, .enqueued { color: var(--ok); } .failed, .aborted { color: var(--bad); }
-.skipped-overlap, .skipped-completed, .missed { color: var(--warn); }
+.skipped-overlap, .skipped-completed, .skipped-paused, .missed { color: var(--warn); }
+.paused { border-left: 4px solid var(--warn); padding-left: .5rem; }
 form.inline { display: inline; }
 button { font: inherit; padding: .4rem .9rem; border-radius: .4rem; border: 1px solid var(--line);
          cursor: pointer; }
@@ -135,6 +137,12 @@ def _header(beat: Beat, path: str, csrf: str, now: datetime) -> str:
 </header>"""
 
 
+def _next(upcoming: datetime | None, now: datetime, paused: bool) -> str:
+    if paused:
+        return "<span class=skipped-paused>paused</span>"
+    return "external" if upcoming is None else _when(upcoming, now)
+
+
 def _offset(ms: float | None) -> str:
     """A replica's clock offset: how far the store's clock is ahead of it."""
     if ms is None:
@@ -143,10 +151,26 @@ def _offset(ms: float | None) -> str:
     return f"<span class=failed>{text}</span>" if abs(ms) > 1000 else text
 
 
+def _pause_form(path: str, csrf: str, job: Job, pause: control.Pause | None) -> str:
+    """Pause (with a reason) or resume the job on every replica."""
+    action = f"{escape(path)}/api/jobs/{quote(job.name, safe='')}"
+    if pause is not None:
+        return f"""<p class=paused role=status id=paused>{escape(pause.describe())}</p>
+<form class=inline method=post action="{action}/resume">
+  <input type=hidden name=csrf value="{csrf}">
+  <button type=submit>Resume</button></form>
+<p class=muted>Resuming runs the next occurrence; the paused ones are not caught up.</p>"""
+    return f"""<form class=inline method=post action="{action}/pause">
+  <input type=hidden name=csrf value="{csrf}">
+  <label>Reason <input name=reason maxlength={control.REASON_MAX}></label>
+  <button type=submit>Pause on every replica</button></form>"""
+
+
 def overview_page(beat: Beat, path: str, csrf: str) -> str:
     """Every job with its schedule, next and last run; the live replicas."""
     now = datetime.now(UTC)
     rows = []
+    paused = control.paused(beat.store)
     for job in sorted(beat.jobs(), key=lambda j: j.name):
         last = _last_run(beat.store.history(job.name, 10))
         upcoming = None if job.external else job.schedule.next_after(now)
@@ -164,7 +188,7 @@ def overview_page(beat: Beat, path: str, csrf: str) -> str:
             f"<td><code>{escape(job.schedule.describe())}</code>"
             f" <span class=muted>{escape(job.schedule.tz)}</span></td>"
             f"<td class=wide>{escape(job.scope)} / {escape(_target(job))}</td>"
-            f"<td>{'external' if upcoming is None else _when(upcoming, now)}</td>"
+            f"<td>{_next(upcoming, now, job.name in paused)}</td>"
             f"{last_cells}</tr>"
         )
     replicas = sorted(beat.store.replicas(), key=lambda r: r.id)
@@ -205,6 +229,7 @@ def job_page(beat: Beat, path: str, csrf: str, job: Job, flash: str | None = Non
     )
     action = f"{escape(path)}/run/{quote(job.name, safe='')}"
     upcoming = None if job.external else job.schedule.next_after(now)
+    pause = control.paused(beat.store).get(job.name)
     body = f"""
 {_header(beat, path, csrf, now)}
 <h2>{escape(job.name)}</h2>
@@ -221,6 +246,7 @@ def job_page(beat: Beat, path: str, csrf: str, job: Job, flash: str | None = Non
   occurrence</button></form>
 <p class=muted>"Run now" claims the occurrence the schedule is at, so it runs once however
 often it is pressed; a fresh occurrence always runs.</p>
+{_pause_form(path, csrf, job, pause)}
 <h2>Recent runs</h2>
 <div class=scroll><table>
   <thead><tr><th>Occurrence</th><th>Outcome</th><th>Trigger</th><th class=wide>Attempt</th>

@@ -35,6 +35,7 @@ from urllib.parse import parse_qs, quote
 
 from cron_bridge import dashboard
 from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.http_control import ACTIONS, control_response
 from cron_bridge.redaction import escape_log
 from cron_bridge.sessions import Sessions
 from cron_bridge.throttle import AuthThrottle
@@ -148,6 +149,7 @@ class TriggerHandler:
         self._secret = check_secret(secret)
         self.base = path.rstrip("/")
         self.prefix = self.base + "/run/"
+        self.api_prefix = self.base + "/api/jobs/"
         self.health_path = self.base + "/healthz"
         self.sessions = Sessions(self._secret, beat.store)
         self.throttle = AuthThrottle()
@@ -187,11 +189,16 @@ class TriggerHandler:
                 return self._dashboard(request)
             if path.startswith(self.prefix) and "/" not in path[len(self.prefix) :]:
                 return self._run(request)
+            if path.startswith(self.api_prefix) and len(path) > len(self.api_prefix):
+                return self._control(request)
         except StoreUnavailable as exc:
             return Response(503, {"error": str(exc)})
         return Response(404, {"error": "not found"})
 
-    def _run(self, request: Request) -> Response:
+    def _authenticate(self, request: Request) -> Response | bool:
+        """An action's caller: the refusal to answer, or whether it came from the dashboard
+        (a session and its form token) rather than with the bearer secret. Checked before
+        the job name, so a caller without the secret learns nothing."""
         throttled = self._throttled(request)
         if throttled is not None:
             return throttled
@@ -199,14 +206,33 @@ class TriggerHandler:
         session = self._session(request) if "csrf" in form else None
         from_page = session is not None
         if not from_page and not self._bearer_ok(request.headers.get("authorization")):
-            # Checked before the job name, so a caller without the secret learns nothing.
             return self._refused(request, Response(401, {"error": "unauthorized"},
                                                    (("WWW-Authenticate", "Bearer"),)))  # fmt: skip
-        if request.method not in ("GET", "POST"):
-            return Response(405, {"error": "use GET or POST"}, (("Allow", "GET, POST"),))
         csrf = self.sessions.csrf(session)
         if from_page and not hmac.compare_digest(form["csrf"].encode(), csrf.encode()):
             return Response(403, {"error": "bad form token; reload the page"})
+        return from_page
+
+    def _control(self, request: Request) -> Response:
+        caller = self._authenticate(request)
+        if isinstance(caller, Response):
+            return caller
+        rest = request.path[len(self.api_prefix) :]
+        suffixes = tuple(f"/{action}" for action in ACTIONS)
+        name, _, action = rest.rpartition("/") if rest.endswith(suffixes) else (rest, "", "")
+        if "/" in name or not name:
+            return Response(404, {"error": "not found"})
+        return control_response(self.beat, request, name, action or None, from_page=caller,
+                                base=self.base)  # fmt: skip
+
+    def _run(self, request: Request) -> Response:
+        caller = self._authenticate(request)
+        if isinstance(caller, Response):
+            return caller
+        from_page = caller
+        if request.method not in ("GET", "POST"):
+            return Response(405, {"error": "use GET or POST"}, (("Allow", "GET, POST"),))
+        form = request.form()
         name = request.path[len(self.prefix) :]
         if name not in {job.name for job in self.beat.jobs()}:
             return Response(404, {"error": f"no job called {name!r}"})

@@ -6,7 +6,7 @@
 - ``sh`` samples are checked command by command: ``cron-bridge`` and ``rq`` command lines are
   parsed by their own click commands (an option that does not exist fails), ``make`` targets
   must be in the Makefile, ``pip install`` extras in pyproject.toml, ``celery ... -S`` names a
-  registered scheduler, paths given to ``kubectl -k`` exist. Commands of other programs (git,
+  registered scheduler, paths given to ``kubectl -k`` exist. Commands of other programs (git, curl,
   docker, dramatiq, export) are listed in ``NOT_CHECKED``; any other program fails the test.
 - ``yaml`` and ``json`` samples must parse. ``text`` samples are output, not code.
 """
@@ -34,7 +34,7 @@ from tests.e2e.processes import REPO
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 LANGUAGES = {"python", "sh", "yaml", "json", "text"}
-NOT_CHECKED = {"git", "docker", "dramatiq", "export", "cd"}
+NOT_CHECKED = {"git", "docker", "dramatiq", "export", "cd", "curl"}
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ A store holds three kinds of state, each under a key that names a job:
   owner; an expired lock can be taken by anyone.
 - **records**: per job, the last claimed occurrence and the run history; and the live
   replicas from their heartbeats.
+- **controls**: operator state every replica reads before it claims (a paused job, under
+  ``pause:<job>``), one JSON text per key, set and deleted as a whole.
 
 Every method either does what it says or raises ``StoreUnavailable``; none of them hangs past
 the store's connect or socket timeout.
@@ -41,6 +43,7 @@ Outcome = Literal[
     "skipped-claimed",
     "skipped-overlap",
     "skipped-completed",
+    "skipped-paused",
     "missed",
     "aborted",
 ]
@@ -225,6 +228,14 @@ class Store(ABC):
         Read only: for records, audits and revoked sessions (a ``skipped-overlap`` names the
         run holding the lock), never to decide who may take it (``acquire`` does that,
         atomically)."""
+
+    @abstractmethod
+    def put_control(self, key: str, value: str | None) -> None:
+        """Set the control record ``key`` to ``value`` (JSON text), or delete it with None."""
+
+    @abstractmethod
+    def controls(self, prefix: str = "") -> dict[str, str]:
+        """Every control record whose key starts with ``prefix``, in one round trip."""
 
     @abstractmethod
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:

@@ -49,6 +49,7 @@ class MemoryStore(Store):
             lambda: deque(maxlen=self.history_limit)
         )
         self._replicas: dict[str, datetime] = {}
+        self._controls: dict[str, str] = {}
         log.warning(
             "the memory store keeps claims in this process only: replicas in other processes "
             "will run the same occurrences; use sqlite://, redis:// or postgresql:// for a cluster"
@@ -88,6 +89,19 @@ class MemoryStore(Store):
                 last = self._last.get(occurrence.job, EPOCH)
                 self._last[occurrence.job] = max(last, occurrence.scheduled_at)
             return won
+
+    def put_control(self, key: str, value: str | None) -> None:
+        with self._lock:
+            self.stats.add()
+            if value is None:
+                self._controls.pop(key, None)
+            else:
+                self._controls[key] = value
+
+    def controls(self, prefix: str = "") -> dict[str, str]:
+        with self._lock:
+            self.stats.add()
+            return {k: v for k, v in self._controls.items() if k.startswith(prefix)}
 
     def holder(self, key: str) -> str | None:
         with self._lock:

@@ -73,6 +73,11 @@ CREATE TABLE IF NOT EXISTS {replicas} (
     expires_at timestamptz NOT NULL
 );
 ALTER TABLE {replicas} ADD COLUMN IF NOT EXISTS clock_offset_ms double precision;
+CREATE TABLE IF NOT EXISTS {controls} (
+    key text PRIMARY KEY,
+    value text NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
 """
 """The tables, for teams whose migrations own the schema (``create_tables=False``).
 
@@ -128,7 +133,16 @@ _RUN_TYPES = (
     "text",
 )
 
-_TABLES = ("meta", "claims", "claims_expiry", "last_claimed", "runs", "runs_job", "replicas")
+_TABLES = (
+    "meta",
+    "claims",
+    "claims_expiry",
+    "last_claimed",
+    "runs",
+    "runs_job",
+    "replicas",
+    "controls",
+)
 
 
 class PostgresStore(Store):
@@ -291,6 +305,22 @@ class PostgresStore(Store):
             )
         except StoreUnavailable as exc:
             log.warning("could not delete expired claims, will try again: %s", exc)
+
+    def put_control(self, key: str, value: str | None) -> None:
+        if value is None:
+            statement = self._sql("DELETE FROM {controls} WHERE key = %s")
+            self._call(lambda conn: conn.execute(statement, (key,)))
+            return
+        statement = self._sql(
+            "INSERT INTO {controls} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
+            "SET value = excluded.value, updated_at = now()"
+        )
+        self._call(lambda conn: conn.execute(statement, (key, value)))
+
+    def controls(self, prefix: str = "") -> dict[str, str]:
+        statement = self._sql("SELECT key, value FROM {controls} WHERE left(key, %s) = %s")
+        rows = self._call(lambda conn: conn.execute(statement, (len(prefix), prefix)).fetchall())
+        return {str(key): str(value) for key, value in rows}
 
     def holder(self, key: str) -> str | None:
         statement = self._sql("SELECT owner FROM {claims} WHERE key = %s AND expires_at > now()")

@@ -248,6 +248,17 @@ class RedisStore(Store):
         owner = self._call(lambda client: client.get(self._key(key)))
         return None if owner is None else _text(owner)
 
+    def put_control(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._call(lambda client: client.hdel(self._key("controls"), key))
+        else:
+            self._call(lambda client: client.hset(self._key("controls"), key, value))
+
+    def controls(self, prefix: str = "") -> dict[str, str]:
+        found = self._call(lambda client: client.hgetall(self._key("controls")))
+        pairs = ((_text(key), _text(value)) for key, value in found.items())
+        return {key: value for key, value in pairs if key.startswith(prefix)}
+
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         if not jobs:
             return {}

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS runs (
     replica TEXT NOT NULL, started_at TEXT NOT NULL, duration_ms REAL, error TEXT);
 CREATE INDEX IF NOT EXISTS runs_job_id ON runs (job, id);
 CREATE TABLE IF NOT EXISTS replicas (id TEXT PRIMARY KEY, expires_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS controls (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _TAKE = """
@@ -165,6 +166,24 @@ class SQLiteStore(Store):
             answers.append(key in won and key not in first)
             first.add(key)
         return answers
+
+    def put_control(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._run(lambda conn: conn.execute("DELETE FROM controls WHERE key = ?", (key,)))
+        else:
+            self._run(lambda conn: conn.execute(
+                "INSERT INTO controls VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = "
+                "excluded.value", (key, value)))  # fmt: skip
+
+    def controls(self, prefix: str = "") -> dict[str, str]:
+        rows = self._run(
+            lambda conn: conn.execute(
+                "SELECT key, value FROM controls WHERE substr(key, 1, ?) = ?",
+                (len(prefix), prefix),
+            ).fetchall(),
+            write=False,
+        )
+        return {str(key): str(value) for key, value in rows}
 
     def holder(self, key: str) -> str | None:
         now = self._now_ms()

@@ -227,3 +227,21 @@ def test_a_heartbeat_reads_the_stores_clock_and_keeps_the_replicas_offset(kit: S
         assert server is not None
         assert before - timedelta(seconds=5) < server < after + timedelta(seconds=5)
         assert replica.clock_offset_ms == -2500.0
+
+
+def test_control_records_are_set_read_by_prefix_replaced_and_deleted(kit: StoreKit) -> None:
+    """What one process sets, another reads; a namespace sees only its own."""
+    writer, reader = kit.open(), kit.open()
+    assert reader.controls() == {}
+    writer.put_control("pause:billing.close-day", '{"reason": "incident 42"}')
+    writer.put_control("pause:mail.digest", '{"reason": ""}')
+    writer.put_control("schedule:tenant-7", "{}")
+    assert reader.controls("pause:") == {
+        "pause:billing.close-day": '{"reason": "incident 42"}',
+        "pause:mail.digest": '{"reason": ""}',
+    }
+    writer.put_control("pause:mail.digest", '{"reason": "again"}')
+    writer.put_control("pause:billing.close-day", None)
+    writer.put_control("pause:never-set", None)  # deleting what is not there is no error
+    assert reader.controls("pause:") == {"pause:mail.digest": '{"reason": "again"}'}
+    assert set(reader.controls()) == {"pause:mail.digest", "schedule:tenant-7"}

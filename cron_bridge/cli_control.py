@@ -1,0 +1,63 @@
+"""``cron-bridge pause`` and ``resume``: operator control of jobs across the cluster."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from cron_bridge import control
+from cron_bridge.cli import fail, load_app, main, one_line_errors, open_store, store_option
+
+__all__ = ["pause", "resume"]
+
+_app = click.option(
+    "-A",
+    "--app",
+    "app",
+    multiple=True,
+    envvar="CRON_BRIDGE_APP",
+    metavar="MODULE",
+    help="The module that declares the job; when given, an unknown name is refused.",
+)
+
+
+def _known(name: str, app: tuple[str, ...]) -> None:
+    if app and name not in {job.name for job in load_app(app)}:
+        fail(f"no job called {name!r} in {' '.join(app)}")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--reason", default="", help="Why, for the history and the dashboard.")
+@_app
+@store_option
+def pause(name: str, reason: str, app: tuple[str, ...], store: str | None) -> None:
+    """Pause a job on every replica: its occurrences are recorded skipped-paused, not run.
+
+    Runs already in flight, and messages already in a queue, are not stopped.
+    """
+    with one_line_errors():
+        _known(name, app)
+        opened = open_store(store)
+        try:
+            record = control.pause(opened, name, reason=reason, by=control.cli_actor())
+        finally:
+            opened.close()
+    click.echo(json.dumps({"job": name, "paused": record.to_json()}))
+
+
+@main.command()
+@click.argument("name")
+@_app
+@store_option
+def resume(name: str, app: tuple[str, ...], store: str | None) -> None:
+    """Resume a paused job: its next occurrence runs; the paused ones are not caught up."""
+    with one_line_errors():
+        _known(name, app)
+        opened = open_store(store)
+        try:
+            ended = control.resume(opened, name, by=control.cli_actor())
+        finally:
+            opened.close()
+    click.echo(json.dumps({"job": name, "was_paused": ended.to_json() if ended else None}))

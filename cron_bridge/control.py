@@ -1,0 +1,130 @@
+"""Pausing and resuming jobs across the cluster, at run time.
+
+A pause is a control record ``pause:<job>`` in the store: why, who, since when. Every replica
+reads the paused jobs right before it claims, so it obeys a pause from its next claim on, and
+a replica that starts later obeys it too. A paused job's occurrences are still claimed, once,
+and the winner records them ``skipped-paused`` (reason: who paused it and why) instead of
+running them: the history shows every occurrence the pause held back. Resuming deletes the
+record; the next occurrence runs, and the paused ones are not caught up.
+
+What is read from the store is treated as hostile: a record that does not parse keeps its
+job paused (fail closed), with a warning.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from cron_bridge.errors import ConfigError
+from cron_bridge.stores.base import Store
+
+__all__ = ["Pause", "cli_actor", "pause", "paused", "resume"]
+
+log = logging.getLogger(__name__)
+
+PREFIX = "pause:"
+REASON_MAX = 500
+NAME_MAX = 200
+ACTOR_MAX = 200
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pause:
+    """Why a job is paused, who paused it, and since when."""
+
+    job: str
+    reason: str
+    by: str
+    since: datetime
+
+    def describe(self) -> str:
+        """For records and logs: ``paused by <who> since <when>[: <reason>]``."""
+        said = f"paused by {self.by} since {self.since.isoformat(timespec='seconds')}"
+        return f"{said}: {self.reason}" if self.reason else said
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reason": self.reason, "by": self.by, "since": self.since.isoformat()}
+
+
+def cli_actor() -> str:
+    """Who runs this command: ``cli:<user>@<host>``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's arbitrary user)
+        user = "unknown"
+    return f"cli:{user}@{socket.gethostname()}"
+
+
+def _text(value: str, option: str, limit: int, job: str | None = None) -> str:
+    if not isinstance(value, str) or len(value) > limit:
+        raise ConfigError(f"expected text of at most {limit} characters", job=job,
+                          option=option, value=str(value)[:80])  # fmt: skip
+    if any(ord(ch) < 32 and ch not in "\t" for ch in value):
+        raise ConfigError("expected text without control characters", job=job, option=option,
+                          value=value[:80])  # fmt: skip
+    return value
+
+
+def pause(store: Store, job: str, *, reason: str = "", by: str) -> Pause:
+    """Pause ``job`` on every replica (again: the reason and actor are replaced).
+
+    Raises:
+        ConfigError: a job name, reason or actor that is too long or has control characters.
+        StoreUnavailable: the store could not be reached; nothing changed.
+    """
+    _text(job, "name", NAME_MAX)
+    if not job:
+        raise ConfigError("expected a job name", option="name", value="")
+    record = Pause(job=job, reason=_text(reason, "reason", REASON_MAX, job),
+                   by=_text(by, "by", ACTOR_MAX, job), since=datetime.now(UTC))  # fmt: skip
+    store.put_control(PREFIX + job, json.dumps(record.to_json()))
+    log.warning("%s %s", job, record.describe())
+    return record
+
+
+def resume(store: Store, job: str, *, by: str) -> Pause | None:
+    """Resume ``job``: its next occurrence runs. Returns the pause it ended (None: it was not
+    paused).
+
+    Raises:
+        StoreUnavailable: the store could not be reached; nothing changed.
+    """
+    ended = paused(store).get(job)
+    store.put_control(PREFIX + job, None)
+    if ended is not None:
+        log.warning("%s resumed by %s (%s)", job, by, ended.describe())
+    return ended
+
+
+def paused(store: Store) -> dict[str, Pause]:
+    """Every paused job, in one round trip.
+
+    Raises:
+        StoreUnavailable: the store could not be reached.
+    """
+    found = {}
+    for key, raw in store.controls(PREFIX).items():
+        job = key[len(PREFIX) :]
+        found[job] = _read(job, raw)
+    return found
+
+
+def _read(job: str, raw: str) -> Pause:
+    try:
+        data = json.loads(raw)
+        since = datetime.fromisoformat(data["since"])
+        if since.tzinfo is None:
+            raise ValueError("since without a zone")
+        return Pause(job=job, reason=_text(data["reason"], "reason", REASON_MAX, job),
+                     by=_text(data["by"], "by", ACTOR_MAX, job), since=since)  # fmt: skip
+    except (ValueError, TypeError, KeyError, ConfigError) as exc:
+        log.warning("the pause record of %.200r is unreadable (%s); the job stays paused",
+                    job, exc)  # fmt: skip
+        return Pause(job=job, reason="unreadable pause record", by="unknown",
+                     since=datetime.fromtimestamp(0, UTC))  # fmt: skip

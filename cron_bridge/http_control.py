@@ -1,0 +1,72 @@
+"""The JSON API for pausing and resuming jobs: ``POST <path>/api/jobs/<job>/pause`` (with an
+optional ``reason``, as JSON or a form field) and ``.../resume``; ``GET <path>/api/jobs/<job>``
+says whether it is paused. The caller is authenticated by ``TriggerHandler`` (the bearer
+secret, or a dashboard session with its form token) before anything here runs."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from cron_bridge import control
+from cron_bridge.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cron_bridge.beat import Beat
+    from cron_bridge.http import Request, Response
+
+__all__ = ["ACTIONS", "control_response"]
+
+ACTIONS = ("pause", "resume")
+
+
+def control_response(
+    beat: Beat, request: Request, name: str, action: str | None, *, from_page: bool, base: str
+) -> Response:
+    """Do ``action`` (None: only say the state) for job ``name``; JSON, or a redirect back to
+    the job's page when the dashboard asked."""
+    from cron_bridge.http import Response
+
+    if name not in {job.name for job in beat.jobs()}:
+        return Response(404, {"error": f"no job called {name!r}"})
+    if action is None:
+        if request.method != "GET":
+            return Response(405, {"error": "use GET"}, (("Allow", "GET"),))
+        pause = control.paused(beat.store).get(name)
+        return Response(200, {"job": name, "paused": pause.to_json() if pause else None})
+    if request.method != "POST":
+        return Response(405, {"error": "use POST"}, (("Allow", "POST"),))
+    who = f"{'dashboard' if from_page else 'http'}:{request.client}"
+    try:
+        if action == "pause":
+            record = control.pause(beat.store, name, reason=_reason(request), by=who)
+            body: dict[str, Any] = {"job": name, "paused": record.to_json()}
+            said = f"paused: {name}"
+        else:
+            ended = control.resume(beat.store, name, by=who)
+            body = {"job": name, "was_paused": ended.to_json() if ended else None}
+            said = f"resumed: {name}" if ended else f"{name} was not paused"
+    except ConfigError as exc:
+        return Response(400, {"error": str(exc)})
+    if from_page:
+        location = f"{base}/jobs/{quote(name, safe='')}?said={quote(said)}"
+        return Response(303, "", (("Location", location),))
+    return Response(200, body)
+
+
+def _reason(request: Request) -> str:
+    """The ``reason`` of a JSON body or a form; ConfigError for anything but text."""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            data = json.loads(request.body or b"{}")
+        except ValueError:
+            raise ConfigError("expected a JSON object", option="body", value="") from None
+        if not isinstance(data, dict):
+            raise ConfigError("expected a JSON object", option="body", value="")
+        reason = data.get("reason", "")
+    else:
+        reason = request.form().get("reason", "")
+    if not isinstance(reason, str):
+        raise ConfigError("expected text", option="reason", value=str(reason)[:80])
+    return reason

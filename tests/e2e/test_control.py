@@ -1,0 +1,127 @@
+"""Pause and resume with real processes: three beats on Redis and on Postgres, the CLI, and
+the JSON API over a real socket."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cron_bridge.jobs import Occurrence
+from tests.apps import journal
+from tests.conftest import make_kit
+from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
+from tests.e2e.test_http import SECRET
+from tests.servers import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def _scheduled(line: dict[str, Any]) -> datetime:
+    return Occurrence.parse(line["occurrence_id"]).scheduled_at
+
+
+@pytest.mark.parametrize("kind", ["redis", "postgres"])
+def test_pause_stops_every_replica_within_two_seconds_and_resume_restarts(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    kit = make_kit(kind, request, tmp_path)
+    path = tmp_path / "journal.jsonl"
+    env = command_env(path, CB_TEST_JOBS="2")
+    beats = [BeatProcess(f"b{i}", tmp_path, env, app="tests.apps.many", store_url=kit.url)
+             for i in range(3)]  # fmt: skip
+    store = kit.open()
+    try:
+        for beat in beats:
+            beat.start()
+        wait_for(lambda: any(line["job"] == "tick.00" for line in journal.read(path)), 30,
+                 "tick.00 running")  # fmt: skip
+        done = cli("pause", "tick.00", "--reason", "incident 42", "--store", kit.url,
+                   "-A", "tests.apps.many", env=env, cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        paused_at = datetime.now(UTC)
+        assert json.loads(done.stdout)["paused"]["reason"] == "incident 42"
+        listed = json.loads(cli("list", "-A", "tests.apps.many", "--json", "--store", kit.url,
+                                env=env, cwd=tmp_path).stdout)  # fmt: skip
+        assert {row["name"]: bool(row["paused"]) for row in listed} == {
+            "tick.00": True, "tick.01": False}  # fmt: skip
+        time.sleep(5)
+        done = cli("resume", "tick.00", "--store", kit.url, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        resumed_at = datetime.now(UTC)
+        wait_for(lambda: any(line["job"] == "tick.00" and _scheduled(line) > resumed_at
+                             for line in journal.read(path)),
+                 10, "tick.00 after resume")  # fmt: skip
+        for beat in beats:
+            beat.terminate()
+        ran = [line for line in journal.read(path) if line["job"] == "tick.00"]
+        held = [line for line in ran
+                if paused_at + timedelta(seconds=2) < _scheduled(line) <= resumed_at]  # fmt: skip
+        assert held == [], f"ran while paused: {held}"
+        other = [line for line in journal.read(path) if line["job"] == "tick.01"
+                 if paused_at < _scheduled(line) <= resumed_at]  # fmt: skip
+        assert len(other) >= 4, "the other job kept running"
+        by_occurrence: dict[str, Counter[str]] = {}
+        for record in store.history("tick.00", 1000):
+            by_occurrence.setdefault(record.occurrence_id, Counter())[record.outcome] += 1
+        paused = {o: c for o, c in by_occurrence.items() if c["skipped-paused"]}
+        assert len(paused) >= 4
+        for counts in paused.values():  # once, by the claim's winner; the others stood aside
+            assert counts == Counter({"skipped-paused": 1, "skipped-claimed": 2})
+    finally:
+        for beat in beats:
+            beat.ensure_stopped()
+        kit.close()
+
+
+def _api(url: str, token: str | None, method: str = "POST", body: Any = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+    request = urllib.request.Request(url, method=method, data=data)
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_the_json_api_pauses_and_resumes_behind_the_secret(tmp_path: Path) -> None:
+    port = free_port()
+    beat = BeatProcess(
+        "api", tmp_path, command_env(), app="tests.apps.cli_app",
+        store_url=f"sqlite:///{tmp_path}/s.db",
+        extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
+    ).start()  # fmt: skip
+    api = f"http://127.0.0.1:{port}/_scheduler/api/jobs"
+    try:
+        wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
+        assert _api(f"{api}/reports.minutely/pause", None)[0] == 401
+        assert _api(f"{api}/reports.minutely/pause", "wrong")[0] == 401
+        assert _api(f"{api}/nope/pause", SECRET)[0] == 404
+        assert _api(f"{api}/reports.minutely/stop", SECRET)[0] == 404
+        status, body = _api(f"{api}/reports.minutely/pause", SECRET, body={"reason": 7})
+        assert (status, "reason" in body["error"]) == (400, True), body
+        status, body = _api(f"{api}/reports.minutely/pause", SECRET, body={"reason": "db"})
+        assert status == 200, body
+        assert body["paused"]["reason"] == "db"
+        assert body["paused"]["by"] == "http:127.0.0.1"
+        status, body = _api(f"{api}/reports.minutely", SECRET, method="GET")
+        assert (status, body["paused"]["reason"]) == (200, "db")
+        assert _api(f"{api}/reports.minutely/pause", SECRET, method="GET")[0] == 405
+        status, body = _api(f"{api}/reports.minutely/resume", SECRET)
+        assert (status, body["was_paused"]["reason"]) == (200, "db")
+        status, body = _api(f"{api}/reports.minutely", SECRET, method="GET")
+        assert (status, body["paused"]) == (200, None)
+        beat.terminate()
+    finally:
+        beat.ensure_stopped()

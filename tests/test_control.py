@@ -1,0 +1,89 @@
+"""Pause and resume across replicas, on a fake clock: a paused occurrence is claimed and
+recorded once, nothing runs, resume runs the next one, and a bad record fails closed."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from cron_bridge import Beat, ConfigError, control
+from cron_bridge.stores import MemoryStore
+from cron_bridge.testing import FakeClock
+from tests.test_beat import beats, clock, eventually, inline, outcomes, total
+
+__all__ = ["beats", "clock"]  # fixtures
+
+
+def test_a_pause_holds_every_replica_and_each_occurrence_is_recorded_once(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    store = MemoryStore(clock=clock)
+    job, seen = inline("tick")
+    beats += [Beat(store, [job], clock=clock, replica_id=f"r{i}") for i in range(3)]
+    for beat in beats:
+        beat.start()
+    clock.advance(1)
+    eventually(lambda: total(store, "tick") == 3, "the first occurrence")
+    control.pause(store, "tick", reason="incident 42", by="cli:ops@laptop")
+    for step in range(2, 5):
+        clock.advance(1)
+        eventually(lambda n=step: total(store, "tick") == 3 * n, f"occurrence {step}")
+    assert len(seen) == 1
+    paused = [counts for counts in outcomes(store, "tick").values() if "skipped-paused" in counts]
+    assert paused == [Counter({"skipped-paused": 1, "skipped-claimed": 2})] * 3
+    reasons = {r.reason for r in store.history("tick", 100) if r.outcome == "skipped-paused"}
+    assert len(reasons) == 1
+    assert reasons.pop().startswith("paused by cli:ops@laptop since ")
+
+    assert control.resume(store, "tick", by="cli:ops@laptop") is not None
+    clock.advance(1)
+    eventually(lambda: len(seen) == 2, "the next occurrence after resume")
+    assert seen[-1].occurrence_id.endswith("12:00:05.000Z")  # the paused ones not caught up
+    assert control.resume(store, "tick", by="cli:ops@laptop") is None  # not paused: no-op
+
+
+def test_a_replica_started_while_paused_obeys_and_instance_jobs_pause_too(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    store = MemoryStore(clock=clock)
+    control.pause(store, "local", by="http:10.0.0.7")
+    control.pause(store, "tick", by="http:10.0.0.7")
+    local, ran_local = inline("local", scope="instance")
+    job, seen = inline("tick")
+    beats.append(Beat(store, [local, job], clock=clock, replica_id="late"))
+    beats[0].start()
+    clock.advance(1)
+    eventually(lambda: total(store, "local") == 1 and total(store, "tick") == 1, "records")
+    assert seen == [] and ran_local == []
+    assert [r.outcome for r in store.history("local")] == ["skipped-paused"]
+
+
+def test_an_unreadable_pause_record_keeps_its_job_paused(
+    clock: FakeClock, beats: list[Beat], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = MemoryStore(clock=clock)
+    store.put_control("pause:tick", "{not json")
+    store.put_control("pause:other", json.dumps({"reason": 7, "by": "x", "since": "now"}))
+    found = control.paused(store)
+    assert set(found) == {"tick", "other"}
+    assert found["tick"].reason == "unreadable pause record"
+    assert "unreadable" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("job", "reason", "option"),
+    [
+        ("tick", "x" * 501, "reason"),
+        ("tick", "line one\nforged line", "reason"),
+        ("", "", "name"),
+        ("x" * 201, "", "name"),
+    ],
+)
+def test_a_bad_pause_is_refused_and_writes_nothing(job: str, reason: str, option: str) -> None:
+    store = MemoryStore()
+    with pytest.raises(ConfigError) as caught:
+        control.pause(store, job, reason=reason, by="cli:ops@laptop")
+    assert caught.value.option == option
+    assert store.controls() == {}
