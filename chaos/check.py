@@ -13,10 +13,14 @@ from pathlib import Path
 
 from cron_bridge.audit import explain
 from cron_bridge.jobs import Occurrence
+from cron_bridge.lease import MARGIN_MAX
 from cron_bridge.schedules import Every
 from cron_bridge.stores import Store
 
 LOCK_TTL = 3.0  # the jobs' lock_ttl (chaos/app.py)
+# The runner's lease: the TTL less its margin, counted from before the acquire request (so
+# before the handler wrote its start line).
+LEASE = LOCK_TTL - min(LOCK_TTL / 10, MARGIN_MAX)
 
 # Losses the guarantee allows, by the start of what the audit says of them.
 ALLOWED = (
@@ -104,7 +108,7 @@ def check(
         if finished and finished.get("reason") == "lock-lost":
             # It saw the abort at its first look after its lease ran out (frozen, it did
             # nothing meanwhile) and stopped: its work ended with the lease at the latest.
-            stop = min(stop, began + LOCK_TTL)
+            stop = min(stop, began + LEASE)
         by_job[str(line["job"])].append((began, stop, str(line["occurrence_id"])))
     found = Findings()
     by_occurrence = {run[2]: run for runs in by_job.values() for run in runs}

@@ -32,6 +32,7 @@ from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence, declare
 from cron_bridge.planning import Planned, catch_up, plan
+from cron_bridge.recording import Recorder
 from cron_bridge.registry import Registry, default_registry
 from cron_bridge.schedules import parse_duration, previous_occurrence
 from cron_bridge.stores import Store, store_from_url
@@ -156,6 +157,7 @@ class Beat:
             record=self._record,
             store_failed=self._store_failed,
         )
+        self._recorder = Recorder(self.store)
         self._store_down = False
         self._needs_catch_up = True
         # Occurrences that came due while the store was unreachable, by job: claimed (and so
@@ -436,6 +438,8 @@ class Beat:
     def _store_ok(self) -> None:
         if self._store_down:
             log.warning("store reachable again; claiming what came due meanwhile")
+            self._recorder.flush()
+            self._dispatcher.flush_records()
         self._store_down = False
 
     # -- claiming and dispatching -------------------------------------------------------
@@ -540,9 +544,9 @@ class Beat:
         if not records:
             return
         try:
-            self.store.record_many(records)
+            self._recorder.write(records)
         except StoreUnavailable as exc:
-            self._store_failed(exc)
+            self._store_failed(exc)  # kept: written once the store answers
 
     # -- manual triggers ----------------------------------------------------------------
 

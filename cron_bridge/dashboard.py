@@ -235,7 +235,7 @@ def job_page(beat: Beat, path: str, csrf: str, job: Job, flash: str | None = Non
 <h2>{escape(job.name)}</h2>
 <p><code>{escape(job.schedule.describe())}</code> {escape(job.schedule.tz)} &middot;
 {escape(job.scope)} &middot; {escape(_target(job))} &middot; next run:
-{"external" if upcoming is None else _when(upcoming, now)}</p>
+{_next(upcoming, now, pause is not None)}</p>
 {f"<p class=flash role=status>{escape(flash)}</p>" if flash else ""}
 <form class=inline method=post action="{action}">
   <input type=hidden name=csrf value="{csrf}">

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 ENQUEUE_RETRY_FIRST = 0.25  # seconds before the first retry of a failed enqueue; then doubled
-STORE_RETRY_MAX = 5.0  # seconds between asks for an overlap lock while the store is down
+STORE_RETRY_MAX = 1.0  # seconds between asks for an overlap lock while the store is down
 
 
 class Dispatcher:
@@ -144,6 +144,10 @@ class Dispatcher:
                 with self._lock:
                     self._running_local.discard(job.name)
 
+    def flush_records(self) -> None:
+        """Write the run records kept while the store was down (the guard's)."""
+        self._guard.flush_records()
+
     def attempts(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
         """Run an inline occurrence with the job's attempts and backoff.
 
@@ -163,7 +167,10 @@ class Dispatcher:
                 )
             except StoreUnavailable as exc:
                 self._store_failed(exc)
-                if time.monotonic() + wait < give_up_at and not signal.wait(wait):
+                # Up to the end of the grace, and once more at its end: a store back for a
+                # few seconds between two outages is not missed.
+                left = give_up_at - time.monotonic()
+                if left > 0 and not signal.wait(min(wait, left)):
                     wait = min(wait * 2, STORE_RETRY_MAX)
                     continue
                 log.error(

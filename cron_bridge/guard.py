@@ -21,6 +21,7 @@ from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence, lock_key
 from cron_bridge.lease import Lease, Releaser
+from cron_bridge.recording import Recorder
 from cron_bridge.stores.base import Outcome, RunRecord, Store
 
 __all__ = ["Guard"]
@@ -44,6 +45,7 @@ class Guard:
         self._held: dict[str, str] = {}
         self._held_lock = threading.Lock()
         self._releaser = Releaser(self.store.release)
+        self._recorder = Recorder(store)
 
     def run(
         self,
@@ -272,9 +274,14 @@ class Guard:
         )
         telemetry.observe(record)
         try:
-            self.store.record(record)
+            self._recorder.write([record])
         except StoreUnavailable as exc:
-            log.warning("could not record %s of %s: %s", record.outcome, record.occurrence_id, exc)
+            log.warning("could not record %s of %s yet (kept, written when the store answers): "
+                        "%s", record.outcome, record.occurrence_id, exc)  # fmt: skip
+
+    def flush_records(self) -> None:
+        """Write the records kept while the store was down, if it answers now."""
+        self._recorder.flush()
 
 
 def _abort_after(timeout: timedelta, signal: AbortSignal, stop: threading.Event) -> None:

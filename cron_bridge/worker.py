@@ -150,7 +150,7 @@ def run_delivery(
 
 
 STORE_RETRY_FIRST = 0.25  # seconds before asking the store again; doubled up to the next
-STORE_RETRY_MAX = 5.0
+STORE_RETRY_MAX = 1.0
 
 
 def _run_through_blips(guard: Guard, job: Job, occurrence: Occurrence, **run: Any) -> RunRecord:
@@ -163,13 +163,14 @@ def _run_through_blips(guard: Guard, job: Job, occurrence: Occurrence, **run: An
         try:
             return guard.run(job, occurrence, **run)
         except StoreUnavailable as exc:
-            if time.monotonic() + wait >= give_up_at:
+            left = give_up_at - time.monotonic()  # asked once more at the end of the grace
+            if left <= 0:
                 log.error("%s did not run: the store could not be asked for its overlap lock "
                           "within misfire_grace (%s)", occurrence.id, exc)  # fmt: skip
                 raise
             log.warning("%s: the store is unavailable, asking again in %.2fs: %s",
-                        occurrence.id, wait, exc)  # fmt: skip
-            time.sleep(wait)
+                        occurrence.id, min(wait, left), exc)  # fmt: skip
+            time.sleep(min(wait, left))
             wait = min(wait * 2, STORE_RETRY_MAX)
 
 

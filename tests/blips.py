@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -35,3 +36,32 @@ class ReleaseBlips(MemoryStore):
             self.failures -= 1
             raise StoreUnavailable("blip", host="memory")
         return super().release(key, owner)
+
+
+class LockDownFor(MemoryStore):
+    """A memory store whose overlap-lock requests fail for ``seconds`` of real time."""
+
+    def __init__(self, seconds: float, **options: Any) -> None:
+        super().__init__(**options)
+        self.back_at = time.monotonic() + seconds
+        self.asked: list[float] = []
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        self.asked.append(time.monotonic())
+        if time.monotonic() < self.back_at:
+            raise StoreUnavailable("down", host="memory")
+        return super().acquire(key, owner, ttl)
+
+
+class RecordBlips(MemoryStore):
+    """A memory store whose first ``failures`` writes of run records fail."""
+
+    def __init__(self, failures: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.failures = failures
+
+    def record_many(self, records: Any) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreUnavailable("blip", host="memory")
+        super().record_many(records)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
+from cron_bridge import control
 from cron_bridge.stores import store_from_url
 from tests.e2e.processes import BeatProcess, command_env, wait_for
 from tests.e2e.test_cluster import wait_until_live
@@ -86,6 +87,28 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
             assert page.locator("[role=status]").inner_text().startswith("completed:")
             page.screenshot(path=str(tmp_path / "job.png"), full_page=True)
 
+            # Pause on every replica, with a reason; the page says who, and offers Resume.
+            page.fill("input[name=reason]", "INC-42 <b>not html</b>")
+            page.click("text=Pause on every replica")
+            assert page.locator(".flash").inner_text() == "paused: cache.warm"
+            said = page.locator("#paused").inner_text()
+            assert said.startswith("paused by dashboard:127.0.0.1 since "), said
+            assert said.endswith(": INC-42 <b>not html</b>"), said  # shown as text
+            store = store_from_url(url)
+            try:
+                assert control.paused(store)["cache.warm"].reason == "INC-42 <b>not html</b>"
+            finally:
+                store.close()
+            page.screenshot(path=str(tmp_path / "paused.png"), full_page=True)
+            page.goto(f"{base}/")
+            row = page.locator("#jobs + div table tbody tr", has_text="cache.warm")
+            assert "paused" in row.inner_text()
+            page.click("text=cache.warm")
+            page.click("text=Resume")
+            assert page.locator(".flash").inner_text() == "resumed: cache.warm"
+            assert page.locator("#paused").count() == 0
+            assert page.locator("text=Pause on every replica").is_visible()
+
             phone = context.new_page()
             phone.set_viewport_size({"width": 390, "height": 844})
             phone.goto(f"{base}/")
@@ -97,6 +120,9 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
             cookie_header = {"Cookie": f"{cookie['name']}={cookie['value']}",
                              "Content-Type": "application/x-www-form-urlencoded"}  # fmt: skip
             forged = status(f"{base}/run/cache.warm", data=b"csrf=guess", headers=cookie_header)
+            assert forged == 403
+            forged = status(f"{base}/api/jobs/cache.warm/pause", data=b"csrf=guess",
+                            headers=cookie_header)  # fmt: skip
             assert forged == 403
             page.click("text=Sign out")
             assert page.locator("#secret").is_visible()

@@ -1,0 +1,77 @@
+"""Run records that reach the store even when it was down as they were written.
+
+A record the store cannot take (it is restarting, failing over, unreachable for a few
+seconds) is kept in memory and written with the next records, or by ``flush()`` once the
+store answers again, so the history and the audit still say what happened to every
+occurrence instead of "claimed, recorded nothing". At most ``LIMIT`` records are kept; past
+that the oldest are dropped, and how many is logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Sequence
+
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.stores.base import RunRecord, Store
+
+__all__ = ["Recorder"]
+
+log = logging.getLogger(__name__)
+
+LIMIT = 10_000  # records kept while the store is down (a few MB)
+
+
+class Recorder:
+    """Writes run records to ``store``, keeping those it could not write for later."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._pending: deque[RunRecord] = deque()
+        self.dropped = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def write(self, records: Sequence[RunRecord]) -> None:
+        """Write ``records`` after any kept from before.
+
+        Raises:
+            StoreUnavailable: the store did not take them; they are kept for later.
+        """
+        with self._lock:
+            batch = [*self._pending, *records]
+            self._pending.clear()
+        if not batch:
+            return
+        try:
+            self.store.record_many(batch)
+        except StoreUnavailable:
+            self._keep(batch)
+            raise
+        if len(batch) > len(records):
+            log.info("wrote %d run record(s) kept while the store was down",
+                     len(batch) - len(records))  # fmt: skip
+
+    def flush(self) -> None:
+        """Write what was kept, if anything; quietly keep it if the store is still down."""
+        if self._pending:
+            with contextlib.suppress(StoreUnavailable):
+                self.write([])
+
+    def _keep(self, batch: list[RunRecord]) -> None:
+        with self._lock:
+            # Newer records may have been kept meanwhile by another thread: ours go first.
+            self._pending.extendleft(reversed(batch))
+            over = len(self._pending) - LIMIT
+            for _ in range(max(0, over)):
+                self._pending.popleft()
+            if over > 0:
+                self.dropped += over
+                log.warning("dropped %d run record(s): the store has been down too long to keep "
+                            "them all (%d kept)", over, LIMIT)  # fmt: skip

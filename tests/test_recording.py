@@ -1,0 +1,81 @@
+"""Through a store outage nothing that happened goes unrecorded: run records the store could
+not take are written once it answers, and a claimed inline occurrence asks for its lock until
+the very end of its grace."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cron_bridge import Beat, recording
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.recording import Recorder
+from cron_bridge.stores import RunRecord
+from cron_bridge.testing import FakeClock
+from tests.blips import LockDownFor, RecordBlips
+from tests.test_beat import START, beats, clock, eventually, inline
+
+__all__ = ["beats", "clock"]  # fixtures
+
+
+def _record(n: int) -> RunRecord:
+    return RunRecord(job="j", occurrence_id=f"j@2026-01-01T00:00:0{n}.000Z", outcome="completed",
+                     trigger="schedule", replica="r", started_at=START)  # fmt: skip
+
+
+def test_records_the_store_refused_are_written_with_the_next_ones() -> None:
+    store = RecordBlips(2)
+    recorder = Recorder(store)
+    for n in (1, 2):
+        with pytest.raises(StoreUnavailable):
+            recorder.write([_record(n)])
+    assert recorder.pending == 2 and store.history("j") == []
+    recorder.write([_record(3)])
+    assert [r.occurrence_id[-13:-5] for r in store.history("j")] == ["00:00:03", "00:00:02",
+                                                                     "00:00:01"]  # fmt: skip
+    assert recorder.pending == 0
+
+
+def test_at_most_the_limit_is_kept_and_the_oldest_go_first(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(recording, "LIMIT", 3)
+    recorder = Recorder(RecordBlips(10))
+    for n in range(1, 6):
+        with pytest.raises(StoreUnavailable):
+            recorder.write([_record(n)])
+    assert recorder.pending == 3 and recorder.dropped == 2
+    assert "dropped" in caplog.text
+
+
+def test_a_beat_writes_the_records_of_an_outage_once_the_store_answers(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    store = RecordBlips(2, clock=clock)
+    job, seen = inline("tick")
+    beats.append(Beat(store, [job], clock=clock))
+    beats[0].start()
+    for _ in range(3):
+        clock.advance(1)
+        time.sleep(0.2)
+    eventually(lambda: len(store.history("tick")) == 3, "every run recorded")
+    assert len(seen) == 3
+    assert {r.outcome for r in store.history("tick")} == {"completed"}
+
+
+def test_the_lock_is_asked_for_until_the_end_of_the_grace(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """Down for 2.6 s with a 3 s grace: asked again at most a second apart, it runs (the
+    backoff used to double past the grace and give up 1.25 s before its end)."""
+    store = LockDownFor(2.6, clock=clock)
+    job, seen = inline("blip", misfire_grace="3s")
+    beats.append(Beat(store, [job], clock=clock))
+    beats[0].start()
+    clock.advance(1)
+    eventually(lambda: len(store.history("blip")) == 1, "the run", timeout=15)
+    assert [r.outcome for r in store.history("blip")] == ["completed"]
+    assert len(seen) == 1
+    gaps = [b - a for a, b in zip(store.asked, store.asked[1:], strict=False)]
+    assert max(gaps) < 1.5, gaps
