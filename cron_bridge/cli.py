@@ -111,6 +111,14 @@ def app_option(func: F) -> F:
     )(func)
 
 
+def optional_app_option(help_text: str) -> Callable[[F], F]:
+    """``-A MODULE`` where a command can do without the app; ``help_text`` says for what."""
+    return click.option(
+        "-A", "--app", "app", multiple=True, envvar="CRON_BRIDGE_APP", metavar="MODULE",
+        help=help_text,
+    )  # fmt: skip
+
+
 def store_option(func: F) -> F:
     help_text = f"Store URL (default: $CRON_BRIDGE_STORE, else {DEFAULT_STORE})."
     return click.option("--store", metavar="URL", default=None, help=help_text)(func)
@@ -377,15 +385,8 @@ def run(name: str, app: tuple[str, ...], store: str | None, force: bool) -> None
     show_default=True,
     help="--audit leaves out occurrences due this recently: they may still be running.",
 )
-@click.option(
-    "-A",
-    "--app",
-    "app",
-    multiple=True,
-    envvar="CRON_BRIDGE_APP",
-    metavar="MODULE",
-    help="For --audit: the module that declares the job, so occurrences that left no record "
-    "count too.",
+@optional_app_option(
+    "For --audit: the module that declares the job, so occurrences that left no record count too."
 )
 def history(
     name: str,

@@ -7,19 +7,20 @@ import json
 import click
 
 from cron_bridge import control
-from cron_bridge.cli import fail, load_app, main, one_line_errors, open_store, store_option
+from cron_bridge.cli import (
+    fail,
+    load_app,
+    main,
+    one_line_errors,
+    open_store,
+    optional_app_option,
+    store_option,
+)
 
 __all__ = ["pause", "resume"]
 
-_app = click.option(
-    "-A",
-    "--app",
-    "app",
-    multiple=True,
-    envvar="CRON_BRIDGE_APP",
-    metavar="MODULE",
-    help="The module that declares the job; when given, an unknown name is refused.",
-)
+_app = optional_app_option("The module that declares the job; when given, an unknown name is "
+                           "refused.")  # fmt: skip
 
 
 def _known(name: str, app: tuple[str, ...]) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +16,7 @@ from cron_bridge.jobs import Occurrence
 from tests.apps import journal
 from tests.conftest import make_kit
 from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
-from tests.e2e.test_http import SECRET
+from tests.e2e.test_http import SECRET, call
 from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
@@ -81,20 +79,6 @@ def test_pause_stops_every_replica_within_two_seconds_and_resume_restarts(
         kit.close()
 
 
-def _api(url: str, token: str | None, method: str = "POST", body: Any = None) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
-    request = urllib.request.Request(url, method=method, data=data)
-    if body is not None:
-        request.add_header("Content-Type", "application/json")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
 def test_the_json_api_pauses_and_resumes_behind_the_secret(tmp_path: Path) -> None:
     port = free_port()
     beat = BeatProcess(
@@ -105,22 +89,22 @@ def test_the_json_api_pauses_and_resumes_behind_the_secret(tmp_path: Path) -> No
     api = f"http://127.0.0.1:{port}/_scheduler/api/jobs"
     try:
         wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
-        assert _api(f"{api}/reports.minutely/pause", None)[0] == 401
-        assert _api(f"{api}/reports.minutely/pause", "wrong")[0] == 401
-        assert _api(f"{api}/nope/pause", SECRET)[0] == 404
-        assert _api(f"{api}/reports.minutely/stop", SECRET)[0] == 404
-        status, body = _api(f"{api}/reports.minutely/pause", SECRET, body={"reason": 7})
+        assert call(f"{api}/reports.minutely/pause", None)[0] == 401
+        assert call(f"{api}/reports.minutely/pause", "wrong")[0] == 401
+        assert call(f"{api}/nope/pause", SECRET)[0] == 404
+        assert call(f"{api}/reports.minutely/stop", SECRET)[0] == 404
+        status, body = call(f"{api}/reports.minutely/pause", SECRET, body={"reason": 7})
         assert (status, "reason" in body["error"]) == (400, True), body
-        status, body = _api(f"{api}/reports.minutely/pause", SECRET, body={"reason": "db"})
+        status, body = call(f"{api}/reports.minutely/pause", SECRET, body={"reason": "db"})
         assert status == 200, body
         assert body["paused"]["reason"] == "db"
         assert body["paused"]["by"] == "http:127.0.0.1"
-        status, body = _api(f"{api}/reports.minutely", SECRET, method="GET")
+        status, body = call(f"{api}/reports.minutely", SECRET, method="GET")
         assert (status, body["paused"]["reason"]) == (200, "db")
-        assert _api(f"{api}/reports.minutely/pause", SECRET, method="GET")[0] == 405
-        status, body = _api(f"{api}/reports.minutely/resume", SECRET)
+        assert call(f"{api}/reports.minutely/pause", SECRET, method="GET")[0] == 405
+        status, body = call(f"{api}/reports.minutely/resume", SECRET)
         assert (status, body["was_paused"]["reason"]) == (200, "db")
-        status, body = _api(f"{api}/reports.minutely", SECRET, method="GET")
+        status, body = call(f"{api}/reports.minutely", SECRET, method="GET")
         assert (status, body["paused"]) == (200, None)
         beat.terminate()
     finally:

@@ -24,8 +24,14 @@ pytestmark = pytest.mark.slow
 SECRET = "c2VjcmV0LWZvci10ZXN0cy1vbmx5LTMyYnl0ZXM"  # a test secret long enough to be one
 
 
-def call(url: str, token: str | None = None, method: str = "POST") -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+def call(
+    url: str, token: str | None = None, method: str = "POST", body: Any = None
+) -> tuple[int, dict[str, Any]]:
+    """A request with the bearer token (and a JSON body); the status and the JSON answer."""
+    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+    request = urllib.request.Request(url, method=method, data=data)
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
     try:
