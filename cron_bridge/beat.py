@@ -30,7 +30,7 @@ from cron_bridge.clocksync import StoreClock
 from cron_bridge.context import AbortSignal, Trigger
 from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import ConfigError, StoreUnavailable
-from cron_bridge.jobs import Job, Occurrence, declare
+from cron_bridge.jobs import CLAIM_TTL, Job, Occurrence, declare
 from cron_bridge.planning import Planned, catch_up, plan
 from cron_bridge.recording import Recorder
 from cron_bridge.registry import Registry, default_registry
@@ -572,23 +572,45 @@ class Beat:
             trigger="manual",
             run=True,
         )
-        if job.is_cluster and not self.store.claim(item.occurrence, self.replica_id):
+        return self._run_claimed(item, lambda: self.store.claim(item.occurrence, self.replica_id))
+
+    def catch_up_paused(self, pause: control.Pause) -> RunResult | None:
+        """Run the latest occurrence that ``pause`` held back, once across the cluster
+        (``resume --catch-up``), with trigger ``misfire``; None when it held none back.
+
+        Raises:
+            ConfigError: no job of that name.
+            StoreUnavailable: the store could not be reached (it did not run).
+        """
+        job = self._jobs.get(pause.job)
+        if job is None:
+            raise ConfigError("no such job", job=pause.job, option="name", value=pause.job)
+        occurrence = control.latest_paused(self.store, pause)
+        if occurrence is None:
+            return None
+        item = Planned(job=job, occurrence=occurrence, trigger="misfire", run=True)
+        # Its own claim was taken by the replica that recorded it paused: a key of its own.
+        key = control.catch_up_key(occurrence)
+        return self._run_claimed(item, lambda: self.store.acquire(key, self.replica_id, CLAIM_TTL))
+
+    def _run_claimed(self, item: Planned, claim: Callable[[], bool]) -> RunResult:
+        if item.job.is_cluster and not claim():
             record = self._dispatcher.record_of(item, "skipped-claimed")
             self._record([record])
-            return self._result(record)
+            return self._result(record, item.trigger)
         # In the bounded pool and under the overlap rule, as a timer run: concurrent triggers
         # of an instance job run it once and record the others skipped-overlap.
         ran = self._dispatcher.run_now(item)
         if ran is None:
             raise StoreUnavailable("the overlap lock could not be asked for, or the beat stops")
-        return self._result(ran)
+        return self._result(ran, item.trigger)
 
-    def _result(self, record: RunRecord) -> RunResult:
+    def _result(self, record: RunRecord, trigger: Trigger) -> RunResult:
         return RunResult(
             name=record.job,
             occurrence_id=record.occurrence_id,
             outcome=record.outcome,
-            trigger="manual",
+            trigger=trigger,
             replica=record.replica,
             duration_ms=record.duration_ms,
             reason=record.reason,

@@ -7,6 +7,7 @@ import json
 import click
 
 from cron_bridge import control
+from cron_bridge.beat import Beat
 from cron_bridge.cli import (
     fail,
     load_app,
@@ -50,15 +51,32 @@ def pause(name: str, reason: str, app: tuple[str, ...], store: str | None) -> No
 
 @main.command()
 @click.argument("name")
+@click.option(
+    "--catch-up",
+    "catch_up",
+    is_flag=True,
+    help="Also run the latest occurrence the pause held back, once (needs -A).",
+)
 @_app
 @store_option
-def resume(name: str, app: tuple[str, ...], store: str | None) -> None:
-    """Resume a paused job: its next occurrence runs; the paused ones are not caught up."""
+def resume(name: str, catch_up: bool, app: tuple[str, ...], store: str | None) -> None:
+    """Resume a paused job: its next occurrence runs; the paused ones are not caught up
+    unless --catch-up asks for the latest of them."""
+    if catch_up and not app:
+        fail("--catch-up runs the job: give its module with -A (or CRON_BRIDGE_APP)")
     with one_line_errors():
         _known(name, app)
         opened = open_store(store)
         try:
+            ran = None
+            if catch_up:
+                # Still paused while it runs: the job's next occurrences do not meet it.
+                current = control.paused(opened).get(name)
+                ran = Beat(opened, load_app(app)).catch_up_paused(current) if current else None
             ended = control.resume(opened, name, by=control.cli_actor())
         finally:
             opened.close()
-    click.echo(json.dumps({"job": name, "was_paused": ended.to_json() if ended else None}))
+    answer = {"job": name, "was_paused": ended.to_json() if ended else None}
+    if catch_up:
+        answer["caught_up"] = ran.to_json() if ran else None
+    click.echo(json.dumps(answer))

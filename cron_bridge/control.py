@@ -22,9 +22,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cron_bridge.errors import ConfigError
+from cron_bridge.jobs import Occurrence
 from cron_bridge.stores.base import Store
 
-__all__ = ["Pause", "cli_actor", "pause", "paused", "resume"]
+__all__ = ["Pause", "catch_up_key", "cli_actor", "latest_paused", "pause", "paused", "resume"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,20 @@ def resume(store: Store, job: str, *, by: str) -> Pause | None:
     if ended is not None:
         log.warning("%s resumed by %s (%s)", job, by, ended.describe())
     return ended
+
+
+def latest_paused(store: Store, pause: Pause) -> Occurrence | None:
+    """The latest occurrence that ``pause`` held back (recorded ``skipped-paused`` with its
+    reason: the records of one pause are known by it, whatever the replicas' clocks)."""
+    said = pause.describe()
+    held = [Occurrence.parse(r.occurrence_id) for r in store.history(pause.job, store.history_limit)
+            if r.outcome == "skipped-paused" and r.reason == said]  # fmt: skip
+    return max(held, key=lambda o: o.scheduled_at, default=None)
+
+
+def catch_up_key(occurrence: Occurrence) -> str:
+    """The claim of the one catch-up run of a paused occurrence: ``catchup:<job>:<ms>``."""
+    return f"catchup:{occurrence.job}:{occurrence.epoch_ms}"
 
 
 def paused(store: Store) -> dict[str, Pause]:

@@ -1,7 +1,8 @@
 """The JSON API for pausing and resuming jobs: ``POST <path>/api/jobs/<job>/pause`` (with an
-optional ``reason``, as JSON or a form field) and ``.../resume``; ``GET <path>/api/jobs/<job>``
-says whether it is paused. The caller is authenticated by ``TriggerHandler`` (the bearer
-secret, or a dashboard session with its form token) before anything here runs."""
+optional ``reason``, as JSON or a form field) and ``.../resume`` (optional ``catch_up``);
+``GET <path>/api/jobs/<job>`` says whether it is paused. The caller is authenticated by
+``TriggerHandler`` (the bearer secret, or a dashboard session with its form token) before
+anything here runs."""
 
 from __future__ import annotations
 
@@ -44,9 +45,16 @@ def control_response(
             body: dict[str, Any] = {"job": name, "paused": record.to_json()}
             said = f"paused: {name}"
         else:
+            catch_up, ran = _flag(request, "catch_up"), None
+            if catch_up:  # still paused while it runs: the next occurrences do not meet it
+                current = control.paused(beat.store).get(name)
+                ran = beat.catch_up_paused(current) if current else None
             ended = control.resume(beat.store, name, by=who)
             body = {"job": name, "was_paused": ended.to_json() if ended else None}
             said = f"resumed: {name}" if ended else f"{name} was not paused"
+            if catch_up:
+                body["caught_up"] = ran.to_json() if ran else None
+                said += f"; caught up: {ran.outcome} {ran.occurrence_id}" if ran else ""
     except ConfigError as exc:
         return Response(400, {"error": str(exc)})
     if from_page:
@@ -55,18 +63,29 @@ def control_response(
     return Response(200, body)
 
 
+def _body(request: Request) -> dict[str, Any]:
+    """A JSON body's object, or the form's fields; ConfigError for anything else."""
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        return dict(request.form())
+    try:
+        data = json.loads(request.body or b"{}")
+    except ValueError:
+        raise ConfigError("expected a JSON object", option="body", value="") from None
+    if not isinstance(data, dict):
+        raise ConfigError("expected a JSON object", option="body", value="")
+    return data
+
+
+def _flag(request: Request, name: str) -> bool:
+    value = _body(request).get(name, False)
+    if value not in (True, False, "1", "0", "true", "false"):
+        raise ConfigError("expected true or false", option=name, value=str(value)[:80])
+    return value in (True, "1", "true")
+
+
 def _reason(request: Request) -> str:
     """The ``reason`` of a JSON body or a form; ConfigError for anything but text."""
-    if request.headers.get("content-type", "").startswith("application/json"):
-        try:
-            data = json.loads(request.body or b"{}")
-        except ValueError:
-            raise ConfigError("expected a JSON object", option="body", value="") from None
-        if not isinstance(data, dict):
-            raise ConfigError("expected a JSON object", option="body", value="")
-        reason = data.get("reason", "")
-    else:
-        reason = request.form().get("reason", "")
+    reason = _body(request).get("reason", "")
     if not isinstance(reason, str):
         raise ConfigError("expected text", option="reason", value=str(reason)[:80])
     return reason

@@ -87,3 +87,28 @@ def test_a_bad_pause_is_refused_and_writes_nothing(job: str, reason: str, option
         control.pause(store, job, reason=reason, by="cli:ops@laptop")
     assert caught.value.option == option
     assert store.controls() == {}
+
+
+def test_resume_with_catch_up_runs_the_latest_paused_occurrence_once(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    store = MemoryStore(clock=clock)
+    job, seen = inline("tick")
+    beats += [Beat(store, [job], clock=clock, replica_id=f"r{i}") for i in range(2)]
+    for beat in beats:
+        beat.start()
+    pause = control.pause(store, "tick", by="cli:ops@laptop")
+    for step in range(1, 4):
+        clock.advance(1)
+        eventually(lambda n=step: total(store, "tick") == 2 * n, f"occurrence {step}")
+    assert seen == []
+    control.resume(store, "tick", by="cli:ops@laptop")
+    first, second = (beat.catch_up_paused(pause) for beat in beats)
+    assert first is not None and second is not None
+    assert (first.outcome, first.trigger) == ("completed", "misfire")
+    assert first.occurrence_id.endswith("12:00:03.000Z")  # the latest held back
+    assert (second.outcome, second.occurrence_id) == ("skipped-claimed", first.occurrence_id)
+    assert [ctx.trigger for ctx in seen] == ["misfire"]
+    # A pause that held nothing back: nothing to catch up.
+    later = control.pause(store, "tick", reason="another", by="cli:ops@laptop")
+    assert beats[0].catch_up_paused(later) is None
