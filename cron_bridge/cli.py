@@ -378,6 +378,12 @@ def run(name: str, app: tuple[str, ...], store: str | None, force: bool) -> None
     help="Count the occurrences of --since with zero, one or more completed runs; exit 1 "
     "when any has zero or more than one.",
 )
+@click.option(
+    "--changes",
+    "changes",
+    is_flag=True,
+    help="The operators' changes to the job (pause, resume): who, when, why.",
+)
 @click.option("--since", default="24h", show_default=True, help="The window of --audit.")
 @click.option(
     "--grace",
@@ -395,14 +401,16 @@ def history(
     as_json: bool,
     occurrence_id: str | None,
     audit_window: bool,
+    changes: bool,
     since: str,
     grace: str,
     app: tuple[str, ...],
 ) -> None:
-    """Show the recent runs of a job from every replica, one occurrence, or an audit."""
+    """Show the recent runs of a job from every replica, one occurrence, an audit, or the
+    changes operators made to it."""
     with one_line_errors():
-        if occurrence_id is not None and audit_window:
-            fail("give --occurrence or --audit, not both")
+        if (occurrence_id is not None) + audit_window + changes > 1:
+            fail("give one of --occurrence, --audit and --changes")
         if occurrence_id is not None:
             try:
                 occurrence = Occurrence.parse(occurrence_id)
@@ -421,6 +429,9 @@ def history(
         if opened is None:
             fail("no store: give --store or set CRON_BRIDGE_STORE")
         try:
+            if changes:
+                _show_changes(control.changes(opened, name)[:count], as_json)
+                return
             if occurrence_id is not None:
                 _show_occurrence(occurrence_report(opened, occurrence), as_json)
                 return
@@ -436,6 +447,15 @@ def history(
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
     _print_table(_record_rows(records))
+
+
+def _show_changes(found: list[control.Change], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps([change.to_json() for change in found], indent=2))
+        return
+    rows = [["AT", "ACTION", "BY", "REASON"]]
+    rows += [[c.at.isoformat()[:19], c.action, c.by, c.reason] for c in found]
+    _print_table(rows)
 
 
 def _record_rows(records: list[RunRecord]) -> list[list[str]]:

@@ -1,11 +1,14 @@
 """Pausing and resuming jobs across the cluster, at run time.
 
-A pause is a control record ``pause:<job>`` in the store: why, who, since when. Every replica
-reads the paused jobs right before it claims, so it obeys a pause from its next claim on, and
-a replica that starts later obeys it too. A paused job's occurrences are still claimed, once,
-and the winner records them ``skipped-paused`` (reason: who paused it and why) instead of
-running them: the history shows every occurrence the pause held back. Resuming deletes the
-record; the next occurrence runs, and the paused ones are not caught up.
+A pause is a control record ``pause:<job>`` in the store: why, who, since when. Every pause
+and resume is also appended to the job's change log (``change:<job>:<epoch ns>:<random>``,
+the last 100 kept), shown by ``cron-bridge history NAME --changes`` and the job's page.
+
+Every replica reads the paused jobs right before it claims, so it obeys a pause from its next
+claim on, and a replica that starts later obeys it too. A paused job's occurrences are still
+claimed, once, and the winner records them ``skipped-paused`` (reason: who paused it and why)
+instead of running them: the history shows every occurrence the pause held back. Resuming
+deletes the record; the next occurrence runs, and the paused ones are not caught up.
 
 What is read from the store is treated as hostile: a record that does not parse keeps its
 job paused (fail closed), with a warning.
@@ -17,6 +20,8 @@ import getpass
 import json
 import logging
 import socket
+import time
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,11 +30,23 @@ from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores.base import Store
 
-__all__ = ["Pause", "catch_up_key", "cli_actor", "latest_paused", "pause", "paused", "resume"]
+__all__ = [
+    "Change",
+    "Pause",
+    "catch_up_key",
+    "changes",
+    "cli_actor",
+    "latest_paused",
+    "pause",
+    "paused",
+    "resume",
+]
 
 log = logging.getLogger(__name__)
 
 PREFIX = "pause:"
+CHANGE_PREFIX = "change:"  # change:<job>:<epoch ns>:<random>
+CHANGES_KEPT = 100  # per job
 REASON_MAX = 500
 NAME_MAX = 200
 ACTOR_MAX = 200
@@ -72,6 +89,52 @@ def _text(value: str, option: str, limit: int, job: str | None = None) -> str:
     return value
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Change:
+    """One change an operator made to a job: ``paused`` or ``resumed``, by whom, when, and
+    the pause it set or ended."""
+
+    job: str
+    action: str
+    by: str
+    at: datetime
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job": self.job, "action": self.action, "by": self.by,
+                "at": self.at.isoformat(), "reason": self.reason}  # fmt: skip
+
+
+def changes(store: Store, job: str) -> list[Change]:
+    """The last ``CHANGES_KEPT`` changes to ``job``, newest first; unreadable ones skipped."""
+    found = []
+    for key, raw in sorted(store.controls(f"{CHANGE_PREFIX}{job}:").items(), reverse=True):
+        try:
+            data = json.loads(raw)
+            found.append(
+                Change(
+                    job=job,
+                    action=_text(data["action"], "action", 20, job),
+                    by=_text(data["by"], "by", ACTOR_MAX, job),
+                    at=datetime.fromisoformat(data["at"]),
+                    reason=_text(data.get("reason", ""), "reason", REASON_MAX, job),
+                )
+            )
+        except (ValueError, TypeError, KeyError, ConfigError) as exc:
+            log.warning("skipping an unreadable change record %.200r (%s)", key, exc)
+    return found
+
+
+def _log_change(store: Store, change: Change) -> None:
+    """Append ``change`` to the job's change log, keeping the last ``CHANGES_KEPT``."""
+    prefix = f"{CHANGE_PREFIX}{change.job}:"
+    key = f"{prefix}{time.time_ns():020d}:{uuid.uuid4().hex[:6]}"  # sorts in time order
+    store.put_control(key, json.dumps(change.to_json()))
+    kept = sorted(store.controls(prefix))
+    for key in kept[: max(0, len(kept) - CHANGES_KEPT)]:
+        store.put_control(key, None)
+
+
 def pause(store: Store, job: str, *, reason: str = "", by: str) -> Pause:
     """Pause ``job`` on every replica (again: the reason and actor are replaced).
 
@@ -86,6 +149,8 @@ def pause(store: Store, job: str, *, reason: str = "", by: str) -> Pause:
                    by=_text(by, "by", ACTOR_MAX, job), since=datetime.now(UTC))  # fmt: skip
     store.put_control(PREFIX + job, json.dumps(record.to_json()))
     log.warning("%s %s", job, record.describe())
+    _log_change(store, Change(job=job, action="paused", by=record.by, at=record.since,
+                              reason=record.reason))  # fmt: skip
     return record
 
 
@@ -96,10 +161,13 @@ def resume(store: Store, job: str, *, by: str) -> Pause | None:
     Raises:
         StoreUnavailable: the store could not be reached; nothing changed.
     """
+    _text(by, "by", ACTOR_MAX, job)
     ended = paused(store).get(job)
     store.put_control(PREFIX + job, None)
     if ended is not None:
         log.warning("%s resumed by %s (%s)", job, by, ended.describe())
+        _log_change(store, Change(job=job, action="resumed", by=by, at=datetime.now(UTC),
+                                  reason=ended.reason))  # fmt: skip
     return ended
 
 

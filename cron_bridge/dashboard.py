@@ -166,6 +166,22 @@ def _pause_form(path: str, csrf: str, job: Job, pause: control.Pause | None) -> 
   <button type=submit>Pause on every replica</button></form>"""
 
 
+def _changes_table(found: list[control.Change], now: datetime) -> str:
+    """Who paused and resumed the job, when and why (nothing when nobody ever did)."""
+    if not found:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_when(c.at, now)}</td><td>{escape(c.action)}</td>"
+        f"<td><code>{escape(c.by)}</code></td><td>{escape(c.reason)}</td></tr>"
+        for c in found
+    )
+    return f"""<h2 id=changes>Changes</h2>
+<div class=scroll><table>
+  <thead><tr><th>When</th><th>Change</th><th>By</th><th>Reason</th></tr></thead>
+  <tbody>{rows}</tbody>
+</table></div>"""
+
+
 def overview_page(beat: Beat, path: str, csrf: str) -> str:
     """Every job with its schedule, next and last run; the live replicas."""
     now = datetime.now(UTC)
@@ -247,6 +263,7 @@ def job_page(beat: Beat, path: str, csrf: str, job: Job, flash: str | None = Non
 <p class=muted>"Run now" claims the occurrence the schedule is at, so it runs once however
 often it is pressed; a fresh occurrence always runs.</p>
 {_pause_form(path, csrf, job, pause)}
+{_changes_table(control.changes(beat.store, job.name)[:20], now)}
 <h2>Recent runs</h2>
 <div class=scroll><table>
   <thead><tr><th>Occurrence</th><th>Outcome</th><th>Trigger</th><th class=wide>Attempt</th>

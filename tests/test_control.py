@@ -112,3 +112,22 @@ def test_resume_with_catch_up_runs_the_latest_paused_occurrence_once(
     # A pause that held nothing back: nothing to catch up.
     later = control.pause(store, "tick", reason="another", by="cli:ops@laptop")
     assert beats[0].catch_up_paused(later) is None
+
+
+def test_every_pause_and_resume_is_in_the_change_log_newest_first_and_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = MemoryStore()
+    control.pause(store, "tick", reason="INC-1", by="cli:ana@laptop")
+    control.resume(store, "tick", by="http:10.0.0.7")
+    control.resume(store, "tick", by="http:10.0.0.7")  # not paused: no change
+    control.pause(store, "other", by="dashboard:10.0.0.8")
+    found = control.changes(store, "tick")
+    assert [(c.action, c.by, c.reason) for c in found] == [
+        ("resumed", "http:10.0.0.7", "INC-1"), ("paused", "cli:ana@laptop", "INC-1")]  # fmt: skip
+    monkeypatch.setattr(control, "CHANGES_KEPT", 3)
+    for n in range(4):
+        control.pause(store, "tick", reason=f"again {n}", by="cli:ana@laptop")
+    assert [c.reason for c in control.changes(store, "tick")] == ["again 3", "again 2", "again 1"]
+    store.put_control("change:tick:00000000000000000001:zz", "not json")
+    assert len(control.changes(store, "tick")) == 3  # an unreadable one is skipped

@@ -58,6 +58,10 @@ def test_pause_stops_every_replica_within_two_seconds_and_resume_restarts(
         resumed_at = datetime.now(UTC)
         caught_up = json.loads(done.stdout)["caught_up"]
         assert (caught_up["outcome"], caught_up["trigger"]) == ("completed", "misfire")
+        done = cli("history", "tick.00", "--changes", "--json", "--store", kit.url, env=env,
+                   cwd=tmp_path)  # fmt: skip
+        changes = [(c["action"], c["reason"], c["by"][:4]) for c in json.loads(done.stdout)]
+        assert changes == [("resumed", "incident 42", "cli:"), ("paused", "incident 42", "cli:")]
         wait_for(lambda: any(line["job"] == "tick.00" and _scheduled(line) > resumed_at
                              for line in journal.read(path)),
                  10, "tick.00 after resume")  # fmt: skip

@@ -108,6 +108,9 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
             assert page.locator(".flash").inner_text() == "resumed: cache.warm"
             assert page.locator("#paused").count() == 0
             assert page.locator("text=Pause on every replica").is_visible()
+            changes = page.locator("#changes + div table tbody tr").all_inner_texts()
+            assert [row.split("\t")[1:3] for row in changes] == [
+                ["resumed", "dashboard:127.0.0.1"], ["paused", "dashboard:127.0.0.1"]]  # fmt: skip
 
             phone = context.new_page()
             phone.set_viewport_size({"width": 390, "height": 844})
