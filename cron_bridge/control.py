@@ -1,8 +1,9 @@
 """Pausing and resuming jobs across the cluster, at run time.
 
-A pause is a control record ``pause:<job>`` in the store: why, who, since when. Every pause
-and resume is also appended to the job's change log (``change:<job>:<epoch ns>:<random>``,
-the last 100 kept), shown by ``cron-bridge history NAME --changes`` and the job's page.
+A pause is a control record (group ``pause``, key the job) in the store: why, who, since
+when. Every pause and resume is also appended to the job's change log (group
+``change:<job>``, key ``<epoch ns>:<random>``, the last 100 kept), shown by
+``cron-bridge history NAME --changes`` and the job's page.
 
 Every replica reads the paused jobs right before it claims, so it obeys a pause from its next
 claim on, and a replica that starts later obeys it too. A paused job's occurrences are still
@@ -27,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cron_bridge.errors import ConfigError
-from cron_bridge.jobs import Occurrence
+from cron_bridge.jobs import NAME_PATTERN, Occurrence
 from cron_bridge.stores.base import Store
 
 __all__ = [
@@ -44,11 +45,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PREFIX = "pause:"
-CHANGE_PREFIX = "change:"  # change:<job>:<epoch ns>:<random>
+PAUSES = "pause"  # the control group of the paused jobs, by job
+CHANGES = "change:{job}"  # a job's change log, by <epoch ns>:<random>
 CHANGES_KEPT = 100  # per job
 REASON_MAX = 500
-NAME_MAX = 200
 ACTOR_MAX = 200
 
 
@@ -108,7 +108,7 @@ class Change:
 def changes(store: Store, job: str) -> list[Change]:
     """The last ``CHANGES_KEPT`` changes to ``job``, newest first; unreadable ones skipped."""
     found = []
-    for key, raw in sorted(store.controls(f"{CHANGE_PREFIX}{job}:").items(), reverse=True):
+    for key, raw in sorted(store.controls(CHANGES.format(job=job)).items(), reverse=True):
         try:
             data = json.loads(raw)
             found.append(
@@ -127,12 +127,12 @@ def changes(store: Store, job: str) -> list[Change]:
 
 def _log_change(store: Store, change: Change) -> None:
     """Append ``change`` to the job's change log, keeping the last ``CHANGES_KEPT``."""
-    prefix = f"{CHANGE_PREFIX}{change.job}:"
-    key = f"{prefix}{time.time_ns():020d}:{uuid.uuid4().hex[:6]}"  # sorts in time order
-    store.put_control(key, json.dumps(change.to_json()))
-    kept = sorted(store.controls(prefix))
-    for key in kept[: max(0, len(kept) - CHANGES_KEPT)]:
-        store.put_control(key, None)
+    group = CHANGES.format(job=change.job)
+    key = f"{time.time_ns():020d}:{uuid.uuid4().hex[:6]}"  # sorts in time order
+    store.put_control(group, key, json.dumps(change.to_json()))
+    kept = sorted(store.controls(group))
+    for old in kept[: max(0, len(kept) - CHANGES_KEPT)]:
+        store.put_control(group, old, None)
 
 
 def pause(store: Store, job: str, *, reason: str = "", by: str) -> Pause:
@@ -142,12 +142,12 @@ def pause(store: Store, job: str, *, reason: str = "", by: str) -> Pause:
         ConfigError: a job name, reason or actor that is too long or has control characters.
         StoreUnavailable: the store could not be reached; nothing changed.
     """
-    _text(job, "name", NAME_MAX)
-    if not job:
-        raise ConfigError("expected a job name", option="name", value="")
+    if not isinstance(job, str) or not NAME_PATTERN.fullmatch(job):
+        raise ConfigError("expected a job name (letters, digits, '.', '_', '-'; at most 200)",
+                          option="name", value=str(job)[:80])  # fmt: skip
     record = Pause(job=job, reason=_text(reason, "reason", REASON_MAX, job),
                    by=_text(by, "by", ACTOR_MAX, job), since=datetime.now(UTC))  # fmt: skip
-    store.put_control(PREFIX + job, json.dumps(record.to_json()))
+    store.put_control(PAUSES, job, json.dumps(record.to_json()))
     log.warning("%s %s", job, record.describe())
     _log_change(store, Change(job=job, action="paused", by=record.by, at=record.since,
                               reason=record.reason))  # fmt: skip
@@ -163,7 +163,7 @@ def resume(store: Store, job: str, *, by: str) -> Pause | None:
     """
     _text(by, "by", ACTOR_MAX, job)
     ended = paused(store).get(job)
-    store.put_control(PREFIX + job, None)
+    store.put_control(PAUSES, job, None)
     if ended is not None:
         log.warning("%s resumed by %s (%s)", job, by, ended.describe())
         _log_change(store, Change(job=job, action="resumed", by=by, at=datetime.now(UTC),
@@ -191,11 +191,7 @@ def paused(store: Store) -> dict[str, Pause]:
     Raises:
         StoreUnavailable: the store could not be reached.
     """
-    found = {}
-    for key, raw in store.controls(PREFIX).items():
-        job = key[len(PREFIX) :]
-        found[job] = _read(job, raw)
-    return found
+    return {job: _read(job, raw) for job, raw in store.controls(PAUSES).items()}
 
 
 def _read(job: str, raw: str) -> Pause:

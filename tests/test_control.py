@@ -64,8 +64,8 @@ def test_an_unreadable_pause_record_keeps_its_job_paused(
     clock: FakeClock, beats: list[Beat], caplog: pytest.LogCaptureFixture
 ) -> None:
     store = MemoryStore(clock=clock)
-    store.put_control("pause:tick", "{not json")
-    store.put_control("pause:other", json.dumps({"reason": 7, "by": "x", "since": "now"}))
+    store.put_control("pause", "tick", "{not json")
+    store.put_control("pause", "other", json.dumps({"reason": 7, "by": "x", "since": "now"}))
     found = control.paused(store)
     assert set(found) == {"tick", "other"}
     assert found["tick"].reason == "unreadable pause record"
@@ -79,6 +79,7 @@ def test_an_unreadable_pause_record_keeps_its_job_paused(
         ("tick", "line one\nforged line", "reason"),
         ("", "", "name"),
         ("x" * 201, "", "name"),
+        ("a:b", "", "name"),
     ],
 )
 def test_a_bad_pause_is_refused_and_writes_nothing(job: str, reason: str, option: str) -> None:
@@ -86,7 +87,7 @@ def test_a_bad_pause_is_refused_and_writes_nothing(job: str, reason: str, option
     with pytest.raises(ConfigError) as caught:
         control.pause(store, job, reason=reason, by="cli:ops@laptop")
     assert caught.value.option == option
-    assert store.controls() == {}
+    assert store.controls("pause") == {}
 
 
 def test_resume_with_catch_up_runs_the_latest_paused_occurrence_once(
@@ -129,5 +130,5 @@ def test_every_pause_and_resume_is_in_the_change_log_newest_first_and_bounded(
     for n in range(4):
         control.pause(store, "tick", reason=f"again {n}", by="cli:ana@laptop")
     assert [c.reason for c in control.changes(store, "tick")] == ["again 3", "again 2", "again 1"]
-    store.put_control("change:tick:00000000000000000001:zz", "not json")
+    store.put_control("change:tick", "00000000000000000001:zz", "not json")
     assert len(control.changes(store, "tick")) == 3  # an unreadable one is skipped

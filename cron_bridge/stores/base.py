@@ -8,8 +8,9 @@ A store holds three kinds of state, each under a key that names a job:
   owner; an expired lock can be taken by anyone.
 - **records**: per job, the last claimed occurrence and the run history; and the live
   replicas from their heartbeats.
-- **controls**: operator state every replica reads before it claims (a paused job, under
-  ``pause:<job>``), one JSON text per key, set and deleted as a whole.
+- **controls**: operator state, one JSON text per key within a group: the paused jobs (group
+  ``pause``, read by every replica before it claims), a job's change log (group
+  ``change:<job>``). A group is read whole, in one round trip.
 
 Every method either does what it says or raises ``StoreUnavailable``; none of them hangs past
 the store's connect or socket timeout.
@@ -230,12 +231,13 @@ class Store(ABC):
         atomically)."""
 
     @abstractmethod
-    def put_control(self, key: str, value: str | None) -> None:
-        """Set the control record ``key`` to ``value`` (JSON text), or delete it with None."""
+    def put_control(self, group: str, key: str, value: str | None) -> None:
+        """Set the control record ``key`` of ``group`` to ``value`` (JSON text), or delete it
+        with None."""
 
     @abstractmethod
-    def controls(self, prefix: str = "") -> dict[str, str]:
-        """Every control record whose key starts with ``prefix``, in one round trip."""
+    def controls(self, group: str) -> dict[str, str]:
+        """Every control record of ``group``, by key, in one round trip."""
 
     @abstractmethod
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:

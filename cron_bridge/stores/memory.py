@@ -49,7 +49,7 @@ class MemoryStore(Store):
             lambda: deque(maxlen=self.history_limit)
         )
         self._replicas: dict[str, datetime] = {}
-        self._controls: dict[str, str] = {}
+        self._controls: defaultdict[str, dict[str, str]] = defaultdict(dict)
         log.warning(
             "the memory store keeps claims in this process only: replicas in other processes "
             "will run the same occurrences; use sqlite://, redis:// or postgresql:// for a cluster"
@@ -90,18 +90,18 @@ class MemoryStore(Store):
                 self._last[occurrence.job] = max(last, occurrence.scheduled_at)
             return won
 
-    def put_control(self, key: str, value: str | None) -> None:
+    def put_control(self, group: str, key: str, value: str | None) -> None:
         with self._lock:
             self.stats.add()
             if value is None:
-                self._controls.pop(key, None)
+                self._controls[group].pop(key, None)
             else:
-                self._controls[key] = value
+                self._controls[group][key] = value
 
-    def controls(self, prefix: str = "") -> dict[str, str]:
+    def controls(self, group: str) -> dict[str, str]:
         with self._lock:
             self.stats.add()
-            return {k: v for k, v in self._controls.items() if k.startswith(prefix)}
+            return dict(self._controls.get(group, {}))
 
     def holder(self, key: str) -> str | None:
         with self._lock:

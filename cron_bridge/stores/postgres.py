@@ -74,9 +74,11 @@ CREATE TABLE IF NOT EXISTS {replicas} (
 );
 ALTER TABLE {replicas} ADD COLUMN IF NOT EXISTS clock_offset_ms double precision;
 CREATE TABLE IF NOT EXISTS {controls} (
-    key text PRIMARY KEY,
+    grp text NOT NULL,
+    key text NOT NULL,
     value text NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (grp, key)
 );
 """
 """The tables, for teams whose migrations own the schema (``create_tables=False``).
@@ -306,20 +308,20 @@ class PostgresStore(Store):
         except StoreUnavailable as exc:
             log.warning("could not delete expired claims, will try again: %s", exc)
 
-    def put_control(self, key: str, value: str | None) -> None:
+    def put_control(self, group: str, key: str, value: str | None) -> None:
         if value is None:
-            statement = self._sql("DELETE FROM {controls} WHERE key = %s")
-            self._call(lambda conn: conn.execute(statement, (key,)))
+            statement = self._sql("DELETE FROM {controls} WHERE grp = %s AND key = %s")
+            self._call(lambda conn: conn.execute(statement, (group, key)))
             return
         statement = self._sql(
-            "INSERT INTO {controls} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
-            "SET value = excluded.value, updated_at = now()"
+            "INSERT INTO {controls} (grp, key, value) VALUES (%s, %s, %s) ON CONFLICT (grp, key) "
+            "DO UPDATE SET value = excluded.value, updated_at = now()"
         )
-        self._call(lambda conn: conn.execute(statement, (key, value)))
+        self._call(lambda conn: conn.execute(statement, (group, key, value)))
 
-    def controls(self, prefix: str = "") -> dict[str, str]:
-        statement = self._sql("SELECT key, value FROM {controls} WHERE left(key, %s) = %s")
-        rows = self._call(lambda conn: conn.execute(statement, (len(prefix), prefix)).fetchall())
+    def controls(self, group: str) -> dict[str, str]:
+        statement = self._sql("SELECT key, value FROM {controls} WHERE grp = %s")
+        rows = self._call(lambda conn: conn.execute(statement, (group,)).fetchall())
         return {str(key): str(value) for key, value in rows}
 
     def holder(self, key: str) -> str | None:

@@ -248,16 +248,16 @@ class RedisStore(Store):
         owner = self._call(lambda client: client.get(self._key(key)))
         return None if owner is None else _text(owner)
 
-    def put_control(self, key: str, value: str | None) -> None:
+    def put_control(self, group: str, key: str, value: str | None) -> None:
+        name = self._key(f"controls:{group}")  # one hash per group
         if value is None:
-            self._call(lambda client: client.hdel(self._key("controls"), key))
+            self._call(lambda client: client.hdel(name, key))
         else:
-            self._call(lambda client: client.hset(self._key("controls"), key, value))
+            self._call(lambda client: client.hset(name, key, value))
 
-    def controls(self, prefix: str = "") -> dict[str, str]:
-        found = self._call(lambda client: client.hgetall(self._key("controls")))
-        pairs = ((_text(key), _text(value)) for key, value in found.items())
-        return {key: value for key, value in pairs if key.startswith(prefix)}
+    def controls(self, group: str) -> dict[str, str]:
+        found = self._call(lambda client: client.hgetall(self._key(f"controls:{group}")))
+        return {_text(key): _text(value) for key, value in found.items()}
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         if not jobs:

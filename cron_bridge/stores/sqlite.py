@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS runs (
     replica TEXT NOT NULL, started_at TEXT NOT NULL, duration_ms REAL, error TEXT);
 CREATE INDEX IF NOT EXISTS runs_job_id ON runs (job, id);
 CREATE TABLE IF NOT EXISTS replicas (id TEXT PRIMARY KEY, expires_ms INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS controls (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS controls (
+    grp TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (grp, key));
 """
 
 _TAKE = """
@@ -167,19 +168,19 @@ class SQLiteStore(Store):
             first.add(key)
         return answers
 
-    def put_control(self, key: str, value: str | None) -> None:
+    def put_control(self, group: str, key: str, value: str | None) -> None:
         if value is None:
-            self._run(lambda conn: conn.execute("DELETE FROM controls WHERE key = ?", (key,)))
+            self._run(lambda conn: conn.execute(
+                "DELETE FROM controls WHERE grp = ? AND key = ?", (group, key)))  # fmt: skip
         else:
             self._run(lambda conn: conn.execute(
-                "INSERT INTO controls VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = "
-                "excluded.value", (key, value)))  # fmt: skip
+                "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET "
+                "value = excluded.value", (group, key, value)))  # fmt: skip
 
-    def controls(self, prefix: str = "") -> dict[str, str]:
+    def controls(self, group: str) -> dict[str, str]:
         rows = self._run(
             lambda conn: conn.execute(
-                "SELECT key, value FROM controls WHERE substr(key, 1, ?) = ?",
-                (len(prefix), prefix),
+                "SELECT key, value FROM controls WHERE grp = ?", (group,)
             ).fetchall(),
             write=False,
         )

@@ -229,19 +229,24 @@ def test_a_heartbeat_reads_the_stores_clock_and_keeps_the_replicas_offset(kit: S
         assert replica.clock_offset_ms == -2500.0
 
 
-def test_control_records_are_set_read_by_prefix_replaced_and_deleted(kit: StoreKit) -> None:
-    """What one process sets, another reads; a namespace sees only its own."""
+def test_control_records_are_set_read_by_group_replaced_and_deleted(
+    kit: StoreKit, kit_factory: Any
+) -> None:
+    """What one process sets, another reads, a group at a time; a namespace sees only its
+    own."""
     writer, reader = kit.open(), kit.open()
-    assert reader.controls() == {}
-    writer.put_control("pause:billing.close-day", '{"reason": "incident 42"}')
-    writer.put_control("pause:mail.digest", '{"reason": ""}')
-    writer.put_control("schedule:tenant-7", "{}")
-    assert reader.controls("pause:") == {
-        "pause:billing.close-day": '{"reason": "incident 42"}',
-        "pause:mail.digest": '{"reason": ""}',
+    assert reader.controls("pause") == {}
+    writer.put_control("pause", "billing.close-day", '{"reason": "incident 42"}')
+    writer.put_control("pause", "mail.digest", '{"reason": ""}')
+    writer.put_control("change:mail.digest", "00001:ab", "{}")
+    assert reader.controls("pause") == {
+        "billing.close-day": '{"reason": "incident 42"}',
+        "mail.digest": '{"reason": ""}',
     }
-    writer.put_control("pause:mail.digest", '{"reason": "again"}')
-    writer.put_control("pause:billing.close-day", None)
-    writer.put_control("pause:never-set", None)  # deleting what is not there is no error
-    assert reader.controls("pause:") == {"pause:mail.digest": '{"reason": "again"}'}
-    assert set(reader.controls()) == {"pause:mail.digest", "schedule:tenant-7"}
+    writer.put_control("pause", "mail.digest", '{"reason": "again"}')
+    writer.put_control("pause", "billing.close-day", None)
+    writer.put_control("pause", "never-set", None)  # deleting what is not there is no error
+    assert reader.controls("pause") == {"mail.digest": '{"reason": "again"}'}
+    assert reader.controls("change:mail.digest") == {"00001:ab": "{}"}
+    if kit.kind != "memory":
+        assert kit_factory(kit.kind).open().controls("pause") == {}
