@@ -24,6 +24,7 @@ import click
 from cron_bridge import control
 from cron_bridge.audit import Audit, OccurrenceReport, audit, occurrence_report
 from cron_bridge.beat import Beat
+from cron_bridge.bounded import NEVER
 from cron_bridge.errors import ConfigError, CronBridgeError, StoreUnavailable
 from cron_bridge.http import check_secret
 from cron_bridge.jobs import Job, Occurrence
@@ -302,7 +303,7 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
                     "timezone": job.schedule.tz,
                     "scope": job.scope,
                     "target": _target(job),
-                    "next": None if job.external else job.schedule.next_after(now).isoformat(),
+                    "next": _next_run(job, now),
                     "last": last[0].to_json() if last else None,
                     "paused": pause.to_json() if pause else None,
                 }
@@ -325,7 +326,7 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
                 row["timezone"],
                 row["scope"],
                 row["target"],
-                "paused" if row["paused"] else (row["next"] or "external")[:19],
+                "paused" if row["paused"] else (row["next"] or _no_next(jobs, row["name"]))[:19],
                 shown_last,
             ]
         )
@@ -447,6 +448,18 @@ def history(
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
     _print_table(_record_rows(records))
+
+
+def _next_run(job: Job, now: datetime) -> str | None:
+    """ISO time of the next occurrence; None for an external job or one with none left."""
+    upcoming = None if job.external else job.schedule.next_after(now)
+    return None if upcoming is None or upcoming >= NEVER else upcoming.isoformat()
+
+
+def _no_next(jobs: list[Job], name: str) -> str:
+    """What NEXT says without a time: ``external``, or ``none`` (a one-off that ran, an
+    ``end`` that passed)."""
+    return "external" if any(job.external for job in jobs if job.name == name) else "none"
 
 
 def _show_changes(found: list[control.Change], as_json: bool) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from cron_bridge import control
+from cron_bridge.bounded import NEVER
 from cron_bridge.stores.base import RunRecord
 
 if TYPE_CHECKING:
@@ -140,7 +141,9 @@ def _header(beat: Beat, path: str, csrf: str, now: datetime) -> str:
 def _next(upcoming: datetime | None, now: datetime, paused: bool) -> str:
     if paused:
         return "<span class=skipped-paused>paused</span>"
-    return "external" if upcoming is None else _when(upcoming, now)
+    if upcoming is None:
+        return "external"
+    return "<span class=muted>none</span>" if upcoming >= NEVER else _when(upcoming, now)
 
 
 def _offset(ms: float | None) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast, get_args
 
+from cron_bridge.bounded import At, Window
 from cron_bridge.errors import ConfigError
 from cron_bridge.schedules import EPOCH, Cron, Every, Schedule, load_zone, parse_duration
 
@@ -226,8 +227,11 @@ def declare(
     *,
     cron: str | None = None,
     every: str | float | timedelta | None = None,
+    at: datetime | str | None = None,
     tz: str = "UTC",
     offset: str | float | timedelta = 0,
+    start: datetime | str | None = None,
+    end: datetime | str | None = None,
     scope: str = "cluster",
     overlap: str = "skip",
     misfire: str = "skip",
@@ -255,7 +259,13 @@ def declare(
             "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}", job=str(name), option="name", value=name
         )
     try:
-        schedule = _schedule(cron=cron, every=every, tz=tz, offset=offset)
+        schedule = _schedule(cron=cron, every=every, at=at, tz=tz, offset=offset)
+        if start is not None or end is not None:
+            if at is not None:
+                raise ConfigError("a one-off run (at=) takes no start or end",
+                                  option="start" if start is not None else "end",
+                                  value=start if start is not None else end)  # fmt: skip
+            schedule = Window(schedule, start=start, end=end)
         grace = parse_duration(misfire_grace, option="misfire_grace")
         lock_lifetime = parse_duration(lock_ttl, option="lock_ttl")
         time_limit = None if timeout is None else parse_duration(timeout, option="timeout")
@@ -287,14 +297,22 @@ def _schedule(
     *,
     cron: str | None,
     every: str | float | timedelta | None,
+    at: datetime | str | None,
     tz: str,
     offset: str | float | timedelta,
 ) -> Schedule:
-    if cron is not None and every is not None:
-        raise ConfigError("give one of cron= or every=, not both", option="cron", value=cron)
+    given = {name: value for name, value in (("cron", cron), ("every", every), ("at", at))
+             if value is not None}  # fmt: skip
+    if len(given) > 1:
+        first = next(iter(given))
+        raise ConfigError(f"give one of cron=, every= or at=, not {' and '.join(given)}",
+                          option=first, value=given[first])  # fmt: skip
     if cron is not None:
         return Cron(cron, tz=tz)
+    if at is not None:
+        load_zone(tz)
+        return At(at)
     if every is None:
-        raise ConfigError("give one of cron= or every=", option="cron", value=None)
+        raise ConfigError("give one of cron=, every= or at=", option="cron", value=None)
     load_zone(tz)  # a zone is validated even where an interval does not use it
     return Every(every, offset=offset)

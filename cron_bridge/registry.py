@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from cron_bridge.adapters import find_adapter
@@ -81,8 +81,11 @@ def cluster_task(
     *,
     cron: str | None = None,
     every: str | float | timedelta | None = None,
+    at: datetime | str | None = None,
     tz: str = "UTC",
     offset: str | float | timedelta = 0,
+    start: datetime | str | None = None,
+    end: datetime | str | None = None,
     name: str | None = None,
     scope: str = "cluster",
     overlap: str = "skip",
@@ -111,8 +114,11 @@ def cluster_task(
     options: dict[str, Any] = {
         "cron": cron,
         "every": every,
+        "at": at,
         "tz": tz,
         "offset": offset,
+        "start": start,
+        "end": end,
         "scope": scope,
         "overlap": overlap,
         "misfire": misfire,
