@@ -18,7 +18,7 @@ import socket
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
@@ -142,7 +142,9 @@ class Beat:
             self._check_name(job)
             self._jobs[job.name] = job
         self._lock = threading.RLock()
-        self._heap: list[tuple[datetime, int, str, int]] = []
+        # (fire at, sequence, job, generation, scheduled at): fire at is the scheduled time
+        # plus the job's jitter for that occurrence.
+        self._heap: list[tuple[datetime, int, str, int, datetime]] = []
         self._generation: dict[str, int] = {}
         self._sequence = itertools.count()
         self._wake = threading.Event()
@@ -228,7 +230,8 @@ class Beat:
         if job.external:
             return
         generation = self._generation.get(job.name, 0)
-        entry = (job.schedule.next_after(after), next(self._sequence), job.name, generation)
+        scheduled = job.schedule.next_after(after)
+        entry = (job.fire_at(scheduled), next(self._sequence), job.name, generation, scheduled)
         heapq.heappush(self._heap, entry)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -364,7 +367,7 @@ class Beat:
         due = []
         with self._lock:
             while self._heap and self._heap[0][0] <= now:
-                when, _, name, generation = heapq.heappop(self._heap)
+                _, _, name, generation, when = heapq.heappop(self._heap)
                 job = self._jobs.get(name)
                 if job is not None and generation == self._generation.get(name, 0):
                     due.append((job, when))
@@ -373,8 +376,8 @@ class Beat:
     def _fire(self, due: list[tuple[Job, datetime]], now: datetime) -> None:
         planned: list[Planned] = []
         for job, scheduled in due:
-            late = itertools.chain([scheduled], job.schedule.occurrences(scheduled, now))
-            decided = plan(job, late, now)
+            handled = [scheduled]  # the latest occurrence handed to plan (lazily: may be many)
+            decided = plan(job, self._due_since(job, scheduled, now, handled), now)
             if decided.dropped:
                 log.warning(
                     "%s missed %d more occurrences than are recorded", job.name, decided.dropped
@@ -382,8 +385,21 @@ class Beat:
             planned.extend(decided.items)
             with self._lock:
                 if self._jobs.get(job.name) is job:
-                    self._arm(job, now)
+                    self._arm(job, handled[0])
         self._execute(planned)
+
+    @staticmethod
+    def _due_since(
+        job: Job, scheduled: datetime, now: datetime, handled: list[datetime]
+    ) -> Iterator[datetime]:
+        """``scheduled``, then those that came due after it (the loop fell behind), up to the
+        first whose jittered time has not come; ``handled[0]`` follows the latest given."""
+        yield scheduled
+        for at in job.schedule.occurrences(scheduled, now):
+            if job.fire_at(at) > now:
+                return
+            handled[0] = at
+            yield at
 
     def _catch_up(self, now: datetime) -> None:
         jobs = [job for job in self.jobs() if job.is_cluster and not job.external]

@@ -6,6 +6,7 @@ value: registering it, running it and enqueueing it happen elsewhere.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -34,6 +35,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 CLAIM_TTL = timedelta(hours=48)
 _ONE_MS = timedelta(milliseconds=1)
+MAX_JITTER = timedelta(days=1)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -159,6 +161,7 @@ class Job:
     backoff: Backoff = field(default_factory=Backoff.fixed)
     lock_ttl: timedelta = timedelta(seconds=30)
     timeout: timedelta | None = None
+    jitter: timedelta = timedelta(0)
     external: bool = False
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     queue: str | None = None
@@ -198,6 +201,8 @@ class Job:
             value = getattr(self, option)
             if value is not None and value <= timedelta(0):
                 raise fail(option, value, "expected a positive duration")
+        if not timedelta(0) <= self.jitter <= MAX_JITTER:
+            raise fail("jitter", self.jitter, "expected a duration from 0 to 1 day")
         if self.lock_ttl < timedelta(milliseconds=30):
             raise fail("lock_ttl", self.lock_ttl, "too short to heartbeat (at least 30ms)")
         try:
@@ -221,6 +226,17 @@ class Job:
     def occurrence(self, scheduled_at: datetime) -> Occurrence:
         return Occurrence(job=self.name, scheduled_at=scheduled_at)
 
+    def fire_at(self, scheduled_at: datetime) -> datetime:
+        """When the occurrence due at ``scheduled_at`` is fired: that time plus its share of
+        ``jitter``, the same on every replica (from the occurrence id), to the millisecond.
+        Its claim key and id stay the scheduled time."""
+        if not self.jitter:
+            return scheduled_at
+        occurrence_id = self.occurrence(scheduled_at).id
+        digest = hashlib.sha256(occurrence_id.encode()).digest()
+        fraction = int.from_bytes(digest[:8], "big") / 2**64
+        return scheduled_at + (self.jitter * fraction) // _ONE_MS * _ONE_MS
+
 
 def declare(
     name: str,
@@ -241,6 +257,7 @@ def declare(
     backoff: Backoff | None = None,
     lock_ttl: str | float | timedelta = 30,
     timeout: str | float | timedelta | None = None,
+    jitter: str | float | timedelta = 0,
     external: bool = False,
     kwargs: Mapping[str, Any] | None = None,
     queue: str | None = None,
@@ -269,6 +286,7 @@ def declare(
         grace = parse_duration(misfire_grace, option="misfire_grace")
         lock_lifetime = parse_duration(lock_ttl, option="lock_ttl")
         time_limit = None if timeout is None else parse_duration(timeout, option="timeout")
+        spread = parse_duration(jitter, option="jitter")
     except ConfigError as exc:
         raise exc.for_job(name) from None
     return Job(
@@ -290,6 +308,7 @@ def declare(
         misfire_grace=grace,
         lock_ttl=lock_lifetime,
         timeout=time_limit,
+        jitter=spread,
     )
 
 

@@ -55,7 +55,7 @@ def plan(job: Job, due: Iterable[datetime], now: datetime) -> Plan:
     seen_late = 0
     on_time: list[datetime] = []
     for scheduled in due:
-        if now - scheduled <= job.misfire_grace:
+        if now - job.fire_at(scheduled) <= job.misfire_grace:  # late from its jittered time
             on_time.append(scheduled)
         else:
             kept.append(scheduled)

@@ -96,6 +96,7 @@ def cluster_task(
     backoff: Backoff | None = None,
     lock_ttl: str | float | timedelta = 30,
     timeout: str | float | timedelta | None = None,
+    jitter: str | float | timedelta = 0,
     external: bool = False,
     kwargs: Mapping[str, Any] | None = None,
     queue: Any = None,
@@ -128,6 +129,7 @@ def cluster_task(
         "backoff": backoff,
         "lock_ttl": lock_ttl,
         "timeout": timeout,
+        "jitter": jitter,
         "external": external,
         "kwargs": kwargs,
     }
