@@ -19,7 +19,6 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, TypeVar
@@ -27,16 +26,17 @@ from typing import Any, TypeVar
 from cron_bridge import control, telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.clocksync import StoreClock
-from cron_bridge.context import AbortSignal, Trigger
+from cron_bridge.context import AbortSignal
 from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import ConfigError, StoreUnavailable
-from cron_bridge.jobs import CLAIM_TTL, Job, Occurrence, declare
+from cron_bridge.jobs import Job, declare
 from cron_bridge.planning import Planned, catch_up, plan
 from cron_bridge.recording import Recorder
 from cron_bridge.registry import Registry, default_registry
-from cron_bridge.schedules import parse_duration, previous_occurrence
+from cron_bridge.schedules import parse_duration
 from cron_bridge.stores import Store, store_from_url
-from cron_bridge.stores.base import Outcome, RunRecord
+from cron_bridge.stores.base import RunRecord
+from cron_bridge.triggers import RunResult, Triggers
 
 __all__ = ["Beat", "RunResult", "make_replica_id"]
 
@@ -54,32 +54,6 @@ def make_replica_id() -> str:
     """``$HOSTNAME`` (else the host name), the pid and a random suffix."""
     host = os.environ.get("HOSTNAME") or socket.gethostname()
     return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunResult:
-    """What ``Beat.trigger`` did: the outcome of the run, or of the claim that stopped it."""
-
-    name: str
-    occurrence_id: str
-    outcome: Outcome
-    trigger: Trigger
-    replica: str
-    duration_ms: float | None = None
-    reason: str | None = None
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "occurrence_id": self.occurrence_id,
-            "outcome": self.outcome,
-            "duration_ms": self.duration_ms,
-            "trigger": self.trigger,
-            "replica": self.replica,
-            "reason": self.reason,
-            "error": self.error,
-        }
 
 
 class ClaimStats:
@@ -160,6 +134,8 @@ class Beat:
             store_failed=self._store_failed,
         )
         self._recorder = Recorder(self.store)
+        self._triggers = Triggers(self.store, self.replica_id, clock=self.clock,
+                                  dispatcher=self._dispatcher, record=self._record)  # fmt: skip
         self._store_down = False
         self._needs_catch_up = True
         # Occurrences that came due while the store was unreachable, by job: claimed (and so
@@ -564,7 +540,7 @@ class Beat:
         except StoreUnavailable as exc:
             self._store_failed(exc)  # kept: written once the store answers
 
-    # -- manual triggers ----------------------------------------------------------------
+    # -- manual triggers (cron_bridge.triggers) ----------------------------------------
 
     def trigger(self, name: str, force: bool = False) -> RunResult:
         """Run a job now, through the normal claim (CLI, HTTP, dashboard).
@@ -577,18 +553,7 @@ class Beat:
             ConfigError: no job of that name.
             StoreUnavailable: the store could not be reached to claim it (it did not run).
         """
-        job = self._jobs.get(name)
-        if job is None:
-            raise ConfigError("no such job", job=name, option="name", value=name)
-        now = self.clock.now()
-        at = now if force else (previous_occurrence(job.schedule, now) or now)
-        item = Planned(
-            job=job,
-            occurrence=Occurrence(job=job.name, scheduled_at=at),
-            trigger="manual",
-            run=True,
-        )
-        return self._run_claimed(item, lambda: self.store.claim(item.occurrence, self.replica_id))
+        return self._triggers.trigger(self._job(name), force=force)
 
     def catch_up_paused(self, pause: control.Pause) -> RunResult | None:
         """Run the latest occurrence that ``pause`` held back, once across the cluster
@@ -598,37 +563,10 @@ class Beat:
             ConfigError: no job of that name.
             StoreUnavailable: the store could not be reached (it did not run).
         """
-        job = self._jobs.get(pause.job)
+        return self._triggers.catch_up_paused(self._job(pause.job), pause)
+
+    def _job(self, name: str) -> Job:
+        job = self._jobs.get(name)
         if job is None:
-            raise ConfigError("no such job", job=pause.job, option="name", value=pause.job)
-        occurrence = control.latest_paused(self.store, pause)
-        if occurrence is None:
-            return None
-        item = Planned(job=job, occurrence=occurrence, trigger="misfire", run=True)
-        # Its own claim was taken by the replica that recorded it paused: a key of its own.
-        key = control.catch_up_key(occurrence)
-        return self._run_claimed(item, lambda: self.store.acquire(key, self.replica_id, CLAIM_TTL))
-
-    def _run_claimed(self, item: Planned, claim: Callable[[], bool]) -> RunResult:
-        if item.job.is_cluster and not claim():
-            record = self._dispatcher.record_of(item, "skipped-claimed")
-            self._record([record])
-            return self._result(record, item.trigger)
-        # In the bounded pool and under the overlap rule, as a timer run: concurrent triggers
-        # of an instance job run it once and record the others skipped-overlap.
-        ran = self._dispatcher.run_now(item)
-        if ran is None:
-            raise StoreUnavailable("the overlap lock could not be asked for, or the beat stops")
-        return self._result(ran, item.trigger)
-
-    def _result(self, record: RunRecord, trigger: Trigger) -> RunResult:
-        return RunResult(
-            name=record.job,
-            occurrence_id=record.occurrence_id,
-            outcome=record.outcome,
-            trigger=trigger,
-            replica=record.replica,
-            duration_ms=record.duration_ms,
-            reason=record.reason,
-            error=record.error,
-        )
+            raise ConfigError("no such job", job=name, option="name", value=name)
+        return job
