@@ -24,6 +24,7 @@ from tests.servers import (
     RedisSentinel,
     RedisServer,
     ServerUnavailable,
+    ValkeyServer,
 )
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -54,6 +55,12 @@ def _serve(make: Callable[[], Any], what: str) -> Iterator[Any]:
 def redis_server() -> Iterator[RedisServer]:
     """One redis-server for the whole run; tests keep apart by key prefix."""
     yield from _serve(RedisServer, "redis-server")
+
+
+@pytest.fixture(scope="session")
+def valkey_server() -> Iterator[ValkeyServer]:
+    """One valkey-server for the whole run: the Redis store on Valkey."""
+    yield from _serve(ValkeyServer, "valkey-server")
 
 
 @pytest.fixture(scope="session")
@@ -102,7 +109,7 @@ class StoreKit:
     """One store namespace for one test: its URL, and stores opened on it.
 
     Attributes:
-        kind: memory, sqlite, redis, redis-cluster, redis-sentinel or postgres.
+        kind: memory, sqlite, redis, valkey, redis-cluster, redis-sentinel or postgres.
         url: a URL any process can open the same namespace with (not for memory).
     """
 
@@ -140,6 +147,9 @@ def make_kit(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store
     if kind == "redis":
         server: Any = request.getfixturevalue("redis_server")
         return StoreKit(kind, f"{server.url}?prefix=t{name}:")
+    if kind == "valkey":
+        valkey: Any = request.getfixturevalue("valkey_server")
+        return StoreKit(kind, f"{valkey.url}?prefix=t{name}:")
     if kind == "redis-cluster":
         cluster: Any = request.getfixturevalue("redis_cluster")
         return StoreKit(kind, f"{cluster.url}?prefix=t{name}:")
@@ -152,8 +162,8 @@ def make_kit(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store
     raise ValueError(kind)
 
 
-ALL_STORES = ["memory", "sqlite", "redis", "redis-cluster", "redis-sentinel", "postgres"]
-SHARED_STORES = ["sqlite", "redis", "redis-cluster", "redis-sentinel", "postgres"]
+ALL_STORES = ["memory", "sqlite", "redis", "valkey", "redis-cluster", "redis-sentinel", "postgres"]
+SHARED_STORES = ["sqlite", "redis", "valkey", "redis-cluster", "redis-sentinel", "postgres"]
 
 
 @pytest.fixture(params=ALL_STORES)

