@@ -46,6 +46,8 @@ __all__ = ["RedisStore"]
 
 T = TypeVar("T")
 _ONE_MS = timedelta(milliseconds=1)
+UNCONFIRMED_SECONDS = 3600.0  # how long an unconfirmed claim of this process is remembered
+UNCONFIRMED_KEPT = 100_000
 Client = redis.Redis | RedisCluster
 # redis-py raises RedisClusterException, outside RedisError, when no cluster node answers.
 _REDIS_ERRORS = (redis.RedisError, RedisClusterException)
@@ -208,9 +210,12 @@ class RedisStore(Store):
         """Claim, then ``WAIT`` for the replicas, on one connection (one pipeline)."""
         now = time.monotonic()
         with self._lock:
+            # Asked again only within misfire_grace: an hour covers any sane grace, and the
+            # claims themselves expire; the oldest go first past UNCONFIRMED_KEPT.
+            keep_for = min(expiry / 1000, UNCONFIRMED_SECONDS)
             for key, since in list(self._unconfirmed.items()):
-                if now - since > expiry / 1000:
-                    del self._unconfirmed[key]  # its claim has expired anyway
+                if now - since > keep_for or len(self._unconfirmed) > UNCONFIRMED_KEPT:
+                    del self._unconfirmed[key]
             retried = {key for key in keys if key in self._unconfirmed}
         pipe = client.pipeline(transaction=False)
         for key in keys:
