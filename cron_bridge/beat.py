@@ -16,6 +16,7 @@ import random
 import signal as signals
 import socket
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -34,6 +35,7 @@ from cron_bridge.planning import Planned, catch_up, plan
 from cron_bridge.recording import Recorder
 from cron_bridge.registry import Registry, default_registry
 from cron_bridge.schedules import parse_duration
+from cron_bridge.stored import StoredSync
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.base import RunRecord
 from cron_bridge.triggers import RunResult, Triggers
@@ -89,6 +91,8 @@ class Beat:
         clock: the time source (a ``cron_bridge.testing.FakeClock`` in tests).
         max_workers: threads for inline runs and enqueues.
         heartbeat_interval: how often the replica says it is alive in the store.
+        stored_schedules: also run the schedules stored at run time
+            (``cron_bridge.Schedules``), following their changes within about a second.
     """
 
     def __init__(
@@ -102,6 +106,7 @@ class Beat:
         clock: Clock | None = None,
         max_workers: int = 8,
         heartbeat_interval: str | float | timedelta = "5s",
+        stored_schedules: bool = True,
     ) -> None:
         self._owns_store = isinstance(store, str)
         self.store = store_from_url(store) if isinstance(store, str) else store
@@ -136,6 +141,9 @@ class Beat:
         self._recorder = Recorder(self.store)
         self._triggers = Triggers(self.store, self.replica_id, clock=self.clock,
                                   dispatcher=self._dispatcher, record=self._record)  # fmt: skip
+        # The schedules kept in the store (cron_bridge.stored), followed once a second.
+        self._stored = StoredSync(self.store) if stored_schedules else None
+        self._from_store: set[str] = set()
         self._store_down = False
         self._needs_catch_up = True
         # Occurrences that came due while the store was unreachable, by job: claimed (and so
@@ -156,7 +164,7 @@ class Beat:
         with self._lock:
             self._check_name(job)
             self._jobs[job.name] = job
-            if self._thread is not None:
+            if self._armed:  # started (or run by the host's own loop): arm it now
                 self._arm(job, self.clock.now())
         self._wake.set()
 
@@ -325,6 +333,8 @@ class Beat:
             # While the store is down, every tick asks again: the first thing done when it is
             # back is reading its clock, before claiming what came due meanwhile.
             now = self._beat_now()
+        if self._stored is not None and self._stored.due(time.monotonic()):
+            self._sync_stored()
         if self._needs_catch_up:
             self._catch_up(now)
         elif self._unclaimed:
@@ -335,9 +345,37 @@ class Beat:
             return None
         heartbeat = self._next_heartbeat
         assert heartbeat is not None  # set by _prepare
+        if self._stored is not None:  # wake to follow the stored schedules
+            heartbeat = min(heartbeat, now + timedelta(seconds=StoredSync.INTERVAL))
         with self._lock:
             upcoming = self._heap[0][0] if self._heap else heartbeat
         return min(upcoming, heartbeat)
+
+    def _sync_stored(self) -> None:
+        """Schedule what was stored or changed since the last look, drop what was removed.
+        A stored schedule named like a job declared in code is left out, with a warning."""
+        assert self._stored is not None
+        try:
+            found = self._stored.poll(time.monotonic())
+        except StoreUnavailable as exc:
+            self._store_failed(exc)
+            return
+        if found is None:
+            return
+        changed, gone = found
+        for name in gone & self._from_store:
+            self.remove(name)
+            self._from_store.discard(name)
+            log.info("stored schedule %s removed", name)
+        for name, job in changed.items():
+            if name in self._jobs and name not in self._from_store:
+                log.warning("stored schedule %s is not run: a job declared in code has its "
+                            "name", name)  # fmt: skip
+                continue
+            self.remove(name)
+            self.add(job)
+            self._from_store.add(name)
+            log.info("stored schedule %s: %s", name, job.schedule.describe())
 
     def _pop_due(self, now: datetime) -> list[tuple[Job, datetime]]:
         due = []

@@ -330,7 +330,7 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
                 shown_last,
             ]
         )
-    _print_table(table)
+    print_table(table)
 
 
 @main.command()
@@ -447,7 +447,7 @@ def history(
     if as_json:
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
-    _print_table(_record_rows(records))
+    print_table(_record_rows(records))
 
 
 def _next_run(job: Job, now: datetime) -> str | None:
@@ -468,7 +468,7 @@ def _show_changes(found: list[control.Change], as_json: bool) -> None:
         return
     rows = [["AT", "ACTION", "BY", "REASON"]]
     rows += [[c.at.isoformat()[:19], c.action, c.by, c.reason] for c in found]
-    _print_table(rows)
+    print_table(rows)
 
 
 def _record_rows(records: list[RunRecord]) -> list[list[str]]:
@@ -498,7 +498,7 @@ def _show_occurrence(report: OccurrenceReport, as_json: bool) -> None:
     click.echo(f"final       {report.final}")
     if report.records:
         click.echo("")
-        _print_table(_record_rows(report.records))
+        print_table(_record_rows(report.records))
 
 
 def _show_audit(found: Audit, as_json: bool) -> None:
@@ -514,7 +514,7 @@ def _show_audit(found: Audit, as_json: bool) -> None:
     )
     header = ["OCCURRENCES", "COMPLETED ONCE", "NEVER COMPLETED", "MORE THAN ONCE"]
     counts = [found.occurrences, found.once, len(found.never), len(found.more)]
-    _print_table([[*header, "BEYOND HISTORY"], [str(n) for n in [*counts, found.beyond_history]]])
+    print_table([[*header, "BEYOND HISTORY"], [str(n) for n in [*counts, found.beyond_history]]])
     for occurrence_id, why in list(found.why.items())[:20]:
         click.echo(f"never completed: {occurrence_id}: {why}")
     for occurrence_id, times in list(found.more.items())[:20]:
@@ -530,7 +530,7 @@ def _target(job: Job) -> str:
     return "inline" if job.target == "inline" else f"{job.adapter}:{job.queue or 'default'}"
 
 
-def _print_table(rows: list[list[str]]) -> None:
+def print_table(rows: list[list[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
@@ -563,4 +563,4 @@ def demo(replicas: int, duration: float, keep: bool) -> None:
 
 
 # The commands of other modules, registered on ``main`` when they are imported.
-from cron_bridge import cli_control  # noqa: E402, F401
+from cron_bridge import cli_control, cli_schedules  # noqa: E402, F401

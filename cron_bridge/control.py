@@ -38,6 +38,7 @@ __all__ = [
     "changes",
     "cli_actor",
     "latest_paused",
+    "log_change",
     "pause",
     "paused",
     "resume",
@@ -114,7 +115,7 @@ def changes(store: Store, job: str) -> list[Change]:
             found.append(
                 Change(
                     job=job,
-                    action=_text(data["action"], "action", 20, job),
+                    action=_text(data["action"], "action", 40, job),
                     by=_text(data["by"], "by", ACTOR_MAX, job),
                     at=datetime.fromisoformat(data["at"]),
                     reason=_text(data.get("reason", ""), "reason", REASON_MAX, job),
@@ -123,6 +124,13 @@ def changes(store: Store, job: str) -> list[Change]:
         except (ValueError, TypeError, KeyError, ConfigError) as exc:
             log.warning("skipping an unreadable change record %.200r (%s)", key, exc)
     return found
+
+
+def log_change(store: Store, job: str, action: str, *, by: str, reason: str = "") -> None:
+    """Append a change an operator made to ``job`` (``action``: what, in a few words) to its
+    change log."""
+    _log_change(store, Change(job=job, action=action, by=by, at=datetime.now(UTC),
+                              reason=reason))  # fmt: skip
 
 
 def _log_change(store: Store, change: Change) -> None:

@@ -56,6 +56,7 @@ class RQAdapter:
     """Plain functions enqueued by dotted path to an ``rq.Queue`` (or a queue name)."""
 
     name = "rq"
+    stored_task = "cron_bridge_rq.stored.run_stored"  # what stored schedules enqueue
 
     def __init__(self) -> None:
         self._queues: dict[str, Queue] = {}

@@ -1,0 +1,152 @@
+"""``cron-bridge schedule add|update|remove|list``: stored schedules from the command line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from cron_bridge import control
+from cron_bridge.cli import main, one_line_errors, open_store, print_table, store_option
+from cron_bridge.errors import ConfigError
+from cron_bridge.stored import LIBRARIES, Schedules, StoredSchedule
+
+__all__ = ["schedule"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Options given as text on the command line, read as the Python API reads them.
+_TEXT_OPTIONS = ("cron", "every", "at", "tz", "start", "end", "jitter", "misfire",
+                 "misfire_grace", "overlap", "lock_ttl", "timeout")  # fmt: skip
+
+
+_WHEN = ("cron", "every", "at", "tz", "start", "end", "jitter")
+
+
+def _spec_options(func: F) -> F:
+    for option in reversed(_TEXT_OPTIONS):
+        flag = "--" + option.replace("_", "-")
+        func = click.option(flag, option, default=None, help=f"The job's {option}.")(func)
+    func = click.option("--attempts", type=click.IntRange(1, 1000), default=None,
+                        help="Total tries, the first included.")(func)  # fmt: skip
+    func = click.option("--queue", default=None, help="The queue (default: the task's).")(func)
+    func = click.option("--args", "args_json", default=None, metavar="JSON",
+                        help="Positional arguments, a JSON list.")(func)  # fmt: skip
+    func = click.option("--kwargs", "kwargs_json", default=None, metavar="JSON",
+                        help="Keyword arguments, a JSON object.")(func)  # fmt: skip
+    return func
+
+
+def _json(value: str | None, option: str, kind: type) -> Any:
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ConfigError(f"expected JSON ({exc})", option=option, value=value[:80]) from None
+    if not isinstance(parsed, kind):
+        raise ConfigError(f"expected a JSON {'list' if kind is list else 'object'}",
+                          option=option, value=value[:80])  # fmt: skip
+    return parsed
+
+
+def _given(values: dict[str, Any]) -> dict[str, Any]:
+    options = {k: values[k] for k in (*_TEXT_OPTIONS, "attempts") if values.get(k) is not None}
+    fields = {
+        "args": _json(values.get("args_json"), "args", list),
+        "kwargs": _json(values.get("kwargs_json"), "kwargs", dict),
+        "queue": values.get("queue"),
+    }
+    return options | {k: v for k, v in fields.items() if v is not None}
+
+
+def _echo(spec: StoredSchedule) -> None:
+    click.echo(json.dumps(spec.to_json()))
+
+
+@main.group()
+def schedule() -> None:
+    """Stored schedules: jobs added at run time, run by every replica."""
+
+
+@schedule.command("add")
+@click.argument("name")
+@click.option("--task", required=True, help="The task the workers know: a Celery task name, "
+              "a Dramatiq actor name, an RQ function's dotted path.")  # fmt: skip
+@click.option("--library", required=True, type=click.Choice(LIBRARIES))
+@_spec_options
+@store_option
+def add(name: str, task: str, library: str, store: str | None, **values: Any) -> None:
+    """Store a new schedule (one of --cron, --every, --at)."""
+    with one_line_errors():
+        given = _given(values)
+        opened = open_store(store)
+        try:
+            spec = Schedules(opened).add(name, task=task, library=library,
+                                         by=control.cli_actor(), **given)  # fmt: skip
+        finally:
+            opened.close()
+    _echo(spec)
+
+
+@schedule.command("update")
+@click.argument("name")
+@click.option("--task", default=None)
+@click.option("--library", default=None, type=click.Choice(LIBRARIES))
+@_spec_options
+@store_option
+def update(name: str, task: str | None, library: str | None, store: str | None,
+           **values: Any) -> None:  # fmt: skip
+    """Change some of a stored schedule's options; the others stay."""
+    with one_line_errors():
+        given = _given(values)
+        if task is not None:
+            given["task"] = task
+        if library is not None:
+            given["library"] = library
+        if not given:
+            raise ConfigError("nothing to change", job=name, option="name", value=name)
+        opened = open_store(store)
+        try:
+            spec = Schedules(opened).update(name, by=control.cli_actor(), **given)
+        finally:
+            opened.close()
+    _echo(spec)
+
+
+@schedule.command("remove")
+@click.argument("name")
+@store_option
+def remove(name: str, store: str | None) -> None:
+    """Stop a stored schedule on every replica."""
+    with one_line_errors():
+        opened = open_store(store)
+        try:
+            gone = Schedules(opened).remove(name, by=control.cli_actor())
+        finally:
+            opened.close()
+    click.echo(json.dumps({"name": name, "removed": gone.to_json() if gone else None}))
+
+
+@schedule.command("list")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@store_option
+def list_schedules(as_json: bool, store: str | None) -> None:
+    """The stored schedules."""
+    with one_line_errors():
+        opened = open_store(store)
+        try:
+            found = Schedules(opened).list()
+        finally:
+            opened.close()
+    if as_json:
+        click.echo(json.dumps([found[name].to_json() for name in sorted(found)], indent=2))
+        return
+    rows = [["NAME", "LIBRARY", "TASK", "SCHEDULE", "QUEUE"]]
+    for name in sorted(found):
+        spec = found[name]
+        when = " ".join(f"{k}={v}" for k, v in spec.options.items() if k in _WHEN)
+        rows.append([name, spec.library, spec.task, when, spec.queue or "-"])
+    print_table(rows)

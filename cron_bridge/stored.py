@@ -1,0 +1,266 @@
+"""Schedules as data: jobs added, changed and removed at run time, kept in the store and run
+by every replica, for a task the workers already know by name.
+
+A stored schedule is a control record (group ``schedule``, key its name) holding its spec as
+JSON. Every change also bumps a version (group ``schedule-version``), which every replica reads
+once a second and, when it moved, loads the specs again: a change is followed within about a
+second, and an occurrence already claimed under the old spec is not affected (the claim key
+is the job and the scheduled time, whatever the spec). The spec is validated exactly as
+``@cluster_task`` validates a declaration before anything is written.
+
+The beat enqueues a stored schedule's occurrences to its queue library's *stored-schedule
+task* (for RQ ``cron_bridge_rq.stored.run_stored``), which reads the spec on the worker and
+runs the named task under the same guard as a decorated job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cron_bridge import control
+from cron_bridge.adapters import get_adapter
+from cron_bridge.errors import ConfigError
+from cron_bridge.jobs import Backoff, Job, declare
+from cron_bridge.stores.base import Store
+
+__all__ = ["LIBRARIES", "Schedules", "StoredSchedule", "StoredSync"]
+
+log = logging.getLogger(__name__)
+
+GROUP = "schedule"
+VERSION_GROUP = "schedule-version"
+LIBRARIES = ("celery", "rq", "dramatiq")
+TASK_MAX = 300
+SPEC_MAX = 64 * 1024  # bytes of JSON per schedule
+_SCHEDULE_OPTIONS = ("cron", "every", "at", "tz", "start", "end", "jitter")
+_RUN_OPTIONS = ("attempts", "misfire", "misfire_grace", "overlap", "lock_ttl", "timeout")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredSchedule:
+    """One stored schedule: which task, on which library and queue, when, with what."""
+
+    name: str
+    library: str
+    task: str
+    options: dict[str, Any] = field(default_factory=dict)  # schedule and run options
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    queue: str | None = None
+    backoff: dict[str, Any] | None = None  # {"kind": "fixed"|"exponential", "base", "max"}
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> StoredSchedule:
+        if not isinstance(data, dict):
+            raise ValueError("a stored schedule is a JSON object")
+        return cls(**data)
+
+    def job(self, *, worker: bool = False) -> Job:
+        """The job: as the beat enqueues it (to the library's stored-schedule task, which
+        finds this spec by name), or with ``worker`` as the worker runs it (the task itself).
+
+        Raises:
+            ConfigError: naming the schedule, the option and the value, exactly as
+                ``@cluster_task`` does.
+        """
+        if self.library not in LIBRARIES:
+            raise ConfigError(f"expected one of {', '.join(LIBRARIES)}", job=self.name,
+                              option="library", value=self.library)  # fmt: skip
+        if not isinstance(self.task, str) or not 0 < len(self.task) <= TASK_MAX:
+            raise ConfigError(f"expected the task's name, at most {TASK_MAX} characters",
+                              job=self.name, option="task", value=self.task)  # fmt: skip
+        if not isinstance(self.args, list):
+            raise ConfigError("expected a JSON list", job=self.name, option="args",
+                              value=self.args)  # fmt: skip
+        unknown = set(self.options) - set(_SCHEDULE_OPTIONS) - set(_RUN_OPTIONS)
+        if unknown:
+            raise ConfigError("unknown option", job=self.name, option=sorted(unknown)[0],
+                              value=self.options[sorted(unknown)[0]])  # fmt: skip
+        try:
+            json.dumps(self.args, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"must be JSON ({exc})", job=self.name, option="args",
+                              value=self.args) from None  # fmt: skip
+        task = self.task if worker else _stored_task(self)
+        kwargs = self.kwargs if worker else {"schedule": self.name}
+        return declare(self.name, target="queue", adapter=self.library, task=task,
+                       queue=self.queue, kwargs=kwargs, backoff=_backoff(self),
+                       **self.options)  # fmt: skip
+
+
+def _stored_task(spec: StoredSchedule) -> str:
+    adapter = get_adapter(spec.library)
+    task = getattr(adapter, "stored_task", None)
+    if not isinstance(task, str):
+        raise ConfigError(f"the {spec.library} adapter cannot run stored schedules yet",
+                          job=spec.name, option="library", value=spec.library)  # fmt: skip
+    return task
+
+
+def _backoff(spec: StoredSchedule) -> Backoff | None:
+    if spec.backoff is None:
+        return None
+    data = spec.backoff
+    if not isinstance(data, dict) or data.get("kind") not in ("fixed", "exponential"):
+        raise ConfigError('expected {"kind": "fixed" or "exponential", "base": seconds}',
+                          job=spec.name, option="backoff", value=data)  # fmt: skip
+    if data["kind"] == "fixed":
+        return Backoff.fixed(data.get("base", 0))
+    return Backoff.exponential(data.get("base", 1), max=data.get("max"))
+
+
+class Schedules:
+    """Stored schedules in ``store``: add, update, remove, list. Every change is validated
+    before anything is written, and goes to the schedule's change log (who, when, what)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def add(
+        self,
+        name: str,
+        *,
+        task: str,
+        library: str,
+        by: str = "python",
+        args: list[Any] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        queue: str | None = None,
+        backoff: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> StoredSchedule:
+        """Store a new schedule (``cron=``, ``every=`` or ``at=``, and the options of
+        ``@cluster_task``); every replica runs it from its next occurrence on.
+
+        Raises:
+            ConfigError: a bad option (nothing is written), or a schedule of that name exists.
+            StoreUnavailable: the store could not be reached; nothing changed.
+        """
+        spec = StoredSchedule(name=name, library=library, task=task, options=options,
+                              args=[] if args is None else args,
+                              kwargs={} if kwargs is None else kwargs, queue=queue,
+                              backoff=backoff)  # fmt: skip
+        spec.job()  # validates, naming the option, before anything is written
+        if self.get(name) is not None:
+            raise ConfigError("a stored schedule of this name exists; update it", job=name,
+                              option="name", value=name)  # fmt: skip
+        self._write(spec, by=by, action="schedule added")
+        return spec
+
+    def update(self, name: str, *, by: str = "python", **changes: Any) -> StoredSchedule:
+        """Change some of a stored schedule's fields (an option given as None is dropped).
+
+        Raises:
+            ConfigError: no such schedule, or a bad value (nothing is written).
+            StoreUnavailable: the store could not be reached; nothing changed.
+        """
+        current = self.get(name)
+        if current is None:
+            raise ConfigError("no stored schedule of this name", job=name, option="name",
+                              value=name)  # fmt: skip
+        fields = {k: v for k, v in changes.items()
+                  if k in ("task", "library", "args", "kwargs", "queue", "backoff")}  # fmt: skip
+        options = dict(current.options)
+        for key, value in changes.items():
+            if key in fields:
+                continue
+            if key in ("cron", "every", "at") and value is not None:
+                for other in ("cron", "every", "at"):
+                    options.pop(other, None)
+            if value is None:
+                options.pop(key, None)
+            else:
+                options[key] = value
+        spec = StoredSchedule(**{**current.to_json(), **fields, "options": options})
+        spec.job()
+        self._write(spec, by=by, action="schedule updated")
+        return spec
+
+    def remove(self, name: str, *, by: str = "python") -> StoredSchedule | None:
+        """Stop running a stored schedule on every replica; the one removed, if any."""
+        current = self.get(name)
+        if current is None:
+            return None
+        self.store.put_control(GROUP, name, None)
+        self._bump()
+        control.log_change(self.store, name, "schedule removed", by=by,
+                           reason=_summary(current))  # fmt: skip
+        return current
+
+    def get(self, name: str) -> StoredSchedule | None:
+        return self.list().get(name)
+
+    def list(self) -> dict[str, StoredSchedule]:
+        """Every stored schedule that can be read (an unreadable one is logged and left out)."""
+        found = {}
+        for name, raw in self.store.controls(GROUP).items():
+            try:
+                found[name] = StoredSchedule.from_json(json.loads(raw))
+            except (TypeError, ValueError) as exc:
+                log.warning("the stored schedule %.200r is unreadable (%s); skipped", name, exc)
+        return found
+
+    def _write(self, spec: StoredSchedule, *, by: str, action: str) -> None:
+        raw = json.dumps(spec.to_json(), allow_nan=False)
+        if len(raw.encode()) > SPEC_MAX:
+            raise ConfigError(f"a stored schedule is at most {SPEC_MAX} bytes of JSON",
+                              job=spec.name, option="kwargs", value=len(raw))  # fmt: skip
+        self.store.put_control(GROUP, spec.name, raw)
+        self._bump()
+        control.log_change(self.store, spec.name, action, by=by, reason=_summary(spec))
+
+    def _bump(self) -> None:
+        self.store.put_control(VERSION_GROUP, "version", f"{time.time_ns()}:{uuid.uuid4().hex}")
+
+
+def _summary(spec: StoredSchedule) -> str:
+    when = ", ".join(f"{k}={v}" for k, v in spec.options.items() if k in _SCHEDULE_OPTIONS)
+    return f"{spec.library} {spec.task} {when}"[: control.REASON_MAX]
+
+
+class StoredSync:
+    """A beat's view of the stored schedules: read the version at most once a second, and
+    the specs again when it moved."""
+
+    INTERVAL = 1.0
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._version: str | None = None
+        self._next = 0.0
+        self.jobs: dict[str, Job] = {}
+
+    def due(self, now: float) -> bool:
+        return now >= self._next
+
+    def poll(self, now: float) -> tuple[dict[str, Job], set[str]] | None:
+        """The stored jobs to (re)schedule and the names to drop, when the version moved;
+        None when nothing changed.
+
+        Raises:
+            StoreUnavailable: the store could not be reached (asked again next second).
+        """
+        self._next = now + self.INTERVAL
+        version = self.store.controls(VERSION_GROUP).get("version")
+        if version == self._version:
+            return None
+        specs = Schedules(self.store).list()
+        jobs = {}
+        for name, spec in specs.items():
+            try:
+                jobs[name] = spec.job()
+            except ConfigError as exc:  # written by something else, or for another version
+                log.warning("stored schedule %s is not run: %s", name, exc)
+        changed = {n: j for n, j in jobs.items() if self.jobs.get(n) != j}
+        gone = set(self.jobs) - set(jobs)
+        self.jobs = jobs
+        self._version = version
+        return changed, gone
