@@ -16,6 +16,7 @@ from cron_bridge.errors import (
 from cron_bridge.jobs import Backoff, Job, Occurrence, declare
 from cron_bridge.registry import Registry, cluster_task, default_registry
 from cron_bridge.schedules import Cron, Every, Schedule
+from cron_bridge.stored import Schedules
 from cron_bridge.stores import Store, store_from_url
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "Registry",
     "RunResult",
     "Schedule",
+    "Schedules",
     "Store",
     "StoreUnavailable",
     "cluster_task",
