@@ -9,8 +9,9 @@ is the job and the scheduled time, whatever the spec). The spec is validated exa
 ``@cluster_task`` validates a declaration before anything is written.
 
 The beat enqueues a stored schedule's occurrences to its queue library's *stored-schedule
-task* (for RQ ``cron_bridge_rq.stored.run_stored``), which reads the spec on the worker and
-runs the named task under the same guard as a decorated job.
+task* (the adapter's ``stored_task``: ``cron_bridge_rq.stored.run_stored``,
+``cron_bridge.stored`` for Celery, ``cron_bridge_stored`` for Dramatiq), which reads the spec
+on the worker and runs the named task under the same guard as a decorated job.
 """
 
 from __future__ import annotations

@@ -61,11 +61,14 @@ def test_add_update_remove_and_the_change_log() -> None:
                        ("schedule added", "cli:ana@laptop")]  # fmt: skip
 
 
-def test_a_library_whose_adapter_cannot_run_stored_schedules_is_refused() -> None:
-    """Celery and Dramatiq get their stored-schedule task later: a clear error until then."""
+def test_a_library_whose_adapter_cannot_run_stored_schedules_is_refused(
+    queue: ListQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An adapter with no stored-schedule task (a fourth library's): a clear error."""
+    monkeypatch.setattr("cron_bridge.stored.LIBRARIES", ("listqueue",))
     store = MemoryStore()
     with pytest.raises(ConfigError, match="cannot run stored schedules") as caught:
-        Schedules(store).add("x", library="celery", task="proj.report", every="1m")
+        Schedules(store).add("x", library="listqueue", task="proj.report", every="1m")
     assert caught.value.option == "library"
     assert Schedules(store).list() == {}
 

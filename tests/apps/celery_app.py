@@ -34,3 +34,16 @@ app.conf.update(
 @app.task(name="cb.job")
 def job(ctx: JobContext, **kwargs: Any) -> str:
     return scenarios.handle(ctx, **kwargs)
+
+
+# Stored schedules: the task cron-bridge sends them to, and a plain task for them to run.
+import cron_bridge_celery.stored  # noqa: E402, F401
+
+
+@app.task(name="cb.stored_report")
+def stored_report(*args: Any, **kwargs: Any) -> str:
+    from celery import current_task
+
+    from tests.apps.stored_tasks import write
+
+    return write((current_task.request.headers or {}).get("cron_bridge"), args, kwargs)

@@ -32,3 +32,17 @@ dramatiq.set_broker(broker)
 @dramatiq.actor(actor_name="cb.job", queue_name=scenarios.QUEUE)
 def job(ctx: JobContext, **kwargs: Any) -> str:
     return scenarios.handle(ctx, **kwargs)
+
+
+# Stored schedules: the actor cron-bridge enqueues them to, and a plain actor for them to run.
+import cron_bridge_dramatiq.stored  # noqa: E402, F401
+
+
+@dramatiq.actor(actor_name="cb.stored_report", queue_name=scenarios.QUEUE)
+def stored_report(*args: Any, **kwargs: Any) -> str:
+    from dramatiq.middleware import CurrentMessage
+
+    from tests.apps.stored_tasks import write
+
+    message = CurrentMessage.get_current_message()
+    return write(message.options.get("cron_bridge") if message else None, args, kwargs)

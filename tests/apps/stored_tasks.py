@@ -1,23 +1,28 @@
-"""Plain tasks the workers know, for stored schedules: no cron-bridge decorator on them."""
+"""Plain tasks the workers know, for stored schedules: no cron-bridge decorator on them. Each
+writes down the occurrence it ran, found through its queue library's own current message."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from tests.apps import journal
 
 
-def report(*args: Any, **kwargs: Any) -> str:
-    """An RQ task: writes down which occurrence it ran (from its RQ job's meta)."""
-    from rq import get_current_job
-
-    current = get_current_job()
-    meta = current.meta.get("cron_bridge", {}) if current is not None else {}
+def write(meta: Mapping[str, Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     path = os.environ.get("CB_TEST_JOURNAL")
     if path:
-        journal.append(path, {"event": "ran", "occurrence_id": meta.get("occurrence_id"),
+        journal.append(path, {"event": "ran", "occurrence_id": (meta or {}).get("occurrence_id"),
                               "args": list(args), "kwargs": kwargs, "at": time.time(),
                               "pid": os.getpid()})  # fmt: skip
     return "reported"
+
+
+def report(*args: Any, **kwargs: Any) -> str:
+    """The RQ task (by dotted path)."""
+    from rq import get_current_job
+
+    current = get_current_job()
+    return write(current.meta.get("cron_bridge") if current else None, args, kwargs)

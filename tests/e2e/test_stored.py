@@ -1,11 +1,12 @@
 """Stored schedules with real processes: added from the CLI while three beats run, run on a
-real RQ worker once per occurrence, updated from every 2 s to every 3 s and removed, each
-change followed by every replica."""
+real RQ, Celery and Dramatiq worker once per occurrence, updated from every 2 s to every 3 s
+and removed, each change followed by every replica."""
 
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -20,17 +21,29 @@ from tests.servers import RedisServer
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 
-def test_a_stored_rq_schedule_is_added_updated_and_removed_while_three_beats_run(
-    request: pytest.FixtureRequest, redis_server: RedisServer, tmp_path: Path
+# The app each library's beats and worker load, and the plain task the schedule names.
+APPS = {
+    "rq": ("tests.apps.rq_app", "tests.apps.stored_tasks.report"),
+    "celery": ("tests.apps.celery_app", "cb.stored_report"),
+    "dramatiq": ("tests.apps.dramatiq_app", "cb.stored_report"),
+}
+
+
+@pytest.mark.parametrize("library", ["rq", "celery", "dramatiq"])
+def test_a_stored_schedule_is_added_updated_and_removed_while_three_beats_run(
+    library: str, request: pytest.FixtureRequest, redis_server: RedisServer, tmp_path: Path
 ) -> None:
     kit = make_kit("redis", request, tmp_path)
     path = tmp_path / "journal.jsonl"
-    queue = f"stored-{tmp_path.name[-8:]}".replace("_", "-")
-    env = command_env(path, CB_TEST_JOBS="0", CRON_BRIDGE_STORE=kit.url,
-                      RQ_REDIS_URL=redis_server.url)  # fmt: skip
-    beats = [BeatProcess(f"b{i}", tmp_path, env, app="tests.apps.many", store_url=kit.url)
+    queue = f"stored-{library}-{uuid.uuid4().hex[:6]}"
+    app, task = APPS[library]
+    # The app's own scenario job is external (never armed): only the stored schedule runs.
+    env = command_env(path, CRON_BRIDGE_STORE=kit.url, RQ_REDIS_URL=redis_server.url,
+                      CB_TEST_BROKER=redis_server.url, CB_TEST_QUEUE=queue,
+                      CB_TEST_SCENARIO="long", CB_TEST_JOB=f"cb.job-{queue}")  # fmt: skip
+    beats = [BeatProcess(f"b{i}", tmp_path, env, app=app, store_url=kit.url)
              for i in range(3)]  # fmt: skip
-    worker = Worker("w", tmp_path, env, library="rq", queue=queue, broker=redis_server.url)
+    worker = Worker("w", tmp_path, env, library=library, queue=queue, broker=redis_server.url)
 
     def runs() -> Counter[str]:
         return Counter(str(line["occurrence_id"]) for line in journal.read(path))
@@ -40,9 +53,9 @@ def test_a_stored_rq_schedule_is_added_updated_and_removed_while_three_beats_run
             beat.start()
         worker.start()
         time.sleep(2)
-        done = cli("schedule", "add", "tenant.report", "--library", "rq", "--task",
-                   "tests.apps.stored_tasks.report", "--every", "2s", "--queue", queue,
-                   "--kwargs", '{"tenant": 7}', env=env, cwd=tmp_path)  # fmt: skip
+        done = cli("schedule", "add", "tenant.report", "--library", library, "--task", task,
+                   "--every", "2s", "--queue", queue, "--kwargs", '{"tenant": 7}', env=env,
+                   cwd=tmp_path)  # fmt: skip
         assert done.returncode == 0, done.stderr
         wait_for(lambda: len(runs()) >= 4, 30, "four runs every 2 s")
         done = cli("schedule", "update", "tenant.report", "--every", "3s", env=env,

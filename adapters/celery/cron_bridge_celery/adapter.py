@@ -29,6 +29,10 @@ class CeleryAdapter:
     """Celery tasks: ``@app.task``, ``@shared_task`` and the lazy proxy of an unfinalized app."""
 
     name = "celery"
+    stored_task = "cron_bridge.stored"  # the task stored schedules are sent to, by name
+
+    def __init__(self) -> None:
+        self._decorated: list[Any] = []  # their app sends the stored schedules
 
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, Task | Proxy)
@@ -41,6 +45,7 @@ class CeleryAdapter:
         )
 
     def wrap(self, obj: Any, job: Job) -> Any:
+        self._decorated.append(obj)
         if isinstance(obj, PromiseProxy) and not obj.__evaluated__():
             # The app is not finalized yet: install once Celery builds the task.
             obj.__then__(_install, obj, job)
@@ -57,7 +62,7 @@ class CeleryAdapter:
         by_app: defaultdict[int, list[int]] = defaultdict(list)
         apps: dict[int, Celery] = {}
         for index, dispatch in enumerate(dispatches):
-            app = _app_of(dispatch.job)
+            app = _app_of(dispatch.job, self._decorated)
             apps[id(app)] = app
             by_app[id(app)].append(index)
         for key, indexes in by_app.items():
@@ -76,8 +81,17 @@ class CeleryAdapter:
         return results
 
 
-def _app_of(job: Job) -> Celery:
+def _app_of(job: Job, decorated: Sequence[Any]) -> Celery:
+    """The job's task's app; for a stored schedule (no task object), the app of the tasks
+    decorated in this process, else Celery's current app (``app.set_default()``)."""
     task: Any = job.handler
+    if task is None and decorated:
+        task = decorated[0]
+    if task is None:
+        from celery import current_app
+
+        current: Celery = current_app._get_current_object()
+        return current
     app: Celery = task._get_app() if hasattr(task, "_get_app") else task.app
     return app
 

@@ -37,6 +37,7 @@ class DramatiqAdapter:
     """Dramatiq actors (``@dramatiq.actor``)."""
 
     name = "dramatiq"
+    stored_task = "cron_bridge_stored"  # the actor stored schedules are enqueued to
 
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, dramatiq.Actor)
@@ -86,16 +87,17 @@ class DramatiqAdapter:
         results: list[Exception | None] = []
         for dispatch in dispatches:
             job = dispatch.job
-            actor: Any = job.handler
+            actor: Any = job.handler  # None for a stored schedule: its actor is found by name
+            broker = actor.broker if actor is not None else dramatiq.get_broker()
             message: dramatiq.Message[Any] = dramatiq.Message(
-                queue_name=job.queue or actor.queue_name,
+                queue_name=job.queue or (actor.queue_name if actor is not None else "default"),
                 actor_name=job.task or job.name,
                 args=(),
                 kwargs=dict(job.kwargs),
                 options={META_KEY: dispatch.meta(), **retry_options(job)},
             )
             try:
-                actor.broker.enqueue(message)
+                broker.enqueue(message)
             except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome
                 results.append(exc)
             else:
