@@ -36,8 +36,10 @@ from urllib.parse import parse_qs, quote
 from cron_bridge import dashboard
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.http_control import ACTIONS, control_response
+from cron_bridge.http_schedules import schedules_response
 from cron_bridge.redaction import escape_log
 from cron_bridge.sessions import Sessions
+from cron_bridge.stored import Schedules
 from cron_bridge.throttle import AuthThrottle
 
 if TYPE_CHECKING:
@@ -150,6 +152,7 @@ class TriggerHandler:
         self.base = path.rstrip("/")
         self.prefix = self.base + "/run/"
         self.api_prefix = self.base + "/api/jobs/"
+        self.schedules_path = self.base + "/api/schedules"
         self.health_path = self.base + "/healthz"
         self.sessions = Sessions(self._secret, beat.store)
         self.throttle = AuthThrottle()
@@ -191,6 +194,8 @@ class TriggerHandler:
                 return self._run(request)
             if path.startswith(self.api_prefix) and len(path) > len(self.api_prefix):
                 return self._control(request)
+            if path == self.schedules_path or path.startswith(self.schedules_path + "/"):
+                return self._schedules(request)
         except StoreUnavailable as exc:
             return Response(503, {"error": str(exc)})
         return Response(404, {"error": "not found"})
@@ -224,6 +229,15 @@ class TriggerHandler:
             return Response(404, {"error": "not found"})
         return control_response(self.beat, request, name, action or None, from_page=caller,
                                 base=self.base)  # fmt: skip
+
+    def _schedules(self, request: Request) -> Response:
+        caller = self._authenticate(request)
+        if isinstance(caller, Response):
+            return caller
+        name = request.path[len(self.schedules_path) + 1 :] or None
+        if name is not None and "/" in name:
+            return Response(404, {"error": "not found"})
+        return schedules_response(Schedules(self.beat.store), request, name)
 
     def _run(self, request: Request) -> Response:
         caller = self._authenticate(request)

@@ -123,3 +123,45 @@ def test_the_json_api_pauses_and_resumes_behind_the_secret(tmp_path: Path) -> No
         beat.terminate()
     finally:
         beat.ensure_stopped()
+
+
+def test_the_json_api_manages_stored_schedules_behind_the_secret(tmp_path: Path) -> None:
+    port = free_port()
+    beat = BeatProcess(
+        "api", tmp_path, command_env(), app="tests.apps.cli_app",
+        store_url=f"sqlite:///{tmp_path}/s.db",
+        extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
+    ).start()  # fmt: skip
+    api = f"http://127.0.0.1:{port}/_scheduler/api/schedules"
+    spec = {"name": "tenant-7.report", "library": "rq", "task": "proj.reports.report",
+            "every": "1h", "kwargs": {"tenant": 7}, "queue": "reports"}  # fmt: skip
+    try:
+        wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
+        assert call(api, None, method="GET")[0] == 401
+        assert call(api, "wrong", body=spec)[0] == 401
+        status, body = call(api, SECRET, body=spec)
+        assert status == 201, body
+        assert body["schedule"]["options"] == {"every": "1h"}
+        assert call(api, SECRET, body=spec)[0] == 400  # exists
+        status, body = call(api, SECRET, body={**spec, "name": "bad", "every": "often"})
+        assert (status, "every" in body["error"]) == (400, True), body
+        status, body = call(api, SECRET, body={**spec, "name": "odd", "colour": "blue"})
+        assert status == 400, body
+        status, body = call(f"{api}/tenant-7.report", SECRET, method="PATCH",
+                            body={"cron": "0 6 * * *", "tz": "Europe/Warsaw"})  # fmt: skip
+        assert status == 200, body
+        assert body["schedule"]["options"] == {"cron": "0 6 * * *", "tz": "Europe/Warsaw"}
+        status, body = call(f"{api}/tenant-7.report", SECRET, method="PATCH",
+                            body={"cron": "99 * * * *"})  # fmt: skip
+        assert status == 400, body
+        status, body = call(api, SECRET, method="GET")
+        assert [s["name"] for s in body["schedules"]] == ["tenant-7.report"]
+        assert body["schedules"][0]["options"]["cron"] == "0 6 * * *"  # the bad PATCH wrote nothing
+        assert call(f"{api}/nope", SECRET, method="GET")[0] == 404
+        assert call(f"{api}/tenant-7.report", SECRET, method="PUT", body={})[0] == 405
+        status, body = call(f"{api}/tenant-7.report", SECRET, method="DELETE")
+        assert (status, body["removed"]["task"]) == (200, "proj.reports.report")
+        assert call(api, SECRET, method="GET")[1] == {"schedules": []}
+        beat.terminate()
+    finally:
+        beat.ensure_stopped()
