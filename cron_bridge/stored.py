@@ -135,7 +135,7 @@ class Schedules:
         args: list[Any] | None = None,
         kwargs: dict[str, Any] | None = None,
         queue: str | None = None,
-        backoff: dict[str, Any] | None = None,
+        backoff: Backoff | dict[str, Any] | None = None,
         **options: Any,
     ) -> StoredSchedule:
         """Store a new schedule (``cron=``, ``every=`` or ``at=``, and the options of
@@ -148,7 +148,7 @@ class Schedules:
         spec = StoredSchedule(name=name, library=library, task=task, options=options,
                               args=[] if args is None else args,
                               kwargs={} if kwargs is None else kwargs, queue=queue,
-                              backoff=backoff)  # fmt: skip
+                              backoff=_backoff_json(backoff))  # fmt: skip
         spec.job()  # validates, naming the option, before anything is written
         if self.get(name) is not None:
             raise ConfigError("a stored schedule of this name exists; update it", job=name,
@@ -169,6 +169,8 @@ class Schedules:
                               value=name)  # fmt: skip
         fields = {k: v for k, v in changes.items()
                   if k in ("task", "library", "args", "kwargs", "queue", "backoff")}  # fmt: skip
+        if "backoff" in fields:
+            fields["backoff"] = _backoff_json(fields["backoff"])
         options = dict(current.options)
         for key, value in changes.items():
             if key in fields:
@@ -182,7 +184,8 @@ class Schedules:
                 options[key] = value
         spec = StoredSchedule(**{**current.to_json(), **fields, "options": options})
         spec.job()
-        self._write(spec, by=by, action="schedule updated")
+        self._write(spec, by=by, action="schedule updated",
+                    reason=f"{_summary(current)} -> {_summary(spec)}")  # fmt: skip
         return spec
 
     def remove(self, name: str, *, by: str = "python") -> StoredSchedule | None:
@@ -209,17 +212,28 @@ class Schedules:
                 log.warning("the stored schedule %.200r is unreadable (%s); skipped", name, exc)
         return found
 
-    def _write(self, spec: StoredSchedule, *, by: str, action: str) -> None:
+    def _write(
+        self, spec: StoredSchedule, *, by: str, action: str, reason: str | None = None
+    ) -> None:
         raw = json.dumps(spec.to_json(), allow_nan=False)
         if len(raw.encode()) > SPEC_MAX:
             raise ConfigError(f"a stored schedule is at most {SPEC_MAX} bytes of JSON",
                               job=spec.name, option="kwargs", value=len(raw))  # fmt: skip
         self.store.put_control(GROUP, spec.name, raw)
         self._bump()
-        control.log_change(self.store, spec.name, action, by=by, reason=_summary(spec))
+        said = _summary(spec) if reason is None else reason
+        control.log_change(self.store, spec.name, action, by=by,
+                           reason=said[: control.REASON_MAX])  # fmt: skip
 
     def _bump(self) -> None:
         self.store.put_control(VERSION_GROUP, "version", f"{time.time_ns()}:{uuid.uuid4().hex}")
+
+
+def _backoff_json(backoff: Backoff | dict[str, Any] | None) -> dict[str, Any] | None:
+    """A ``Backoff`` as the spec keeps it; a dict as given (checked by ``StoredSchedule.job``)."""
+    if isinstance(backoff, Backoff):
+        return {"kind": backoff.kind, "base": backoff.base, "max": backoff.max}
+    return backoff
 
 
 def _summary(spec: StoredSchedule) -> str:

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from cron_bridge import Beat, ConfigError, control
+from cron_bridge import Backoff, Beat, ConfigError, control
 from cron_bridge.stored import Schedules
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
@@ -56,9 +56,27 @@ def test_add_update_remove_and_the_change_log() -> None:
     assert schedules.get("tenant.7") == updated  # a bad update changed nothing
     assert schedules.remove("tenant.7", by="cli:ana@laptop") == updated
     assert schedules.remove("tenant.7") is None
-    actions = [(c.action, c.by) for c in control.changes(store, "tenant.7")]
-    assert actions == [("schedule removed", "cli:ana@laptop"), ("schedule updated", "http:1"),
-                       ("schedule added", "cli:ana@laptop")]  # fmt: skip
+    changes = control.changes(store, "tenant.7")
+    assert [(c.action, c.by) for c in changes] == [
+        ("schedule removed", "cli:ana@laptop"), ("schedule updated", "http:1"),
+        ("schedule added", "cli:ana@laptop")]  # fmt: skip
+    assert (
+        changes[1].reason
+        == "rq proj.tasks.report every=2s -> rq proj.tasks.report cron=*/5 * * * *"
+    )
+
+
+def test_a_backoff_is_kept_and_given_back_to_the_queue() -> None:
+    store = MemoryStore()
+    schedules = Schedules(store)
+    spec = schedules.add("tenant.8", every="1m", attempts=3,
+                         backoff=Backoff.exponential(2, max=30), **RQ)  # fmt: skip
+    assert spec.backoff == {"kind": "exponential", "base": 2.0, "max": 30.0}
+    job = schedules.get("tenant.8").job(worker=True)  # type: ignore[union-attr]
+    assert (job.attempts, job.backoff.delays(2)) == (3, [2.0, 4.0])
+    with pytest.raises(ConfigError) as caught:
+        schedules.update("tenant.8", backoff={"kind": "sometimes"})
+    assert caught.value.option == "backoff"
 
 
 def test_a_library_whose_adapter_cannot_run_stored_schedules_is_refused(
