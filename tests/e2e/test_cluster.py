@@ -162,7 +162,10 @@ def test_catch_up_after_every_replica_was_down(tmp_path: Path, redis_server: Red
         restarted = time.time()
         beats = start_beats("tests.apps.catchup", url, tmp_path,
                             command_env(notes, CB_TEST_NEW_JOB="1"))  # fmt: skip
-        wait_until_live(url, 3)
+        # Not wait_until_live: the stopped replicas' heartbeats (same ids) are live for a while
+        # yet, and on a loaded machine the new processes take seconds to start.
+        wait_for(lambda: all(beat.output().count("started with 3 jobs") for beat in beats), 60,
+                 "the three replicas restarted")  # fmt: skip
         time.sleep(3)
         for beat in beats:
             beat.terminate()
