@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from cron_bridge.beat import Beat
     from cron_bridge.http import Request, Response
 
-__all__ = ["ACTIONS", "control_response"]
+__all__ = ["ACTIONS", "control_response", "json_object"]
 
 ACTIONS = ("pause", "resume")
 
@@ -67,6 +67,11 @@ def _body(request: Request) -> dict[str, Any]:
     """A JSON body's object, or the form's fields; ConfigError for anything else."""
     if not request.headers.get("content-type", "").startswith("application/json"):
         return dict(request.form())
+    return json_object(request)
+
+
+def json_object(request: Request) -> dict[str, Any]:
+    """The JSON object of the body (empty: ``{}``); ConfigError for anything else."""
     try:
         data = json.loads(request.body or b"{}")
     except ValueError:

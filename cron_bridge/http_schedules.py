@@ -6,10 +6,10 @@ secret (a JSON body carries no form token, so a dashboard cookie alone is never 
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from cron_bridge.errors import ConfigError
+from cron_bridge.http_control import json_object
 from cron_bridge.stored import Schedules
 
 if TYPE_CHECKING:
@@ -63,10 +63,4 @@ def _object(request: Request) -> dict[str, Any]:
     if not request.headers.get("content-type", "").startswith("application/json"):
         raise ConfigError("expected a JSON body (Content-Type: application/json)",
                           option="body", value="")  # fmt: skip
-    try:
-        data = json.loads(request.body or b"{}")
-    except ValueError:
-        raise ConfigError("expected a JSON object", option="body", value="") from None
-    if not isinstance(data, dict):
-        raise ConfigError("expected a JSON object", option="body", value="")
-    return data
+    return json_object(request)

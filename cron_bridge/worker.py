@@ -88,6 +88,15 @@ class Delivery:
         """The run failed or was aborted: the queue should see an error."""
         return self.record.outcome in ("failed", "aborted")
 
+    def raise_if_failed(self) -> None:
+        """Give a failed or aborted run to the queue as an error: the handler's own, or one
+        that says what became of the occurrence."""
+        if self.failed:
+            raise self.error or RuntimeError(
+                f"{self.record.occurrence_id} {self.record.outcome}: "
+                f"{self.record.reason or self.record.error}"
+            )
+
 
 def run_delivery(
     job: Job,

@@ -137,11 +137,7 @@ def _install(task: Any, job: Job) -> None:
             raise task.retry(
                 countdown=delivery.retry_in, max_retries=job.attempts - 1, exc=delivery.error
             )
-        if delivery.failed:
-            raise delivery.error or RuntimeError(
-                f"{delivery.record.occurrence_id} {delivery.record.outcome}: "
-                f"{delivery.record.reason or delivery.record.error}"
-            )
+        delivery.raise_if_failed()
         return delivery.value
 
     run.__name__ = getattr(original, "__name__", "run")

@@ -48,9 +48,5 @@ def run_stored(self: Any, schedule: str) -> Any:
     if delivery.retry_in is not None:
         raise self.retry(countdown=delivery.retry_in, max_retries=job.attempts - 1,
                          exc=delivery.error)  # fmt: skip
-    if delivery.failed:
-        raise delivery.error or RuntimeError(
-            f"{delivery.record.occurrence_id} {delivery.record.outcome}: "
-            f"{delivery.record.reason or delivery.record.error}"
-        )
+    delivery.raise_if_failed()
     return delivery.value

@@ -46,11 +46,7 @@ def _run_stored(schedule: str) -> Any:
     if delivery.retry_in is not None:
         delay = max(1, round(delivery.retry_in * 1000))
         raise dramatiq.Retry(str(delivery.error), delay=delay) from delivery.error
-    if delivery.failed:
-        raise delivery.error or RuntimeError(
-            f"{delivery.record.occurrence_id} {delivery.record.outcome}: "
-            f"{delivery.record.reason or delivery.record.error}"
-        )
+    delivery.raise_if_failed()
     return delivery.value
 
 

@@ -94,12 +94,8 @@ class RQAdapter:
             delivery = run_delivery(
                 job, meta, attempt=max(1, attempt), call=lambda ctx: original(ctx, *args, **kwargs)
             )
-            if delivery.failed:
-                # RQ's Retry, set when the beat enqueued it, decides on the next attempt.
-                raise delivery.error or RuntimeError(
-                    f"{delivery.record.occurrence_id} {delivery.record.outcome}: "
-                    f"{delivery.record.reason or delivery.record.error}"
-                )
+            # RQ's Retry, set when the beat enqueued it, decides on the next attempt.
+            delivery.raise_if_failed()
             return delivery.value
 
         return run

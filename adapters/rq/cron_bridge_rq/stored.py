@@ -35,9 +35,5 @@ def run_stored(schedule: str) -> Any:
     attempt = job.attempts - retries_left if retries_left is not None else 1
     delivery = run_delivery(job, meta, attempt=max(1, attempt),
                             call=lambda ctx: func(*spec.args, **spec.kwargs))  # fmt: skip
-    if delivery.failed:
-        raise delivery.error or RuntimeError(
-            f"{delivery.record.occurrence_id} {delivery.record.outcome}: "
-            f"{delivery.record.reason or delivery.record.error}"
-        )
+    delivery.raise_if_failed()
     return delivery.value
