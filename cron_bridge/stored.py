@@ -78,18 +78,22 @@ class StoredSchedule:
         if not isinstance(self.task, str) or not 0 < len(self.task) <= TASK_MAX:
             raise ConfigError(f"expected the task's name, at most {TASK_MAX} characters",
                               job=self.name, option="task", value=self.task)  # fmt: skip
-        if not isinstance(self.args, list):
-            raise ConfigError("expected a JSON list", job=self.name, option="args",
-                              value=self.args)  # fmt: skip
+        for option, kind, said in (("args", list, "a JSON list"), ("kwargs", dict, "a JSON object"),
+                                   ("options", dict, "a JSON object"),
+                                   ("queue", (str, type(None)), "a queue name")):  # fmt: skip
+            if not isinstance(getattr(self, option), kind):
+                raise ConfigError(f"expected {said}", job=self.name, option=option,
+                                  value=getattr(self, option))  # fmt: skip
         unknown = set(self.options) - set(_SCHEDULE_OPTIONS) - set(_RUN_OPTIONS)
         if unknown:
             raise ConfigError("unknown option", job=self.name, option=sorted(unknown)[0],
                               value=self.options[sorted(unknown)[0]])  # fmt: skip
-        try:
-            json.dumps(self.args, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"must be JSON ({exc})", job=self.name, option="args",
-                              value=self.args) from None  # fmt: skip
+        for option in ("args", "kwargs"):
+            try:
+                json.dumps(getattr(self, option), allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"must be JSON ({exc})", job=self.name, option=option,
+                                  value=getattr(self, option)) from None  # fmt: skip
         task = self.task if worker else _stored_task(self)
         kwargs = self.kwargs if worker else {"schedule": self.name}
         return declare(self.name, target="queue", adapter=self.library, task=task,

@@ -30,6 +30,9 @@ RQ = {"library": "rq", "task": "proj.tasks.report"}
         ({"every": "1m", "library": "sidekiq"}, "library"),
         ({"every": "1m", "task": ""}, "task"),
         ({"every": "1m", "args": {"not": "a list"}}, "args"),
+        ({"every": "1m", "kwargs": ["not", "an", "object"]}, "kwargs"),
+        ({"every": "1m", "kwargs": {"when": float("nan")}}, "kwargs"),
+        ({"every": "1m", "queue": 7}, "queue"),
     ],
 )
 def test_a_bad_stored_schedule_names_the_option_and_writes_nothing(
