@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -72,6 +74,17 @@ class AbortSignal:
         self._event.wait(timeout)
         self._look()
         return self._event.is_set()
+
+    async def wait_async(self, timeout: float | None = None) -> bool:
+        """``wait`` for ``async def`` handlers: sleeps on the event loop until aborted or
+        ``timeout`` seconds pass (looking every 50 ms); True when aborted."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.aborted:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            await asyncio.sleep(0.05 if left is None else min(0.05, left))
+        return self.aborted
 
     def raise_if_aborted(self) -> None:
         """Raise ``cron_bridge.Aborted`` with the reason once the run was asked to stop."""

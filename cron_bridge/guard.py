@@ -15,7 +15,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any
 
-from cron_bridge import telemetry
+from cron_bridge import aio, telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import StoreUnavailable
@@ -148,9 +148,9 @@ class Guard:
         marks = locked and trigger == "queue"
         try:
             if call is not None:
-                call(ctx)
+                aio.resolve(call(ctx))
             elif job.handler is not None:
-                job.handler(ctx, **job.kwargs)
+                aio.resolve(job.handler(ctx, **job.kwargs))  # an async def one is awaited
             record = made(outcome="completed", duration_ms=_ms(began))
         except Exception as exc:  # noqa: BLE001 - a handler's failure becomes its record
             if signal.aborted:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cron_bridge import aio
 from cron_bridge.beat import make_replica_id
 from cron_bridge.clock import SystemClock
 from cron_bridge.context import JobContext, Trigger
@@ -135,7 +136,7 @@ def run_delivery(
 
     def traced(ctx: JobContext) -> None:
         try:
-            outcome["value"] = call(ctx)
+            outcome["value"] = aio.resolve(call(ctx))  # an async def task is awaited
         except BaseException as exc:
             outcome["error"] = exc
             raise
