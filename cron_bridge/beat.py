@@ -12,7 +12,6 @@ import heapq
 import itertools
 import logging
 import os
-import random
 import signal as signals
 import socket
 import threading
@@ -25,9 +24,9 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from cron_bridge import control, telemetry
+from cron_bridge.claiming import Claimer
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.clocksync import StoreClock
-from cron_bridge.context import AbortSignal
 from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Job, declare
@@ -46,9 +45,6 @@ log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# A burst of at least two slices of queue-target occurrences is claimed slice by slice.
-SLICE_MIN = 250
-SLICES_MAX = 4
 UNCLAIMED_KEPT = 1000  # per job, occurrences remembered while the store is unreachable
 
 
@@ -56,26 +52,6 @@ def make_replica_id() -> str:
     """``$HOSTNAME`` (else the host name), the pid and a random suffix."""
     host = os.environ.get("HOSTNAME") or socket.gethostname()
     return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
-
-
-class ClaimStats:
-    """What a beat asked the store for: claims, claims won, the batches they went in, and the
-    round trips they took (read from the store's counter, which a store shared by several beats
-    in one process counts for all of them)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.asked = 0
-        self.won = 0
-        self.batches = 0
-        self.round_trips = 0
-
-    def add(self, asked: int, won: int, round_trips: int) -> None:
-        with self._lock:
-            self.asked += asked
-            self.won += won
-            self.batches += 1
-            self.round_trips += round_trips
 
 
 class Beat:
@@ -141,6 +117,16 @@ class Beat:
         self._recorder = Recorder(self.store)
         self._triggers = Triggers(self.store, self.replica_id, clock=self.clock,
                                   dispatcher=self._dispatcher, record=self._record)  # fmt: skip
+        self._claimer = Claimer(
+            self.store,
+            self.replica_id,
+            dispatcher=self._dispatcher,
+            record=self._record,
+            keep_unclaimed=self._keep_unclaimed,
+            store_failed=self._store_failed,
+            store_ok=self._store_ok,
+        )
+        self.claim_stats = self._claimer.stats
         # The schedules kept in the store (cron_bridge.stored), followed once a second.
         self._stored = StoredSync(self.store) if stored_schedules else None
         self._from_store: set[str] = set()
@@ -151,7 +137,6 @@ class Beat:
         self._unclaimed: dict[str, tuple[Job, deque[datetime]]] = {}
         self._next_heartbeat: datetime | None = None
         self._armed = False
-        self.claim_stats = ClaimStats()
 
     # -- jobs ---------------------------------------------------------------------------
 
@@ -400,7 +385,7 @@ class Beat:
             with self._lock:
                 if self._jobs.get(job.name) is job:
                     self._arm(job, handled[0])
-        self._execute(planned)
+        self._claimer.execute(planned)
 
     @staticmethod
     def _due_since(
@@ -429,13 +414,13 @@ class Beat:
                 "catching up on %d occurrence(s) missed while no replica could claim them",
                 len(planned),
             )
-            self._execute(planned)
+            self._claimer.execute(planned)
 
     def _retry_unclaimed(self, now: datetime) -> None:
         with self._lock:
             waiting, self._unclaimed = self._unclaimed, {}
         planned = [item for job, times in waiting.values() for item in plan(job, times, now).items]
-        self._execute(planned)
+        self._claimer.execute(planned)
 
     def _keep_unclaimed(self, items: Sequence[Planned]) -> None:
         with self._lock:
@@ -471,101 +456,6 @@ class Beat:
             self._recorder.flush()
             self._dispatcher.flush_records()
         self._store_down = False
-
-    # -- claiming and dispatching -------------------------------------------------------
-
-    def _execute(self, planned: Sequence[Planned]) -> None:
-        if not planned:
-            return
-        try:
-            # Read once per batch, right before its claims: a pause is obeyed from this
-            # replica's next claim on.
-            paused = control.paused(self.store)
-        except StoreUnavailable as exc:
-            self._store_failed(exc)
-            self._keep_unclaimed([p for p in planned if p.job.is_cluster])
-            # Instance jobs are not claimed: they run as they would without a store.
-            self._dispatcher.dispatch([p for p in planned if not p.job.is_cluster])
-            return
-        queued = [p for p in planned if p.job.is_cluster and p.job.target != "inline"]
-        if len(queued) < 2 * SLICE_MIN:
-            self._claim_and_dispatch(planned, paused)
-            return
-        # A burst of queue targets: enqueueing, not claiming, is what takes time. Claimed in
-        # slices, in an order of this replica's own, each slice enqueued before the next is
-        # claimed: every replica takes a share, instead of the first to reach the store
-        # claiming everything while the others wait.
-        in_burst = {id(p) for p in queued}
-        self._claim_and_dispatch([p for p in planned if id(p) not in in_burst], paused)
-        order = random.sample(queued, len(queued))
-        count = min(SLICES_MAX, len(order) // SLICE_MIN)
-        slices = [order[i::count] for i in range(count)]
-        self._dispatcher.submit(self._claim_slices, (slices, paused))
-
-    def _claim_slices(
-        self, work: tuple[list[list[Planned]], dict[str, control.Pause]], signal: AbortSignal
-    ) -> None:
-        slices, paused = work
-        for index, part in enumerate(slices):
-            if signal.aborted:
-                # Not claimed: the other replicas claim them, or the catch-up does.
-                log.warning("stopping with %d occurrence(s) of a burst unclaimed", sum(
-                    len(rest) for rest in slices[index:]))  # fmt: skip
-                return
-            to_run, records = self._claim(part, paused)
-            self._record(records)
-            if to_run:
-                self._dispatcher.enqueue(to_run, signal)
-
-    def _claim_and_dispatch(
-        self, planned: Sequence[Planned], paused: dict[str, control.Pause]
-    ) -> None:
-        won, records = self._claim([p for p in planned if p.job.is_cluster], paused)
-        local, held = self._hold_paused([p for p in planned if not p.job.is_cluster], paused)
-        self._dispatcher.dispatch(local + won)
-        self._record(records + held)
-
-    def _hold_paused(
-        self, items: list[Planned], paused: dict[str, control.Pause]
-    ) -> tuple[list[Planned], list[RunRecord]]:
-        """Those of ``items`` to run, and a ``skipped-paused`` record for each paused one."""
-        run, held = [], []
-        for item in items:
-            pause = paused.get(item.job.name)
-            if pause is None:
-                run.append(item)
-            else:
-                held.append(self._dispatcher.record_of(item, "skipped-paused",
-                                                       reason=pause.describe()))  # fmt: skip
-        return run, held
-
-    def _claim(
-        self, cluster: Sequence[Planned], paused: dict[str, control.Pause]
-    ) -> tuple[list[Planned], list[RunRecord]]:
-        """Claim in one batch: what to run, and the records of the claims lost, the missed
-        and the paused (a paused occurrence is claimed too, so one replica records it)."""
-        if not cluster:
-            return [], []
-        trips = self.store.stats.round_trips
-        try:
-            won = self.store.claim_many([p.occurrence for p in cluster], self.replica_id)
-        except StoreUnavailable as exc:
-            self._store_failed(exc)
-            self._keep_unclaimed(cluster)  # unclaimed: nothing runs until a claim succeeds
-            return [], []
-        self._store_ok()
-        self.claim_stats.add(len(cluster), sum(won), self.store.stats.round_trips - trips)
-        records: list[RunRecord] = []
-        to_run = []
-        for item, mine in zip(cluster, won, strict=True):
-            if not mine:
-                records.append(self._dispatcher.record_of(item, "skipped-claimed"))
-            elif not item.run:
-                records.append(self._dispatcher.record_of(item, "missed", reason=item.reason))
-            else:
-                to_run.append(item)
-        to_run, held = self._hold_paused(to_run, paused)
-        return to_run, records + held
 
     def _record(self, records: Sequence[RunRecord]) -> None:
         for record in records:

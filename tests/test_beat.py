@@ -21,7 +21,7 @@ from cron_bridge import (
     declare,
 )
 from cron_bridge.adapters import Dispatch, TaskRef, register
-from cron_bridge.beat import SLICES_MAX
+from cron_bridge.claiming import SLICES_MAX
 from cron_bridge.jobs import Job, Occurrence, lock_key
 from cron_bridge.stores import MemoryStore, RunRecord, Store
 from cron_bridge.testing import FakeClock

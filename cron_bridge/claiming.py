@@ -1,0 +1,176 @@
+"""Claiming what came due, and handing what was won to the dispatcher.
+
+One batch reads the paused jobs, then claims every cluster occurrence in one store call: a
+lost claim is recorded ``skipped-claimed``, a late one ``missed``, a paused one
+``skipped-paused`` (claimed too, so one replica records it). A burst of queue targets is
+claimed in slices, each enqueued before the next is claimed, so every replica takes a share.
+When the store cannot be reached nothing is claimed: the occurrences are kept by the beat and
+claimed when it answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Sequence
+
+from cron_bridge import control
+from cron_bridge.context import AbortSignal
+from cron_bridge.dispatch import Dispatcher
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.planning import Planned
+from cron_bridge.stores import Store
+from cron_bridge.stores.base import RunRecord
+
+__all__ = ["SLICES_MAX", "SLICE_MIN", "ClaimStats", "Claimer"]
+
+log = logging.getLogger(__name__)
+
+# A burst of at least two slices of queue-target occurrences is claimed slice by slice.
+SLICE_MIN = 250
+SLICES_MAX = 4
+
+
+class ClaimStats:
+    """What a beat asked the store for: claims, claims won, the batches they went in, and the
+    round trips they took (read from the store's counter, which a store shared by several beats
+    in one process counts for all of them)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.asked = 0
+        self.won = 0
+        self.batches = 0
+        self.round_trips = 0
+
+    def add(self, asked: int, won: int, round_trips: int) -> None:
+        with self._lock:
+            self.asked += asked
+            self.won += won
+            self.batches += 1
+            self.round_trips += round_trips
+
+
+class Claimer:
+    """The claims of one beat replica.
+
+    Args:
+        record: writes run records (and logs them).
+        keep_unclaimed: keeps occurrences the store could not be asked for, to claim later.
+        store_failed, store_ok: tell the beat whether the store answered.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        replica: str,
+        *,
+        dispatcher: Dispatcher,
+        record: Callable[[Sequence[RunRecord]], None],
+        keep_unclaimed: Callable[[Sequence[Planned]], None],
+        store_failed: Callable[[StoreUnavailable], None],
+        store_ok: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.replica = replica
+        self.stats = ClaimStats()
+        self._dispatcher = dispatcher
+        self._record = record
+        self._keep_unclaimed = keep_unclaimed
+        self._store_failed = store_failed
+        self._store_ok = store_ok
+
+    def execute(self, planned: Sequence[Planned]) -> None:
+        """Claim what is due (reading the paused jobs first) and dispatch what was won."""
+        if not planned:
+            return
+        try:
+            # Read once per batch, right before its claims: a pause is obeyed from this
+            # replica's next claim on.
+            paused = control.paused(self.store)
+        except StoreUnavailable as exc:
+            self._store_failed(exc)
+            self._keep_unclaimed([p for p in planned if p.job.is_cluster])
+            # Instance jobs are not claimed: they run as they would without a store.
+            self._dispatcher.dispatch([p for p in planned if not p.job.is_cluster])
+            return
+        queued = [p for p in planned if p.job.is_cluster and p.job.target != "inline"]
+        if len(queued) < 2 * SLICE_MIN:
+            self._claim_and_dispatch(planned, paused)
+            return
+        # A burst of queue targets: enqueueing, not claiming, is what takes time. Claimed in
+        # slices, in an order of this replica's own, each slice enqueued before the next is
+        # claimed: every replica takes a share, instead of the first to reach the store
+        # claiming everything while the others wait.
+        in_burst = {id(p) for p in queued}
+        self._claim_and_dispatch([p for p in planned if id(p) not in in_burst], paused)
+        order = random.sample(queued, len(queued))
+        count = min(SLICES_MAX, len(order) // SLICE_MIN)
+        slices = [order[i::count] for i in range(count)]
+        self._dispatcher.submit(self._claim_slices, (slices, paused))
+
+    def _claim_slices(
+        self, work: tuple[list[list[Planned]], dict[str, control.Pause]], signal: AbortSignal
+    ) -> None:
+        slices, paused = work
+        for index, part in enumerate(slices):
+            if signal.aborted:
+                # Not claimed: the other replicas claim them, or the catch-up does.
+                log.warning("stopping with %d occurrence(s) of a burst unclaimed", sum(
+                    len(rest) for rest in slices[index:]))  # fmt: skip
+                return
+            to_run, records = self._claim(part, paused)
+            self._record(records)
+            if to_run:
+                self._dispatcher.enqueue(to_run, signal)
+
+    def _claim_and_dispatch(
+        self, planned: Sequence[Planned], paused: dict[str, control.Pause]
+    ) -> None:
+        won, records = self._claim([p for p in planned if p.job.is_cluster], paused)
+        local, held = self._hold_paused([p for p in planned if not p.job.is_cluster], paused)
+        self._dispatcher.dispatch(local + won)
+        self._record(records + held)
+
+    def _hold_paused(
+        self, items: list[Planned], paused: dict[str, control.Pause]
+    ) -> tuple[list[Planned], list[RunRecord]]:
+        """Those of ``items`` to run, and a ``skipped-paused`` record for each paused one."""
+        run, held = [], []
+        for item in items:
+            pause = paused.get(item.job.name)
+            if pause is None:
+                run.append(item)
+            else:
+                held.append(self._dispatcher.record_of(item, "skipped-paused",
+                                                       reason=pause.describe()))  # fmt: skip
+        return run, held
+
+    def _claim(
+        self, cluster: Sequence[Planned], paused: dict[str, control.Pause]
+    ) -> tuple[list[Planned], list[RunRecord]]:
+        """Claim in one batch: what to run, and the records of the claims lost, the missed
+        and the paused (a paused occurrence is claimed too, so one replica records it)."""
+        if not cluster:
+            return [], []
+        trips = self.store.stats.round_trips
+        try:
+            won = self.store.claim_many([p.occurrence for p in cluster], self.replica)
+        except StoreUnavailable as exc:
+            self._store_failed(exc)
+            self._keep_unclaimed(cluster)  # unclaimed: nothing runs until a claim succeeds
+            return [], []
+        self._store_ok()
+        self.stats.add(len(cluster), sum(won), self.store.stats.round_trips - trips)
+        records: list[RunRecord] = []
+        to_run = []
+        for item, mine in zip(cluster, won, strict=True):
+            if not mine:
+                records.append(self._dispatcher.record_of(item, "skipped-claimed"))
+            elif not item.run:
+                records.append(self._dispatcher.record_of(item, "missed", reason=item.reason))
+            else:
+                to_run.append(item)
+        to_run, held = self._hold_paused(to_run, paused)
+        return to_run, records + held
