@@ -204,7 +204,16 @@ class Schedules:
         return current
 
     def get(self, name: str) -> StoredSchedule | None:
-        return self.list().get(name)
+        """One stored schedule (one store read: what a worker does for each delivery); None
+        when there is none or it cannot be read."""
+        raw = self.store.control(GROUP, name)
+        if raw is None:
+            return None
+        try:
+            return StoredSchedule.from_json(json.loads(raw))
+        except (TypeError, ValueError) as exc:
+            log.warning("the stored schedule %.200r is unreadable (%s)", name, exc)
+            return None
 
     def list(self) -> dict[str, StoredSchedule]:
         """Every stored schedule that can be read (an unreadable one is logged and left out)."""

@@ -240,6 +240,10 @@ class Store(ABC):
         """Every control record of ``group``, by key, in one round trip."""
 
     @abstractmethod
+    def control(self, group: str, key: str) -> str | None:
+        """One control record of ``group``, or None (a worker reading one stored schedule)."""
+
+    @abstractmethod
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         """The latest claimed occurrence of each job that has one, in one round trip."""
 

@@ -103,6 +103,11 @@ class MemoryStore(Store):
             self.stats.add()
             return dict(self._controls.get(group, {}))
 
+    def control(self, group: str, key: str) -> str | None:
+        with self._lock:
+            self.stats.add()
+            return self._controls.get(group, {}).get(key)
+
     def holder(self, key: str) -> str | None:
         with self._lock:
             self.stats.add()

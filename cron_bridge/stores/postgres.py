@@ -324,6 +324,11 @@ class PostgresStore(Store):
         rows = self._call(lambda conn: conn.execute(statement, (group,)).fetchall())
         return {str(key): str(value) for key, value in rows}
 
+    def control(self, group: str, key: str) -> str | None:
+        statement = self._sql("SELECT value FROM {controls} WHERE grp = %s AND key = %s")
+        rows = self._call(lambda conn: conn.execute(statement, (group, key)).fetchall())
+        return str(rows[0][0]) if rows else None
+
     def holder(self, key: str) -> str | None:
         statement = self._sql("SELECT owner FROM {claims} WHERE key = %s AND expires_at > now()")
         rows = self._call(lambda conn: conn.execute(statement, (key,)).fetchall())

@@ -264,6 +264,10 @@ class RedisStore(Store):
         found = self._call(lambda client: client.hgetall(self._key(f"controls:{group}")))
         return {_text(key): _text(value) for key, value in found.items()}
 
+    def control(self, group: str, key: str) -> str | None:
+        value = self._call(lambda client: client.hget(self._key(f"controls:{group}"), key))
+        return None if value is None else _text(value)
+
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         if not jobs:
             return {}

@@ -186,6 +186,15 @@ class SQLiteStore(Store):
         )
         return {str(key): str(value) for key, value in rows}
 
+    def control(self, group: str, key: str) -> str | None:
+        rows = self._run(
+            lambda conn: conn.execute(
+                "SELECT value FROM controls WHERE grp = ? AND key = ?", (group, key)
+            ).fetchall(),
+            write=False,
+        )
+        return str(rows[0][0]) if rows else None
+
     def holder(self, key: str) -> str | None:
         now = self._now_ms()
         rows = self._run(

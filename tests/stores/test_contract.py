@@ -248,5 +248,8 @@ def test_control_records_are_set_read_by_group_replaced_and_deleted(
     writer.put_control("pause", "never-set", None)  # deleting what is not there is no error
     assert reader.controls("pause") == {"mail.digest": '{"reason": "again"}'}
     assert reader.controls("change:mail.digest") == {"00001:ab": "{}"}
+    assert reader.control("pause", "mail.digest") == '{"reason": "again"}'
+    assert reader.control("pause", "billing.close-day") is None
+    assert reader.control("change:mail.digest", "mail.digest") is None  # groups apart
     if kit.kind != "memory":
         assert kit_factory(kit.kind).open().controls("pause") == {}
