@@ -93,15 +93,9 @@ def test_pause_stops_every_replica_within_two_seconds_and_resume_restarts(
 
 
 def test_the_json_api_pauses_and_resumes_behind_the_secret(tmp_path: Path) -> None:
-    port = free_port()
-    beat = BeatProcess(
-        "api", tmp_path, command_env(), app="tests.apps.cli_app",
-        store_url=f"sqlite:///{tmp_path}/s.db",
-        extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
-    ).start()  # fmt: skip
-    api = f"http://127.0.0.1:{port}/_scheduler/api/jobs"
+    beat, base = _served_beat(tmp_path)
+    api = f"{base}/api/jobs"
     try:
-        wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
         assert call(f"{api}/reports.minutely/pause", None)[0] == 401
         assert call(f"{api}/reports.minutely/pause", "wrong")[0] == 401
         assert call(f"{api}/nope/pause", SECRET)[0] == 404
@@ -126,17 +120,11 @@ def test_the_json_api_pauses_and_resumes_behind_the_secret(tmp_path: Path) -> No
 
 
 def test_the_json_api_manages_stored_schedules_behind_the_secret(tmp_path: Path) -> None:
-    port = free_port()
-    beat = BeatProcess(
-        "api", tmp_path, command_env(), app="tests.apps.cli_app",
-        store_url=f"sqlite:///{tmp_path}/s.db",
-        extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
-    ).start()  # fmt: skip
-    api = f"http://127.0.0.1:{port}/_scheduler/api/schedules"
+    beat, base = _served_beat(tmp_path)
+    api = f"{base}/api/schedules"
     spec = {"name": "tenant-7.report", "library": "rq", "task": "proj.reports.report",
             "every": "1h", "kwargs": {"tenant": 7}, "queue": "reports"}  # fmt: skip
     try:
-        wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
         assert call(api, None, method="GET")[0] == 401
         assert call(api, "wrong", body=spec)[0] == 401
         status, body = call(api, SECRET, body=spec)
@@ -165,3 +153,19 @@ def test_the_json_api_manages_stored_schedules_behind_the_secret(tmp_path: Path)
         beat.terminate()
     finally:
         beat.ensure_stopped()
+
+
+def _served_beat(tmp_path: Path) -> tuple[BeatProcess, str]:
+    """A beat of tests.apps.cli_app serving HTTP with the test secret; its base URL."""
+    port = free_port()
+    beat = BeatProcess(
+        "api", tmp_path, command_env(), app="tests.apps.cli_app",
+        store_url=f"sqlite:///{tmp_path}/s.db",
+        extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
+    ).start()  # fmt: skip
+    try:
+        wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
+    except AssertionError:
+        beat.ensure_stopped()
+        raise
+    return beat, f"http://127.0.0.1:{port}/_scheduler"
