@@ -43,6 +43,8 @@ __all__ = ["Beat", "RunResult", "make_replica_id"]
 
 log = logging.getLogger(__name__)
 
+_ONE_MS = timedelta(milliseconds=1)
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 UNCLAIMED_KEPT = 1000  # per job, occurrences remembered while the store is unreachable
@@ -93,6 +95,8 @@ class Beat:
         self.clock = StoreClock(clock or SystemClock())
         self.handle_signals = handle_signals
         self._jobs: dict[str, Job] = {}
+        self._arm_from: dict[str, datetime] = {}  # jobs added with since=, before the start
+        self._fired_until: datetime | None = None  # every occurrence due by then was fired
         for job in default_registry if jobs is None else jobs:
             self._check_name(job)
             self._jobs[job.name] = job
@@ -144,19 +148,50 @@ class Beat:
         with self._lock:
             return list(self._jobs.values())
 
-    def add(self, job: Job) -> None:
-        """Schedule ``job`` from its next occurrence on (also while running)."""
+    def add(self, job: Job, *, since: datetime | None = None) -> None:
+        """Schedule ``job`` from its next occurrence on (also while running); with ``since``,
+        from its first occurrence after that time (one already past comes due at once, under
+        the misfire rules)."""
         with self._lock:
             self._check_name(job)
             self._jobs[job.name] = job
             if self._armed:  # started (or run by the host's own loop): arm it now
-                self._arm(job, self.clock.now())
+                self._arm(job, since or self.clock.now())
+            elif since is not None:
+                self._arm_from[job.name] = since
         self._wake.set()
+
+    def replace(self, job: Job, *, since: datetime | None = None) -> None:
+        """Swap the job of ``job.name`` for ``job`` (a changed schedule or option), or add it.
+
+        The new schedule takes over where the old one stopped: after the last time this
+        replica fired what was due (or before the old one's armed occurrence, when jitter
+        holds it back), so a change racing an occurrence neither fires it twice on this
+        replica nor skips it. ``since`` arms from that time instead.
+        """
+        with self._lock:
+            after = since
+            if after is None and job.name in self._jobs and self._fired_until is not None:
+                after = self._fired_until
+                pending = self._pending(job.name)
+                if pending is not None:
+                    after = min(after, pending - _ONE_MS)
+            self.remove(job.name)
+            self.add(job, since=after)
+
+    def _pending(self, name: str) -> datetime | None:
+        """The armed and not yet fired occurrence of the job ``name``."""
+        generation = self._generation.get(name, 0)
+        for _, _, entry_name, entry_generation, scheduled in self._heap:
+            if entry_name == name and entry_generation == generation:
+                return scheduled
+        return None
 
     def remove(self, name: str) -> Job | None:
         """Stop scheduling the job called ``name``; runs in flight go on."""
         with self._lock:
             job = self._jobs.pop(name, None)
+            self._arm_from.pop(name, None)
             self._generation[name] = self._generation.get(name, 0) + 1
         self._wake.set()
         return job
@@ -216,7 +251,7 @@ class Beat:
         self._beat_now()
         now = self.clock.now()
         for job in self._jobs.values():
-            self._arm(job, now)
+            self._arm(job, self._arm_from.pop(job.name, now))
         self._armed = True
 
     def start(self) -> None:
@@ -357,14 +392,14 @@ class Beat:
                 log.warning("stored schedule %s is not run: a job declared in code has its "
                             "name", name)  # fmt: skip
                 continue
-            self.remove(name)
-            self.add(job)
+            self.replace(job)
             self._from_store.add(name)
             log.info("stored schedule %s: %s", name, job.schedule.describe())
 
     def _pop_due(self, now: datetime) -> list[tuple[Job, datetime]]:
         due = []
         with self._lock:
+            self._fired_until = now
             while self._heap and self._heap[0][0] <= now:
                 _, _, name, generation, when = heapq.heappop(self._heap)
                 job = self._jobs.get(name)

@@ -189,6 +189,56 @@ def test_jobs_can_be_added_and_removed_while_running(clock: FakeClock, beats: li
     assert len(seen) == 1
 
 
+def test_replace_takes_over_where_the_old_schedule_stopped(clock: FakeClock) -> None:
+    """A schedule swapped right after an occurrence both share was fired does not fire it
+    again; one swapped before it fires it once; a new occurrence after the swap runs."""
+    store = MemoryStore(clock=clock)
+    beat = Beat(store, [], clock=clock, replica_id="r0", stored_schedules=False)
+    seen: list[str] = []
+    first = declare("swap", every="2s", target="inline", handler=lambda ctx: seen.append(
+        ctx.occurrence_id))  # fmt: skip
+    beat.add(first)
+    beat.run_pending()  # armed at 12:00:02
+    clock.set(START.replace(second=2, microsecond=0))
+    beat.run_pending()  # fires 12:00:02
+    eventually(lambda: len(seen) == 1, "the first run")
+    every_second = declare("swap", every="1s", target="inline", handler=first.handler)
+    beat.replace(every_second)  # 12:00:02 was fired: not again; 12:00:03 is new
+    assert beat.run_pending() == START.replace(second=3, microsecond=0)
+    clock.set(START.replace(second=3, microsecond=0))
+    beat.run_pending()
+    eventually(lambda: len(seen) == 2, "the run of the new schedule")
+    beat.replace(first)  # back to 2 s before 12:00:04 came: fired once, by the new job
+    clock.set(START.replace(second=4, microsecond=0))
+    beat.run_pending()
+    eventually(lambda: len(seen) == 3, "the shared occurrence")
+    time.sleep(0.1)
+    assert [s[-13:-5] for s in seen] == ["12:00:02", "12:00:03", "12:00:04"]
+    assert len(set(seen)) == 3
+    beat.stop()
+
+
+def test_add_since_arms_from_that_time(clock: FakeClock) -> None:
+    """add(since=) arms the first occurrence after ``since``: one already past comes due at
+    once, before the start as well as after it."""
+    store = MemoryStore(clock=clock)
+    beat = Beat(store, [], clock=clock, replica_id="r0", stored_schedules=False)
+    seen: list[str] = []
+    past = START - timedelta(seconds=5)
+    job = declare("once", at=past + timedelta(seconds=2), target="inline",
+                  handler=lambda ctx: seen.append(ctx.occurrence_id))  # fmt: skip
+    beat.add(job, since=past)
+    assert beat.run_pending() is None  # due at once
+    eventually(lambda: len(seen) == 1, "the run armed in the past")
+    late = declare("late", at=past + timedelta(seconds=3), target="inline",
+                   handler=lambda ctx: seen.append(ctx.occurrence_id))  # fmt: skip
+    beat.add(late)  # without since: armed from now, so its one time has passed
+    beat.run_pending()
+    time.sleep(0.1)
+    assert len(seen) == 1
+    beat.stop()
+
+
 def test_a_queue_target_is_enqueued_by_name_with_json_metadata(
     clock: FakeClock, beats: list[Beat], queue: ListQueue
 ) -> None:
