@@ -5,7 +5,7 @@
   a user's import checks them and functions are importable by their dotted path (RQ).
 - ``sh`` samples are checked command by command: ``cron-bridge`` and ``rq`` command lines are
   parsed by their own click commands (an option that does not exist fails), ``make`` targets
-  must be in the Makefile, ``pip install`` extras in pyproject.toml, ``celery ... -S`` names a
+  must be in the Makefile, ``pip install`` extras in the package's pyproject.toml, ``celery ... -S`` names a
   registered scheduler, paths given to ``kubectl -k`` exist. Commands of other programs (git, curl,
   docker, dramatiq, export) are listed in ``NOT_CHECKED``; any other program fails the test.
 - ``yaml`` and ``json`` samples must parse. ``text`` samples are output, not code.
@@ -135,10 +135,12 @@ def check_command(words: list[str]) -> None:
         targets = re.findall(r"^([a-z][\w-]*):", (REPO / "Makefile").read_text(), re.MULTILINE)
         assert set(args) <= set(targets), args
     elif program == "pip":
-        project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-        for requirement in (a for a in args if a.startswith("cron-bridge[")):
-            extras = requirement.removeprefix("cron-bridge[").removesuffix("]").split(",")
-            assert set(extras) <= set(project["optional-dependencies"]), requirement
+        for requirement in (a for a in args if a.startswith("cron-bridge")):
+            found = re.fullmatch(r"cron-bridge(-celery|-rq|-dramatiq)?\[([\w,-]+)\]", requirement)
+            assert found, f"not one of our packages with extras: {requirement}"
+            folder = REPO / "adapters" / found[1][1:] if found[1] else REPO
+            project = tomllib.loads((folder / "pyproject.toml").read_text())["project"]
+            assert set(found[2].split(",")) <= set(project["optional-dependencies"]), requirement
     elif program == "celery":
         if "-S" in args:
             alias = args[args.index("-S") + 1]

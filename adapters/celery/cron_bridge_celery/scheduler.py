@@ -72,11 +72,16 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
 
     def __init__(self, app: Celery, *args: Any, lazy: bool = False, **kwargs: Any) -> None:
         self._beat: Beat | None = None
-        self._store_url = app.conf.get("cron_bridge_store") or os.environ.get("CRON_BRIDGE_STORE")
+        self._store_url = (app.conf.get("cron_bridge_store") or os.environ.get("CRON_BRIDGE_STORE")
+                           or self._default_store_url())  # fmt: skip
         if not self._store_url:
             _exit("set app.conf.cron_bridge_store or CRON_BRIDGE_STORE to the store URL, "
                   "e.g. redis://localhost:6379/0")  # fmt: skip
         super().__init__(app, *args, lazy=lazy, **kwargs)
+
+    def _default_store_url(self) -> str | None:
+        """The store when none is configured: none (the Django scheduler has one)."""
+        return None
 
     def setup_schedule(self) -> None:
         zone = self.app.timezone
@@ -93,13 +98,20 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
         entries = {job_name(name): entry for name, entry in self.schedule.items()}
         try:
             jobs = [entry_job(name, entry, zone) for name, entry in entries.items()]
-            jobs += [j for j in default_registry.jobs() if j.adapter == "celery" and self._ours(j)]
-            register(BeatScheduleSender(self.app, entries))
+        except ConfigError as exc:
+            _exit(_entry_error(exc))
+        self._start(jobs, BeatScheduleSender(self.app, entries))
+
+    def _start(self, jobs: list[Job], sender: BeatScheduleSender) -> None:
+        """Open the store and build the beat: ``jobs``, and the app's ``@cluster_task``
+        tasks, sent through ``sender``. Exits with one line when the store is not there."""
+        jobs += [j for j in default_registry.jobs() if j.adapter == "celery" and self._ours(j)]
+        try:
+            register(sender)
             store = store_from_url(str(self._store_url))
             store.ping()
         except ConfigError as exc:
-            _exit(f"beat_schedule entry {exc.job!r}: {exc.option}={exc.value!r}: {exc.reason}"
-                  if exc.job and exc.option else str(exc))  # fmt: skip
+            _exit(_entry_error(exc))
         except (StoreUnavailable, ImportError) as exc:
             _exit(str(exc))
         self._beat = Beat(store, jobs)
@@ -147,6 +159,12 @@ def _check_entry(key: str, raw: Any, zone: tzinfo | None) -> None:
         to_schedule(raw.get("schedule"), app_zone=zone)
     except ConfigError as exc:
         _exit(f"beat_schedule entry {key!r}: schedule={raw.get('schedule')!r}: {exc.reason}")
+
+
+def _entry_error(exc: ConfigError) -> str:
+    if exc.job and exc.option:
+        return f"beat_schedule entry {exc.job!r}: {exc.option}={exc.value!r}: {exc.reason}"
+    return str(exc)
 
 
 def _exit(message: str) -> NoReturn:

@@ -23,7 +23,7 @@ from celery.schedules import BaseSchedule, crontab, schedule, solar
 from cron_bridge.errors import ConfigError
 from cron_bridge.schedules import Cron, Every, Schedule, load_zone
 
-__all__ = ["CustomSchedule", "SolarSchedule", "crontab_fields", "to_schedule"]
+__all__ = ["CustomSchedule", "SolarSchedule", "crontab_fields", "crontab_in", "to_schedule"]
 
 _ONE_DAY = timedelta(days=1)
 _ONE_MS = timedelta(milliseconds=1)
@@ -79,8 +79,7 @@ def to_schedule(value: Any, *, app_zone: tzinfo | None) -> Schedule:
     if isinstance(value, crontab) and not _overrides(
         value, crontab, ("is_due", "remaining_estimate", "remaining_delta")
     ):
-        zone = _zone_name(_schedule_zone(value, app_zone))
-        return Cron(crontab_fields(value), tz=zone, day_or=False)
+        return crontab_in(value, _schedule_zone(value, app_zone))
     if isinstance(value, solar) and not _overrides(value, solar, ("is_due", "remaining_estimate")):
         return SolarSchedule(value)
     if isinstance(value, schedule) and not _overrides(
@@ -95,6 +94,17 @@ def to_schedule(value: Any, *, app_zone: tzinfo | None) -> Schedule:
         option="schedule",
         value=value,
     )
+
+
+def crontab_in(value: crontab, zone: tzinfo | str | None) -> Cron:
+    """A Celery ``crontab`` read in ``zone`` (a zone or its name; UTC when None), with
+    Celery's day rule: a day must match day-of-month AND day-of-week.
+
+    Raises:
+        ConfigError: a zone the zone database does not know.
+    """
+    name = zone if isinstance(zone, str) else _zone_name(zone)
+    return Cron(crontab_fields(value), tz=name, day_or=False)
 
 
 def _schedule_zone(value: BaseSchedule, app_zone: tzinfo | None) -> tzinfo | None:
@@ -118,6 +128,15 @@ class SolarSchedule:
         self.source = source
         self._lock = threading.Lock()
         self.next_after(datetime.now(UTC))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SolarSchedule) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _key(self) -> tuple[str, float, float]:
+        return (self.source.event, float(self.source.lat), float(self.source.lon))
 
     def describe(self) -> str:
         return f"solar {self.source.event} {self.source.lat},{self.source.lon}"

@@ -71,7 +71,9 @@ class BeatScheduleSender:
             return [exc] * len(dispatches)
 
     def _send(self, producer: Any, dispatch: Dispatch) -> Exception | None:
-        entry = self.entries[dispatch.job.name]
+        entry = self.entries.get(dispatch.job.name)
+        if entry is None:  # removed (a deleted row) between the claim and the send
+            return KeyError(f"no entry {dispatch.job.name!r} any more")
         options = dict(entry.options or {})
         options["headers"] = beat_headers(options, dispatch)
         # The beat retries within misfire_grace itself; a blocking publish retry would hold
