@@ -5,9 +5,10 @@
   a user's import checks them and functions are importable by their dotted path (RQ).
 - ``sh`` samples are checked command by command: ``cron-bridge`` and ``rq`` command lines are
   parsed by their own click commands (an option that does not exist fails), ``make`` targets
-  must be in the Makefile, ``pip install`` extras in the package's pyproject.toml, ``celery ... -S`` names a
-  registered scheduler, paths given to ``kubectl -k`` exist. Commands of other programs (git, curl,
-  docker, dramatiq, export) are listed in ``NOT_CHECKED``; any other program fails the test.
+  must be in the Makefile, ``pip install`` extras in the package's pyproject.toml,
+  ``celery ... -S`` names a registered scheduler, paths given to ``kubectl -k`` exist. Commands
+  of other programs (git, curl, docker, dramatiq, export) are listed in ``NOT_CHECKED``; any
+  other program fails the test.
 - ``yaml`` and ``json`` samples must parse. ``text`` samples are output, not code.
 """
 

@@ -128,7 +128,7 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
     ]
     services = [worker.start(), *(beat.start() for beat in beats)]
     try:
-        wait_for(lambda: all("entries on" in b.output() for b in beats), 60, "three beats")
+        wait_for(lambda: all("periodic tasks (" in b.output() for b in beats), 60, "three beats")
         wait_for(lambda: len(journal.read(notes)) >= 3, 60, "the first sends")
         began = time.time()
         # Added while the beats run: a clocked one-off and a solar noon a few seconds ahead.

@@ -193,8 +193,12 @@ class DjangoClusterScheduler(ClusterScheduler):
 
         _check_sqlite(settings.DATABASES["default"])
         self._sync_beat_schedule()
-        self._start([], self._sender)
+        self._start([], self._sender, announce=False)
         self._follow(force=True)
+        assert self._beat is not None
+        log.info("cron-bridge: %d periodic tasks (%d skipped) and %d other jobs on %s as replica "
+                 "%s", len(self._rows), len(self._bad), len(self._beat.jobs()) - len(self._rows),
+                 self._beat.store.url, self._beat.replica_id)  # fmt: skip
 
     def _sync_beat_schedule(self) -> None:
         """The app's ``beat_schedule`` (and Celery's ``celery.backend_cleanup``) written into
@@ -295,8 +299,10 @@ class DjangoClusterScheduler(ClusterScheduler):
             old = self._rows.get(name)
             if old is None or _changed(old, row):
                 beat.replace(row.job, since=row.since)
-                log.info("cron-bridge: periodic task %s: %s", row.name,
-                         row.job.schedule.describe())  # fmt: skip
+                schedule = row.job.schedule
+                zone = f" in {schedule.tz}" if schedule.tz != "UTC" else ""
+                log.info("cron-bridge: periodic task %r (job %s): %s%s", row.name, name,
+                         schedule.describe(), zone)  # fmt: skip
         self._rows = rows
         self._sender.set_rows(rows)
 

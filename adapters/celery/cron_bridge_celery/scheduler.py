@@ -102,7 +102,7 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
             _exit(_entry_error(exc))
         self._start(jobs, BeatScheduleSender(self.app, entries))
 
-    def _start(self, jobs: list[Job], sender: BeatScheduleSender) -> None:
+    def _start(self, jobs: list[Job], sender: BeatScheduleSender, *, announce: bool = True) -> None:
         """Open the store and build the beat: ``jobs``, and the app's ``@cluster_task``
         tasks, sent through ``sender``. Exits with one line when the store is not there."""
         jobs += [j for j in default_registry.jobs() if j.adapter == "celery" and self._ours(j)]
@@ -115,8 +115,9 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
         except (StoreUnavailable, ImportError) as exc:
             _exit(str(exc))
         self._beat = Beat(store, jobs)
-        log.info("cron-bridge: %d entries on %s as replica %s", len(jobs), store.url,
-                 self._beat.replica_id)  # fmt: skip
+        if announce:
+            log.info("cron-bridge: %d entries on %s as replica %s", len(jobs), store.url,
+                     self._beat.replica_id)  # fmt: skip
 
     def _ours(self, job: Job) -> bool:
         handler: Any = job.handler
