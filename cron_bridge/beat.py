@@ -301,6 +301,12 @@ class Beat:
         )
         self._stopped.set()
 
+    @property
+    def started(self) -> bool:
+        """Whether this beat runs its timers (``start()``, or a host calling ``run_pending()``);
+        a beat never started only serves the dashboard and the trigger (a web app's panel)."""
+        return self._armed
+
     def health(self) -> dict[str, Any]:
         """Whether the timer loop runs and the store answered last time it was asked."""
         thread = self._thread

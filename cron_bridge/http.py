@@ -183,8 +183,7 @@ class TriggerHandler:
         path = request.path
         if path == self.health_path:
             # For liveness probes, without the secret: says nothing of the jobs.
-            health = self.beat.health()
-            return Response(200 if health["running"] else 503, health)
+            return self._health()
         try:
             if path in (self.base, self.base + "/", self.base + "/login", self.base + "/logout"):
                 return self._dashboard(request)
@@ -199,6 +198,20 @@ class TriggerHandler:
         except StoreUnavailable as exc:
             return Response(503, {"error": str(exc)})
         return Response(404, {"error": "not found"})
+
+    def _health(self) -> Response:
+        health = self.beat.health()
+        if self.beat.started:
+            return Response(200 if health["running"] else 503, health)
+        # A panel: mounted in a web app that runs no timers (the beat runs elsewhere). It is
+        # healthy while it can reach the store it shows.
+        try:
+            self.beat.store.ping()
+            reachable = True
+        except StoreUnavailable:
+            reachable = False
+        health.update(store_reachable=reachable, role="panel")
+        return Response(200 if reachable else 503, health)
 
     def _authenticate(self, request: Request) -> Response | bool:
         """An action's caller: the refusal to answer, or whether it came from the dashboard
@@ -362,7 +375,7 @@ def asgi_app(
             more = message.get("more_body", False) and len(body) <= MAX_BODY
         client = scope.get("client") or ("unknown", 0)
         request = Request(
-            scope["method"], scope["path"], headers, body,
+            scope["method"], _asgi_path(scope), headers, body,
             scope.get("query_string", b"").decode("latin-1"),
             client=str(client[0]), https=scope.get("scheme") == "https",
         )  # fmt: skip
@@ -385,6 +398,13 @@ def asgi_app(
         await send({"type": "http.response.body", "body": payload})
 
     return app
+
+
+def _asgi_path(scope: Scope) -> str:
+    """The full path: Starlette's ``Mount`` (and ASGI servers run with ``--root-path``) keep
+    it whole and set ``root_path``; older mounts strip the prefix off ``path``."""
+    path, root = str(scope["path"]), str(scope.get("root_path") or "")
+    return path if not root or path.startswith(root + "/") or path == root else root + path
 
 
 def log_request(request: Request, response: Response) -> None:
@@ -420,7 +440,10 @@ def wsgi_app(
         else:
             body = environ["wsgi.input"].read(length) if length > 0 else b""
             request = Request(
-                environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), headers, body,
+                # Mounted under a prefix (werkzeug's DispatcherMiddleware, a Django view),
+                # the prefix is SCRIPT_NAME: the path served is both together.
+                environ["REQUEST_METHOD"],
+                environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""), headers, body,
                 environ.get("QUERY_STRING", ""), client=str(environ.get("REMOTE_ADDR", "unknown")),
                 https=environ.get("wsgi.url_scheme") == "https",
             )  # fmt: skip

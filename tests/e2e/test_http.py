@@ -89,11 +89,13 @@ def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
     """Driven through the ASGI protocol: 401 without the token, 404 for an unknown job; the
     login form's body arrives in two chunks and sets the cookie that opens the dashboard."""
     job = declare("asgi.job", every="1h", target="inline", handler=lambda ctx: None)
-    app = asgi_app(Beat(MemoryStore(), [job]), secret=SECRET)
+    beat = Beat(MemoryStore(allow_local_cluster=True), [job])
+    app = asgi_app(beat, secret=SECRET)
 
     def request(
-        headers: list[tuple[bytes, bytes]], path: str, method: str = "POST", body: bytes = b""
-    ) -> tuple[int, dict[bytes, bytes], bytes]:
+        headers: list[tuple[bytes, bytes]], path: str, method: str = "POST", body: bytes = b"",
+        root_path: str = "",
+    ) -> tuple[int, dict[bytes, bytes], bytes]:  # fmt: skip
         sent: list[dict[str, Any]] = []
         chunks = [body[: len(body) // 2], body[len(body) // 2 :]]
 
@@ -104,13 +106,18 @@ def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
         async def send(message: Any) -> None:
             sent.append(message)
 
-        scope = {"type": "http", "method": method, "path": path, "headers": headers}
+        scope = {"type": "http", "method": method, "path": path, "headers": headers,
+                 "root_path": root_path}  # fmt: skip
         asyncio.run(app(scope, receive, send))
         return int(sent[0]["status"]), dict(sent[0]["headers"]), sent[1]["body"]
 
     assert request([], "/_scheduler/run/x")[0] == 401
-    # Health needs no token; a beat that was never started (or has stopped) is not live.
-    assert request([], "/_scheduler/healthz")[0] == 503
+    # Health needs no token. A beat never started is a web app's panel: live while its store
+    # answers (also mounted where the server strips the prefix off the path).
+    status, _, body = request([], "/_scheduler/healthz", method="GET")
+    assert status == 200 and b'"role": "panel"' in body
+    stripped = request([], "/healthz", method="GET", root_path="/_scheduler")
+    assert stripped[0] == 200 and b'"role": "panel"' in stripped[2]
     assert (
         request([(b"authorization", b"Bearer " + SECRET.encode())], "/_scheduler/run/x")[0] == 404
     )
@@ -124,6 +131,9 @@ def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
     page = request([(b"cookie", cookie)], "/_scheduler/", method="GET")
     assert page[0] == 200 and b"asgi.job" in page[2]
     assert page[1][b"content-type"].startswith(b"text/html")
+    beat.start()
+    beat.stop()
+    assert request([], "/_scheduler/healthz", method="GET")[0] == 503, "a stopped beat is not live"
 
 
 def test_concurrent_triggers_of_an_overlap_skip_job_run_it_once(tmp_path: Path) -> None:
