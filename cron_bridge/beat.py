@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from cron_bridge import control, telemetry
+from cron_bridge.catalog import Publisher
 from cron_bridge.claiming import Claimer
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.clocksync import StoreClock
@@ -140,6 +141,7 @@ class Beat:
         # run at most once) when it answers again, under the misfire rules of that moment.
         self._unclaimed: dict[str, tuple[Job, deque[datetime]]] = {}
         self._next_heartbeat: datetime | None = None
+        self._catalog = Publisher(self.store)  # the jobs, for dashboards of other processes
         self._armed = False
 
     # -- jobs ---------------------------------------------------------------------------
@@ -159,6 +161,7 @@ class Beat:
                 self._arm(job, since or self.clock.now())
             elif since is not None:
                 self._arm_from[job.name] = since
+        self._catalog.changed()
         self._wake.set()
 
     def replace(self, job: Job, *, since: datetime | None = None) -> None:
@@ -193,6 +196,7 @@ class Beat:
             job = self._jobs.pop(name, None)
             self._arm_from.pop(name, None)
             self._generation[name] = self._generation.get(name, 0) + 1
+        self._catalog.changed()
         self._wake.set()
         return job
 
@@ -361,6 +365,7 @@ class Beat:
             now = self._beat_now()
         if self._stored is not None and self._stored.due(time.monotonic()):
             self._sync_stored()
+        self._catalog.maybe_publish(self.jobs)
         if self._needs_catch_up:
             self._catch_up(now)
         elif self._unclaimed:

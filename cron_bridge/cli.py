@@ -183,6 +183,14 @@ def main(ctx: click.Context, log_level: str | None) -> None:
 @click.option(
     "--shutdown-timeout", envvar="CRON_BRIDGE_SHUTDOWN_TIMEOUT", default="25s", show_default=True
 )
+@click.option(
+    "--namespace",
+    "namespaces",
+    metavar="NAME=STORE_URL",
+    multiple=True,
+    help="Also show this namespace (another store, prefix or schema) on the --http dashboard, "
+    "read-only; repeat for more.",
+)
 def beat(
     app: tuple[str, ...],
     store: str | None,
@@ -193,6 +201,7 @@ def beat(
     metrics_bind: str | None,
     replica_id: str | None,
     shutdown_timeout: str,
+    namespaces: tuple[str, ...],
 ) -> None:
     """Run a beat replica until SIGTERM or SIGINT, then drain and exit."""
     with one_line_errors():
@@ -203,6 +212,9 @@ def beat(
                             "CRON_BRIDGE_SECRET or --secret-file")  # fmt: skip
             secret = _read_secret(secret, secret_file)
             check_secret(secret)
+        shown = _namespaces(namespaces)
+        if shown and not http_bind:
+            fail("--namespace is shown on the dashboard: give --http as well")
         metrics = _serve_metrics(metrics_bind) if metrics_bind else None
         jobs = load_app(app)
         opened = open_store(store)
@@ -214,7 +226,7 @@ def beat(
             handle_signals=True,
         )
         server = (
-            _serve_http(replica, http_bind, secret, forwarded_allow_ips)
+            _serve_http(replica, http_bind, secret, forwarded_allow_ips, shown)
             if http_bind and secret
             else None
         )
@@ -270,13 +282,29 @@ def _serve_metrics(bind: str) -> Any:
     return server
 
 
-def _serve_http(replica: Beat, bind: str, secret: str, forwarded_allow_ips: str) -> HttpServer:
+def _namespaces(given: tuple[str, ...]) -> dict[str, str]:
+    """``NAME=STORE_URL`` pairs, each URL checked as a store URL (not yet connected)."""
+    found: dict[str, str] = {}
+    for pair in given:
+        name, sep, url = pair.partition("=")
+        if not sep or not name or not url:
+            fail("--namespace expects NAME=STORE_URL")
+        if name in found:
+            fail(f"--namespace {name!r} is given twice")
+        found[name] = url
+    return found
+
+
+def _serve_http(
+    replica: Beat, bind: str, secret: str, forwarded_allow_ips: str,
+    namespaces: dict[str, str] | None = None,
+) -> HttpServer:  # fmt: skip
     from cron_bridge.http import asgi_app
     from cron_bridge.serve import serve
 
     host, port = _host_port("--http", bind)
-    server = serve(asgi_app(replica, secret=secret), host, port,
-                   forwarded_allow_ips=forwarded_allow_ips)  # fmt: skip
+    app = asgi_app(replica, secret=secret, namespaces=namespaces)
+    server = serve(app, host, port, forwarded_allow_ips=forwarded_allow_ips)
     log.info("HTTP trigger on http://%s/_scheduler/run/<job>", bind)
     return server
 

@@ -9,23 +9,29 @@ seconds while nobody is typing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from cron_bridge import control
+from cron_bridge import catalog, control, strips
 from cron_bridge.bounded import NEVER
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.catalog import JobInfo
+from cron_bridge.jobs import lock_key
+from cron_bridge.stores.base import RunRecord, Store
 
 if TYPE_CHECKING:
     from cron_bridge.beat import Beat
     from cron_bridge.jobs import Job
 
-__all__ = ["job_page", "login_page", "overview_page"]
+__all__ = ["View", "job_page", "login_page", "overview_page"]
 
 REFRESH_SECONDS = 5
+STRIP_OCCURRENCES = 50
+# Records read for a job's strip: its occurrences' records from every replica and attempt.
+_RECORDS_PER_STRIP = 300
 
 _STYLE = """
 :root { color-scheme: light dark; --muted: #6b7280; --line: #d1d5db; --ok: #15803d;
@@ -47,6 +53,7 @@ td { overflow-wrap: break-word; } td code { overflow-wrap: anywhere; }
 code { font-size: .85em; overflow-wrap: anywhere; }
 .completed, .enqueued { color: var(--ok); } .failed, .aborted { color: var(--bad); }
 .skipped-overlap, .skipped-completed, .skipped-paused, .missed { color: var(--warn); }
+.running { color: #2563eb; }
 .paused { border-left: 4px solid var(--warn); padding-left: .5rem; }
 form.inline { display: inline; }
 button { font: inherit; padding: .4rem .9rem; border-radius: .4rem; border: 1px solid var(--line);
@@ -54,6 +61,15 @@ button { font: inherit; padding: .4rem .9rem; border-radius: .4rem; border: 1px 
 input[type=password] { font: inherit; padding: .4rem; width: 100%; max-width: 22rem; }
 .flash { padding: .6rem .8rem; border: 1px solid var(--line); border-radius: .4rem;
          margin: .75rem 0; }
+.m { fill: #9ca3af; } .m.completed { fill: #16a34a; } .m.running { fill: #2563eb; }
+.m.queued { fill: #93c5fd; } .m.failed, .m.aborted { fill: #dc2626; }
+.m.missed { fill: #ea580c; } .m.skipped-overlap { fill: #ca8a04; } .m.paused { fill: #7c3aed; }
+svg.strip { display: block; max-width: 100%; height: auto; margin-top: .25rem; }
+.legend { font-size: .8rem; color: var(--muted); display: flex; flex-wrap: wrap; gap: .2rem .8rem; }
+figure.chart { margin: .5rem 0 1rem; max-width: 36rem; }
+figure.chart svg { width: 100%; height: auto; } figcaption { font-size: .85rem; }
+.axis { font-size: 9px; fill: var(--muted); } .axis-line { stroke: var(--line); }
+select { font: inherit; padding: .3rem; }
 @media (max-width: 40rem) { .wide { display: none; } body { padding: .6rem; } }
 """
 
@@ -107,10 +123,6 @@ def _last_run(records: Iterable[RunRecord]) -> RunRecord | None:
     return None
 
 
-def _target(job: Job) -> str:
-    return "inline" if job.target == "inline" else f"{job.adapter}:{job.queue or 'default'}"
-
-
 def login_page(path: str, *, wrong: bool = False) -> str:
     """The form that asks for the secret; it shows nothing of the jobs."""
     message = '<p class="flash failed" role=alert>Wrong secret.</p>' if wrong else ""
@@ -127,15 +139,61 @@ def login_page(path: str, *, wrong: bool = False) -> str:
     return _page("cron-bridge: sign in", body, refresh=False)
 
 
-def _header(beat: Beat, path: str, csrf: str, now: datetime) -> str:
+@dataclass(frozen=True, slots=True)
+class View:
+    """Which namespace a page shows: the serving beat's own (``name`` None: its jobs, with
+    run-now and pause buttons) or another one, read from its store (jobs from its catalog,
+    read-only)."""
+
+    beat: Beat
+    stores: Mapping[str, Store]
+    name: str | None = None
+
+    @property
+    def store(self) -> Store:
+        return self.beat.store if self.name is None else self.stores[self.name]
+
+    def query(self, first: bool = True) -> str:
+        if self.name is None:
+            return ""
+        return f"{'?' if first else '&'}ns={quote(self.name, safe='')}"
+
+    def jobs(self) -> list[tuple[JobInfo, Job | None]]:
+        if self.name is None:
+            today = datetime.now(UTC).date().isoformat()
+            return [(JobInfo.of(job, today), job) for job in self.beat.jobs()]
+        return [(info, None) for info in catalog.read(self.store).values()]
+
+
+def _header(view: View, path: str, csrf: str, now: datetime) -> str:
+    beat = view.beat
+    selector = ""
+    if view.stores:
+        options = "".join(
+            f'<option value="{escape(name)}"{" selected" if name == view.name else ""}>'
+            f"{escape(name)}</option>"
+            for name in sorted(view.stores)
+        )
+        selector = f"""<form class=inline method=get action="{escape(path)}/" id=namespace>
+  <label>Namespace <select name=ns><option value="">this beat's</option>{options}</select></label>
+  <button type=submit>Show</button></form>"""
+    shown = view.store.url if view.name is None else f"{view.name}: {view.store.url}"
     return f"""
 <header>
-  <div><h1><a href="{escape(path)}/">cron-bridge</a></h1>
-  <span class=muted>served by replica <code>{escape(beat.replica_id)}</code> on
-  <code>{escape(beat.store.url)}</code>, {now.strftime("%H:%M:%S")} UTC</span></div>
+  <div><h1><a href="{escape(path)}/{view.query()}">cron-bridge</a></h1>
+  <span class=muted>served by replica <code>{escape(beat.replica_id)}</code>, showing
+  <code>{escape(shown)}</code>, {now.strftime("%H:%M:%S")} UTC</span></div>
+  <div>{selector}
   <form class=inline method=post action="{escape(path)}/logout">
-    <input type=hidden name=csrf value="{csrf}"><button type=submit>Sign out</button></form>
+    <input type=hidden name=csrf value="{csrf}"><button type=submit>Sign out</button></form></div>
 </header>"""
+
+
+def _marks(store: Store, name: str) -> tuple[list[RunRecord], list[strips.Mark]]:
+    """A job's newest records and its last occurrences as drawn (running ones included)."""
+    records = store.history(name, _RECORDS_PER_STRIP)
+    running = strips.parse_holder(name, store.holder(lock_key(name)))
+    return records, strips.marks(records, running, limit=STRIP_OCCURRENCES)
 
 
 def _next(upcoming: datetime | None, now: datetime, paused: bool) -> str:
@@ -185,15 +243,17 @@ def _changes_table(found: list[control.Change], now: datetime) -> str:
 </table></div>"""
 
 
-def overview_page(beat: Beat, path: str, csrf: str) -> str:
-    """Every job with its schedule, next and last run; the live replicas."""
+def overview_page(view: View, path: str, csrf: str) -> str:
+    """Every job with its schedule, next and last run and its last occurrences; the live
+    replicas of the namespace."""
     now = datetime.now(UTC)
+    store = view.store
     rows = []
-    paused = control.paused(beat.store)
-    for job in sorted(beat.jobs(), key=lambda j: j.name):
-        last = _last_run(beat.store.history(job.name, 10))
-        upcoming = None if job.external else job.schedule.next_after(now)
-        link = f"{escape(path)}/jobs/{quote(job.name, safe='')}"
+    paused = control.paused(store)
+    for info, job in sorted(view.jobs(), key=lambda pair: pair[0].name):
+        records, found = _marks(store, info.name)
+        last = _last_run(records)
+        link = f"{escape(path)}/jobs/{quote(info.name, safe='')}{view.query()}"
         if last is not None:
             last_cells = (
                 f"<td>{_when(last.started_at, now)}</td>"
@@ -202,28 +262,36 @@ def overview_page(beat: Beat, path: str, csrf: str) -> str:
             )
         else:
             last_cells = "<td>-</td><td class=muted>never</td><td class=wide></td>"
+        if job is not None:  # another namespace's schedule is its own processes' to compute
+            upcoming = None if job.external else job.schedule.next_after(now)
+            next_cell = _next(upcoming, now, info.name in paused)
+        else:
+            next_cell = _next(None, now, True) if info.name in paused else "-"
         rows.append(
-            f'<tr><td><a href="{link}">{escape(job.name)}</a></td>'
-            f"<td><code>{escape(job.schedule.describe())}</code>"
-            f" <span class=muted>{escape(job.schedule.tz)}</span></td>"
-            f"<td class=wide>{escape(job.scope)} / {escape(_target(job))}</td>"
-            f"<td>{_next(upcoming, now, job.name in paused)}</td>"
-            f"{last_cells}</tr>"
+            f'<tr><td><a href="{link}">{escape(info.name)}</a>'
+            f"{strips.strip(found, label=f'last {len(found)} occurrences of {info.name}')}</td>"
+            f"<td><code>{escape(info.schedule)}</code>"
+            f" <span class=muted>{escape(info.tz)}</span></td>"
+            f"<td class=wide>{escape(info.scope)} / {escape(info.target)}</td>"
+            f"<td>{next_cell}</td>{last_cells}</tr>"
         )
-    replicas = sorted(beat.store.replicas(), key=lambda r: r.id)
+    replicas = sorted(store.replicas(), key=lambda r: r.id)
+    this = view.beat.replica_id if view.name is None else None
     replica_rows = "".join(
-        f"<tr><td><code>{escape(r.id)}</code>{' (this one)' if r.id == beat.replica_id else ''}"
+        f"<tr><td><code>{escape(r.id)}</code>{' (this one)' if r.id == this else ''}"
         f"</td><td>{_when(r.expires_at, now)}</td><td>{_offset(r.clock_offset_ms)}</td></tr>"
         for r in replicas
     )
     body = f"""
-{_header(beat, path, csrf, now)}
+{_header(view, path, csrf, now)}
 <h2 id=jobs>Jobs ({len(rows)})</h2>
 <div class=scroll><table>
-  <thead><tr><th>Job</th><th>Schedule</th><th class=wide>Scope / target</th><th>Next run</th>
+  <thead><tr><th>Job and its last {STRIP_OCCURRENCES} occurrences</th><th>Schedule</th>
+  <th class=wide>Scope / target</th><th>Next run</th>
   <th>Last run</th><th>Outcome</th><th class=wide>Replica</th></tr></thead>
   <tbody>{"".join(rows) or "<tr><td colspan=7 class=muted>No jobs.</td></tr>"}</tbody>
 </table></div>
+{strips.legend()}
 <h2 id=replicas>Live replicas ({len(replicas)})</h2>
 <div class=scroll><table>
   <thead><tr><th>Replica</th><th>Heartbeat valid until</th><th>Clock vs store</th></tr></thead>
@@ -232,11 +300,17 @@ def overview_page(beat: Beat, path: str, csrf: str) -> str:
     return _page("cron-bridge", body, refresh=True)
 
 
-def job_page(beat: Beat, path: str, csrf: str, job: Job, flash: str | None = None) -> str:
-    """A job's schedule, its recent runs from every replica, and the run-now buttons."""
-    now = datetime.now(UTC)
-    records = beat.store.history(job.name, 50)
-    rows = "".join(
+def _by_occurrence(records: list[RunRecord]) -> list[RunRecord]:
+    """Newest occurrence first; within one, newest record first."""
+
+    def scheduled(record: RunRecord) -> str:
+        return record.occurrence_id.rpartition("@")[2]
+
+    return sorted(records, key=lambda r: (scheduled(r), r.started_at), reverse=True)
+
+
+def _run_row(r: RunRecord, now: datetime) -> str:
+    return (
         f"<tr><td><code>{escape(r.occurrence_id.partition('@')[2])}</code></td>"
         f'<td class="{escape(r.outcome)} nowrap">{escape(r.outcome)}</td>'
         f"<td class=nowrap>{escape(r.trigger)}</td>"
@@ -244,19 +318,39 @@ def job_page(beat: Beat, path: str, csrf: str, job: Job, flash: str | None = Non
         f"<td class=wide>{_when(r.started_at, now)}</td>"
         f"<td class=wide>{'' if r.duration_ms is None else f'{r.duration_ms:.0f}'}</td>"
         f"<td>{escape(r.error or r.reason or '')}</td></tr>"
-        for r in records
     )
-    action = f"{escape(path)}/run/{quote(job.name, safe='')}"
-    upcoming = None if job.external else job.schedule.next_after(now)
-    pause = control.paused(beat.store).get(job.name)
-    body = f"""
-{_header(beat, path, csrf, now)}
-<h2>{escape(job.name)}</h2>
-<p><code>{escape(job.schedule.describe())}</code> {escape(job.schedule.tz)} &middot;
-{escape(job.scope)} &middot; {escape(_target(job))} &middot; next run:
-{_next(upcoming, now, pause is not None)}</p>
-{f"<p class=flash role=status>{escape(flash)}</p>" if flash else ""}
-<form class=inline method=post action="{action}">
+
+
+def _flight_row(m: strips.Mark) -> str:
+    return (
+        f"<tr><td><code>{escape(m.occurrence_id.partition('@')[2])}</code></td>"
+        f'<td class="running nowrap">running</td><td></td><td class=wide></td>'
+        f"<td><code>{escape(m.replica or '')}</code></td><td class=wide></td>"
+        f"<td class=wide></td><td></td></tr>"
+    )
+
+
+def job_page(
+    view: View, path: str, csrf: str, info: JobInfo, job: Job | None, flash: str | None = None
+) -> str:
+    """A job's schedule, its last occurrences with their duration and lag, its recent runs
+    from every replica ordered by occurrence, and (in the beat's own namespace) the run-now
+    and pause buttons."""
+    now = datetime.now(UTC)
+    store = view.store
+    records, found = _marks(store, info.name)
+    # Runs in flight (no record yet) among the records, everything by occurrence, newest first.
+    in_flight = [(m.occurrence_id.rpartition("@")[2], _flight_row(m)) for m in found
+                 if m.state == "running"]  # fmt: skip
+    done = [(r.occurrence_id.rpartition("@")[2], _run_row(r, now))
+            for r in _by_occurrence(records)[:50]]  # fmt: skip
+    rows = "".join(row for _, row in sorted([*in_flight, *done], key=lambda p: p[0], reverse=True))
+    pause = control.paused(store).get(info.name)
+    if job is not None:
+        action = f"{escape(path)}/run/{quote(job.name, safe='')}"
+        upcoming = None if job.external else job.schedule.next_after(now)
+        next_text = _next(upcoming, now, pause is not None)
+        buttons = f"""<form class=inline method=post action="{action}">
   <input type=hidden name=csrf value="{csrf}">
   <button type=submit>Run now</button></form>
 <form class=inline method=post action="{action}">
@@ -265,12 +359,31 @@ def job_page(beat: Beat, path: str, csrf: str, job: Job, flash: str | None = Non
   occurrence</button></form>
 <p class=muted>"Run now" claims the occurrence the schedule is at, so it runs once however
 often it is pressed; a fresh occurrence always runs.</p>
-{_pause_form(path, csrf, job, pause)}
-{_changes_table(control.changes(beat.store, job.name)[:20], now)}
-<h2>Recent runs</h2>
+{_pause_form(path, csrf, job, pause)}"""
+    else:
+        next_text = "paused" if pause is not None else "-"
+        buttons = (f"<p class=muted>Namespace <code>{escape(view.name or '')}</code> is shown "
+                   "read-only: run and pause its jobs from its own beat or with "
+                   "<code>cron-bridge --store</code>.</p>")  # fmt: skip
+        if pause is not None:
+            buttons += f"<p class=paused role=status id=paused>{escape(pause.describe())}</p>"
+    body = f"""
+{_header(view, path, csrf, now)}
+<h2>{escape(info.name)}</h2>
+<p><code>{escape(info.schedule)}</code> {escape(info.tz)} &middot;
+{escape(info.scope)} &middot; {escape(info.target)} &middot; next run: {next_text}</p>
+{f"<p class=flash role=status>{escape(flash)}</p>" if flash else ""}
+{buttons}
+{_changes_table(control.changes(store, info.name)[:20], now)}
+<h2 id=occurrences>Last {len(found)} occurrences</h2>
+{strips.strip(found, label=f"last {len(found)} occurrences of {info.name}")}
+{strips.legend()}
+{strips.chart(found, field="duration_ms", label="Duration")}
+{strips.chart(found, field="lag_ms", label="Lag (scheduled time to start)")}
+<h2 id=runs>Recent runs</h2>
 <div class=scroll><table>
   <thead><tr><th>Occurrence</th><th>Outcome</th><th>Trigger</th><th class=wide>Attempt</th>
   <th>Replica</th><th class=wide>Started</th><th class=wide>ms</th><th>Detail</th></tr></thead>
   <tbody>{rows or "<tr><td colspan=8 class=muted>No runs yet.</td></tr>"}</tbody>
 </table></div>"""
-    return _page(f"cron-bridge: {job.name}", body, refresh=True)
+    return _page(f"cron-bridge: {info.name}", body, refresh=True)

@@ -25,8 +25,9 @@ import asyncio
 import hmac
 import json
 import logging
+import re
 import threading
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
@@ -40,6 +41,7 @@ from cron_bridge.http_schedules import schedules_response
 from cron_bridge.redaction import escape_log
 from cron_bridge.sessions import Sessions
 from cron_bridge.stored import Schedules
+from cron_bridge.stores import Store, store_from_url
 from cron_bridge.throttle import AuthThrottle
 
 if TYPE_CHECKING:
@@ -62,6 +64,7 @@ _STATUS = {
     503: "Service Unavailable",
 }
 MIN_SECRET_BYTES = 16
+NAMESPACE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # Values shipped in examples, compose files and tutorials: never a real secret.
 PLACEHOLDERS = {"change-me", "changeme", "change_me", "secret", "s3cret", "password", "token",
                 "your-secret", "your-secret-here", "replace-me", "test", "example"}  # fmt: skip
@@ -146,8 +149,15 @@ class Response:
 class TriggerHandler:
     """The request logic both apps share."""
 
-    def __init__(self, beat: Beat, secret: str, path: str) -> None:
+    def __init__(
+        self,
+        beat: Beat,
+        secret: str,
+        path: str,
+        namespaces: Mapping[str, str | Store] | None = None,
+    ) -> None:
         self.beat = beat
+        self.namespaces = open_namespaces(namespaces or {})
         self._secret = check_secret(secret)
         self.base = path.rstrip("/")
         self.prefix = self.base + "/run/"
@@ -299,14 +309,19 @@ class TriggerHandler:
             return self._redirect(self.base + "/", ("Set-Cookie", self._cookie(request, "", 0)))
         if method != "GET":
             return Response(405, {"error": "use GET"}, (("Allow", "GET"),))
+        query = parse_qs(request.query)
+        namespace = query.get("ns", [""])[-1] or None
+        if namespace is not None and namespace not in self.namespaces:
+            return Response(404, {"error": "no such namespace"})
+        view = dashboard.View(self.beat, self.namespaces, namespace)
         if path in (self.base, self.base + "/"):
-            return Response(200, dashboard.overview_page(self.beat, self.base, csrf))
+            return Response(200, dashboard.overview_page(view, self.base, csrf))
         name = path[len(self.base + "/jobs/") :]
-        job = next((j for j in self.beat.jobs() if j.name == name), None)
-        if job is None:
+        found = {info.name: (info, job) for info, job in view.jobs()}
+        if name not in found:
             return Response(404, {"error": f"no job called {name!r}"})
-        said = parse_qs(request.query).get("said", [None])[-1]
-        return Response(200, dashboard.job_page(self.beat, self.base, csrf, job, said))
+        said = query.get("said", [None])[-1]
+        return Response(200, dashboard.job_page(view, self.base, csrf, *found[name], said))
 
     def _login(self, request: Request) -> Response:
         if request.method != "POST":
@@ -342,10 +357,27 @@ def _head(response: Response, body: bytes) -> list[tuple[str, str]]:
     ]
 
 
+def open_namespaces(given: Mapping[str, str | Store]) -> dict[str, Store]:
+    """The stores of the other namespaces a dashboard shows, by name.
+
+    Raises:
+        ConfigError: a name that is not ``[A-Za-z0-9._-]``, up to 64, or a bad store URL.
+    """
+    opened = {}
+    for name, store in given.items():
+        if not isinstance(name, str) or not NAMESPACE_NAME.fullmatch(name):
+            raise ConfigError("a namespace name is [A-Za-z0-9._-], up to 64 characters",
+                              option="namespace", value=name)  # fmt: skip
+        opened[name] = store_from_url(store) if isinstance(store, str) else store
+    return opened
+
+
 def asgi_app(
-    beat: Beat, *, secret: str, path: str = "/_scheduler", max_concurrency: int = 16
-) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-    """An ASGI app serving the trigger and the dashboard under ``path``.
+    beat: Beat, *, secret: str, path: str = "/_scheduler", max_concurrency: int = 16,
+    namespaces: Mapping[str, str | Store] | None = None,
+) -> Callable[[Scope, Receive, Send], Awaitable[None]]:  # fmt: skip
+    """An ASGI app serving the trigger and the dashboard under ``path``; the dashboard also
+    shows the ``namespaces`` given (name to store or store URL), read-only, with a selector.
 
     ``/healthz`` is answered on the event loop itself; everything else runs in a pool of
     ``max_concurrency`` threads, and a request that finds them all busy gets 503 at once, so
@@ -354,7 +386,7 @@ def asgi_app(
     Raises:
         ConfigError: without a secret, or with one that is not one.
     """
-    handler = TriggerHandler(beat, secret, path)
+    handler = TriggerHandler(beat, secret, path, namespaces)
     pool = ThreadPoolExecutor(max_concurrency, thread_name_prefix="cron-bridge-http")
     slots = threading.BoundedSemaphore(max_concurrency)
 
@@ -414,14 +446,16 @@ def log_request(request: Request, response: Response) -> None:
 
 
 def wsgi_app(
-    beat: Beat, *, secret: str, path: str = "/_scheduler"
-) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
-    """A WSGI app serving the trigger and the dashboard under ``path``.
+    beat: Beat, *, secret: str, path: str = "/_scheduler",
+    namespaces: Mapping[str, str | Store] | None = None,
+) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:  # fmt: skip
+    """A WSGI app serving the trigger and the dashboard under ``path`` (and ``namespaces``,
+    as ``asgi_app``).
 
     Raises:
         ConfigError: without a secret.
     """
-    handler = TriggerHandler(beat, secret, path)
+    handler = TriggerHandler(beat, secret, path, namespaces)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         headers = {

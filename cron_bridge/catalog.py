@@ -1,0 +1,161 @@
+"""The jobs of a namespace, as its replicas declare them, kept in its store.
+
+Each beat writes what it schedules into the control group ``jobs`` (one entry per job: the
+schedule as listings show it, its zone, scope, target), so a dashboard that serves several
+namespaces can show each namespace's jobs without importing their code. A replica writes only
+the entries that differ from what the store has (its first look reads the group once), and
+refreshes its own entries once a day so that ``seen`` says which jobs a live deployment still
+declares. Entries are read as untrusted input: bounded and validated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.jobs import NAME_PATTERN, Job
+from cron_bridge.stores.base import Store
+
+__all__ = ["GROUP", "JobInfo", "Publisher", "publish", "read"]
+
+log = logging.getLogger(__name__)
+
+GROUP = "jobs"
+MAX_JOBS = 10_000  # published per namespace; a dashboard shows no more than that
+_REFRESH = timedelta(days=1)
+_TEXT_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """What a dashboard shows of a job declared in another process."""
+
+    name: str
+    schedule: str
+    tz: str
+    scope: str
+    target: str
+    external: bool
+    seen: str  # the day a replica last declared it, YYYY-MM-DD
+
+    @classmethod
+    def of(cls, job: Job, today: str) -> JobInfo:
+        target = "inline" if job.target == "inline" else f"{job.adapter}:{job.queue or 'default'}"
+        return cls(name=job.name, schedule=job.schedule.describe()[:_TEXT_MAX],
+                   tz=str(job.schedule.tz)[:_TEXT_MAX], scope=job.scope, target=target[:_TEXT_MAX],
+                   external=job.external, seen=today)  # fmt: skip
+
+    @classmethod
+    def parse(cls, name: str, text: str) -> JobInfo | None:
+        """An entry read from the store, or None when it is not one we would write."""
+        try:
+            data: Any = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or not NAME_PATTERN.fullmatch(name):
+            return None
+        fields: dict[str, str] = {}
+        for key in ("schedule", "tz", "scope", "target", "seen"):
+            value = data.get(key)
+            if not isinstance(value, str) or len(value) > _TEXT_MAX:
+                return None
+            fields[key] = value
+        return cls(name=name, external=data.get("external") is True, **fields)
+
+    def text(self) -> str:
+        data = asdict(self)
+        del data["name"]
+        return json.dumps(data, sort_keys=True)
+
+
+def publish(store: Store, jobs: Iterable[Job], *, now: datetime | None = None) -> int:
+    """Write the entries of ``jobs`` that the store does not have as they are (or saw more
+    than a day ago). Returns how many were written.
+
+    Raises:
+        StoreUnavailable: the store did not answer (nothing is lost: the next publish writes).
+    """
+    today = (now or datetime.now(UTC)).date()
+    stored = store.controls(GROUP)
+    written = 0
+    for count, job in enumerate(sorted(jobs, key=lambda j: j.name)):
+        if count >= MAX_JOBS:
+            log.warning("the dashboard lists the first %d jobs of this namespace", MAX_JOBS)
+            break
+        info = JobInfo.of(job, today.isoformat())
+        old = JobInfo.parse(job.name, stored.get(job.name, ""))
+        if old is not None and _same(old, info) and _recent(old.seen, today):
+            continue
+        store.put_control(GROUP, job.name, info.text())
+        written += 1
+    return written
+
+
+def read(store: Store) -> dict[str, JobInfo]:
+    """The namespace's jobs, by name (malformed entries left out).
+
+    Raises:
+        StoreUnavailable: the store did not answer.
+    """
+    found = {}
+    for name, text in list(store.controls(GROUP).items())[:MAX_JOBS]:
+        info = JobInfo.parse(name, text)
+        if info is not None:
+            found[name] = info
+    return found
+
+
+def _same(old: JobInfo, new: JobInfo) -> bool:
+    return (old.schedule, old.tz, old.scope, old.target, old.external) == (
+        new.schedule, new.tz, new.scope, new.target, new.external)  # fmt: skip
+
+
+def _recent(seen: str, today: date) -> bool:
+    try:
+        return bool(today - datetime.fromisoformat(seen).date() < _REFRESH)
+    except ValueError:
+        return False
+
+
+class Publisher:
+    """Publishes a beat's jobs in the background: at start, then at most every 30 s after its
+    jobs changed. A store that does not answer is asked again at the next chance."""
+
+    INTERVAL = 30.0
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._dirty = True
+        self._next = 0.0
+        self._thread: threading.Thread | None = None
+
+    def changed(self) -> None:
+        self._dirty = True
+
+    def maybe_publish(self, jobs: Callable[[], list[Job]]) -> None:
+        now = time.monotonic()
+        busy = self._thread is not None and self._thread.is_alive()
+        if not self._dirty or busy or now < self._next:
+            return
+        self._dirty = False
+        self._next = now + self.INTERVAL
+        self._thread = threading.Thread(target=self._publish, args=(jobs(),), daemon=True,
+                                        name="cron-bridge-catalog")  # fmt: skip
+        self._thread.start()
+
+    def _publish(self, jobs: list[Job]) -> None:
+        try:
+            written = publish(self.store, jobs)
+        except StoreUnavailable as exc:
+            self._dirty = True
+            log.debug("jobs not published yet: %s", exc)
+            return
+        if written:
+            log.debug("published %d job(s) for the dashboard", written)

@@ -1,0 +1,187 @@
+"""What the dashboard draws: a job's last occurrences, one mark each, and its duration and lag
+over time, as inline SVG (no script, no external asset).
+
+An occurrence's state comes from every record written for it: the worker's or the inline
+run's last outcome wins over the beat's ``enqueued``, a completion over everything, and a run
+in flight (the holder of the job's overlap lock names it) shows as ``running``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from html import escape
+
+from cron_bridge.jobs import Occurrence
+from cron_bridge.stores.base import RunRecord
+
+__all__ = ["STATES", "Mark", "Running", "chart", "legend", "marks", "parse_holder", "strip"]
+
+# Drawn states, in the legend's order.
+STATES = ("completed", "running", "queued", "failed", "aborted", "missed", "skipped-overlap",
+          "paused", "claimed")  # fmt: skip
+_AS_STATE = {"skipped-paused": "paused", "skipped-completed": "completed", "enqueued": "queued"}
+_FINAL = ("failed", "aborted", "skipped-overlap", "skipped-paused", "missed", "skipped-completed")
+_MARK_W, _GAP, _STRIP_H = 6, 1, 16
+_SLOTS = 50  # a chart is as wide as 50 occurrences, however few there are yet
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A run in flight, read from the job's overlap lock."""
+
+    occurrence_id: str
+    replica: str
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """One occurrence as drawn."""
+
+    occurrence_id: str
+    scheduled_at: datetime
+    state: str
+    replica: str | None = None
+    duration_ms: float | None = None
+    lag_ms: float | None = None  # from its scheduled time to the start of its first run
+
+    def title(self) -> str:
+        text = f"{self.scheduled_at.strftime('%Y-%m-%d %H:%M:%S')} UTC: {self.state}"
+        if self.replica:
+            text += f" on {self.replica}"
+        if self.duration_ms is not None:
+            text += f", ran {_ms(self.duration_ms)}"
+        if self.lag_ms is not None:
+            text += f", lag {_ms(self.lag_ms)}"
+        return text
+
+
+def parse_holder(job: str, holder: str | None) -> Running | None:
+    """The run an overlap lock's owner (``replica|occurrence id|token``) names, if it is one
+    of ``job``'s; anything else in the store is ignored."""
+    if not holder or len(holder) > 2000:
+        return None
+    replica, _, rest = holder.partition("|")
+    occurrence_id, _, _ = rest.partition("|")
+    try:
+        occurrence = Occurrence.parse(occurrence_id)
+    except ValueError:
+        return None
+    if occurrence.job != job or not replica:
+        return None
+    return Running(occurrence_id=occurrence_id, replica=replica[:200])
+
+
+def marks(
+    records: Iterable[RunRecord], running: Running | None = None, *, limit: int = 50
+) -> list[Mark]:
+    """The latest ``limit`` occurrences in the records, oldest first."""
+    by_occurrence: dict[str, list[RunRecord]] = {}
+    for record in records:
+        by_occurrence.setdefault(record.occurrence_id, []).append(record)
+    if running is not None:
+        by_occurrence.setdefault(running.occurrence_id, [])
+    found = []
+    for occurrence_id, group in by_occurrence.items():
+        try:
+            scheduled = Occurrence.parse(occurrence_id).scheduled_at
+        except ValueError:
+            continue
+        here = running if running is not None and running.occurrence_id == occurrence_id else None
+        found.append(_mark(occurrence_id, scheduled, group, here))
+    found.sort(key=lambda m: m.scheduled_at)
+    return found[-limit:]
+
+
+def _mark(
+    occurrence_id: str, scheduled: datetime, group: list[RunRecord], running: Running | None
+) -> Mark:
+    group = sorted(group, key=lambda r: (r.started_at, r.attempt))
+    runs = [r for r in group if r.outcome in ("completed", *_FINAL)]
+    starts = [r for r in runs if r.outcome in ("completed", "failed", "aborted")]
+    lag = (starts[0].started_at - scheduled).total_seconds() * 1000 if starts else None
+    completed = [r for r in group if r.outcome == "completed"]
+    if completed:
+        last = completed[-1]
+        return Mark(occurrence_id, scheduled, "completed", last.replica, last.duration_ms, lag)
+    if running is not None:
+        return Mark(occurrence_id, scheduled, "running", running.replica, None, lag)
+    if runs:
+        last = runs[-1]
+        state = _AS_STATE.get(last.outcome, last.outcome)
+        return Mark(occurrence_id, scheduled, state, last.replica, last.duration_ms, lag)
+    queued = [r for r in group if r.outcome == "enqueued"]
+    if queued:
+        return Mark(occurrence_id, scheduled, "queued", queued[-1].replica)
+    return Mark(occurrence_id, scheduled, "claimed")
+
+
+def strip(found: Sequence[Mark], *, label: str) -> str:
+    """One mark per occurrence, coloured by state, each with its title (shown on hover)."""
+    width = max(1, len(found)) * (_MARK_W + _GAP)
+    rects = "".join(
+        f'<rect class="m {m.state}" x="{i * (_MARK_W + _GAP)}" y="0" width="{_MARK_W}" '
+        f'height="{_STRIP_H}" rx="1"><title>{escape(m.title())}</title></rect>'
+        for i, m in enumerate(found)
+    )
+    counts = _summary(found)
+    return (
+        f'<svg class=strip viewBox="0 0 {width} {_STRIP_H}" width="{width}" height="{_STRIP_H}" '
+        f'role=img aria-label="{escape(label)}: {escape(counts)}">{rects}</svg>'
+    )
+
+
+def chart(found: Sequence[Mark], *, field: str, label: str) -> str:
+    """Bars of ``field`` (``duration_ms`` or ``lag_ms``) per occurrence, oldest first, coloured
+    by state, with the largest value on the axis."""
+    values = [getattr(m, field) for m in found]
+    known = [v for v in values if v is not None]
+    if not known:
+        return f"<p class=muted>No {escape(label.lower())} recorded yet.</p>"
+    top = max(max(known), 1.0)
+    step, height, base = 10, 60, 70
+    bars = []
+    for i, (mark, value) in enumerate(zip(found, values, strict=True)):
+        if value is None:
+            continue
+        tall = max(1.0, min(value, top) / top * height)
+        bars.append(
+            f'<rect class="m {mark.state}" x="{40 + i * step}" y="{base - tall:.1f}" width="8" '
+            f'height="{tall:.1f}"><title>{escape(mark.title())}</title></rect>'
+        )
+    width = 40 + max(_SLOTS, len(found)) * step
+    return (
+        f"<figure class=chart><figcaption>{escape(label)}</figcaption>"
+        f'<svg viewBox="0 0 {width} 80" role=img aria-label="{escape(label)}, up to '
+        f'{escape(_ms(top))}"><text x="0" y="14" class=axis>{escape(_ms(top))}</text>'
+        f'<text x="0" y="{base}" class=axis>0</text>'
+        f'<line x1="38" y1="{base}" x2="{width}" y2="{base}" class=axis-line />'
+        f"{''.join(bars)}</svg></figure>"
+    )
+
+
+def legend() -> str:
+    items = " ".join(
+        f'<span><svg width="10" height="10" aria-hidden=true><rect class="m {state}" '
+        f'width="10" height="10" rx="1"/></svg> {state}</span>'
+        for state in STATES
+    )
+    return f"<p class=legend>{items}</p>"
+
+
+def _summary(found: Sequence[Mark]) -> str:
+    counts: dict[str, int] = {}
+    for mark in found:
+        counts[mark.state] = counts.get(mark.state, 0) + 1
+    if not counts:
+        return "no occurrences yet"
+    return ", ".join(f"{n} {state}" for state, n in counts.items())
+
+
+def _ms(value: float) -> str:
+    if abs(value) < 1000:
+        return f"{value:.0f} ms"
+    if abs(value) < 120_000:
+        return f"{value / 1000:.1f} s"
+    return f"{value / 60_000:.1f} min"
