@@ -154,13 +154,16 @@ def find_adapter(obj: object, queue: object | None, *, job: str) -> Adapter:
         if adapter.accepts(obj, queue):
             return adapter
     raise ConfigError(
-        f"no installed adapter accepts {obj!r} (installed: {_names()}); decorate a Celery task, "
-        'a Dramatiq actor or a function with an RQ queue=, or use target="inline"',
+        f"no installed adapter accepts {obj!r} (installed: {_names(declaring=True)}); decorate a "
+        'Celery task, a Dramatiq actor or a function with an RQ queue=, or use target="inline"',
         job=job,
         option="target",
         value="queue",
     )
 
 
-def _names() -> str:
-    return ", ".join(sorted(a.name for a in installed_adapters())) or "none"
+def _names(*, declaring: bool = False) -> str:
+    """The installed adapters' names; ``declaring``: only those a job can be declared on (not
+    the senders a beat registers for itself, such as celery beat's schedule entries)."""
+    found = [a for a in installed_adapters() if not declaring or getattr(a, "declares", True)]
+    return ", ".join(sorted(a.name for a in found)) or "none"

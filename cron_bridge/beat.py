@@ -98,6 +98,7 @@ class Beat:
         self._jobs: dict[str, Job] = {}
         self._arm_from: dict[str, datetime] = {}  # jobs added with since=, before the start
         self._fired_until: datetime | None = None  # every occurrence due by then was fired
+        self._armed_at: dict[str, datetime] = {}  # each job's armed, not yet fired occurrence
         for job in default_registry if jobs is None else jobs:
             self._check_name(job)
             self._jobs[job.name] = job
@@ -184,17 +185,14 @@ class Beat:
 
     def _pending(self, name: str) -> datetime | None:
         """The armed and not yet fired occurrence of the job ``name``."""
-        generation = self._generation.get(name, 0)
-        for _, _, entry_name, entry_generation, scheduled in self._heap:
-            if entry_name == name and entry_generation == generation:
-                return scheduled
-        return None
+        return self._armed_at.get(name)
 
     def remove(self, name: str) -> Job | None:
         """Stop scheduling the job called ``name``; runs in flight go on."""
         with self._lock:
             job = self._jobs.pop(name, None)
             self._arm_from.pop(name, None)
+            self._armed_at.pop(name, None)
             self._generation[name] = self._generation.get(name, 0) + 1
         self._catalog.changed()
         self._wake.set()
@@ -241,6 +239,7 @@ class Beat:
         scheduled = job.schedule.next_after(after)
         entry = (job.fire_at(scheduled), next(self._sequence), job.name, generation, scheduled)
         heapq.heappush(self._heap, entry)
+        self._armed_at[job.name] = scheduled
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -416,6 +415,7 @@ class Beat:
                 job = self._jobs.get(name)
                 if job is not None and generation == self._generation.get(name, 0):
                     due.append((job, when))
+                    self._armed_at.pop(name, None)
         return due
 
     def _fire(self, due: list[tuple[Job, datetime]], now: datetime) -> None:

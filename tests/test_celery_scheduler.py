@@ -185,7 +185,7 @@ def test_a_cluster_task_is_sent_through_its_own_apply_async_to_its_own_queue() -
     app = Celery("proj", broker="memory://", set_as_current=False)
 
     @cluster_task(every="5s", name="mail.digest")
-    @app.task(name="proj.digest", queue="mail", expires=60)
+    @app.task(name="proj.digest", queue="mail", expires=60, shared=False)  # this app only
     def digest(ctx: JobContext) -> None:
         """Sends the digest."""
 

@@ -12,7 +12,7 @@ import pytest
 from cron_bridge import InvalidMessage, JobContext, Occurrence, StoreUnavailable, worker
 from cron_bridge.audit import audit
 from cron_bridge.beat import Beat
-from cron_bridge.dashboard import overview_page
+from cron_bridge.dashboard import View, job_page, overview_page
 from cron_bridge.jobs import Job, declare
 from cron_bridge.stores import MemoryStore, RunRecord, Store
 from tests.blips import LockBlips
@@ -149,8 +149,10 @@ def test_every_reader_survives_a_malformed_record(shared_kit: StoreKit) -> None:
     found = audit(store, "reports.daily", NOW - timedelta(days=1), NOW)
     assert found.once == 1
     beat = Beat(store, [job_named("reports.daily")])
-    page = overview_page(beat, "/_scheduler", "token")
+    page = overview_page(View(beat, {}), "/_scheduler", "token")
     assert "reports.daily" in page
+    page = job_page(View(beat, {}), "/_scheduler", "token", *View(beat, {}).jobs()[0])
+    assert "reports.daily" in page and "exploded" not in page
 
 
 def test_a_cluster_task_direct_call_still_runs_as_manual(store: MemoryStore) -> None:

@@ -30,10 +30,19 @@ app.conf.update(
 )
 
 
-@cluster_task(name=scenarios.JOB, kwargs={"source": "beat"}, **scenarios.options())
-@app.task(name="cb.job")
-def job(ctx: JobContext, **kwargs: Any) -> str:
-    return scenarios.handle(ctx, **kwargs)
+if scenarios.SCENARIO == "async":
+
+    @cluster_task(name=scenarios.JOB, kwargs={"source": "beat"}, **scenarios.options())
+    @app.task(name="cb.job")
+    async def job(ctx: JobContext, **kwargs: Any) -> str:
+        return await scenarios.handle_async(ctx, **kwargs)
+
+else:
+
+    @cluster_task(name=scenarios.JOB, kwargs={"source": "beat"}, **scenarios.options())
+    @app.task(name="cb.job")
+    def job(ctx: JobContext, **kwargs: Any) -> str:
+        return scenarios.handle(ctx, **kwargs)
 
 
 # Stored schedules: the task cron-bridge sends them to, and a plain task for them to run.

@@ -25,13 +25,26 @@ broker = (
         maintenance_chance=1_000_000,
     )
 )
+if os.environ.get("CB_TEST_DRAMATIQ_ASYNCIO"):  # async actors on Dramatiq's own loop
+    from dramatiq.middleware.asyncio import AsyncIO
+
+    broker.add_middleware(AsyncIO())
 dramatiq.set_broker(broker)
 
 
-@cluster_task(name=scenarios.JOB, kwargs={"source": "beat"}, **scenarios.options())
-@dramatiq.actor(actor_name="cb.job", queue_name=scenarios.QUEUE)
-def job(ctx: JobContext, **kwargs: Any) -> str:
-    return scenarios.handle(ctx, **kwargs)
+if scenarios.SCENARIO == "async":
+
+    @cluster_task(name=scenarios.JOB, kwargs={"source": "beat"}, **scenarios.options())
+    @dramatiq.actor(actor_name="cb.job", queue_name=scenarios.QUEUE)
+    async def job(ctx: JobContext, **kwargs: Any) -> str:
+        return await scenarios.handle_async(ctx, **kwargs)
+
+else:
+
+    @cluster_task(name=scenarios.JOB, kwargs={"source": "beat"}, **scenarios.options())
+    @dramatiq.actor(actor_name="cb.job", queue_name=scenarios.QUEUE)
+    def job(ctx: JobContext, **kwargs: Any) -> str:
+        return scenarios.handle(ctx, **kwargs)
 
 
 # Stored schedules: the actor cron-bridge enqueues them to, and a plain actor for them to run.

@@ -5,11 +5,14 @@
   ``fixed`` for 1 s, ``exponential`` for 1 s doubling).
 - ``overlap``: a job every second that takes 2.5 s.
 - ``long``: an external job that runs until aborted (lock-lost and worker-kill tests).
+- ``async``: ``every``, with an ``async def`` task that awaits (``handle_async``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from typing import Any
 
 from cron_bridge import Backoff, JobContext
@@ -24,7 +27,7 @@ JOB = os.environ.get("CB_TEST_JOB", "cb.job")  # the job name: RQ job ids (globa
 
 def options() -> dict[str, Any]:
     """The @cluster_task options of this scenario's job."""
-    if SCENARIO == "every":
+    if SCENARIO in ("every", "async"):
         return {"every": "1s", "misfire_grace": os.environ.get("CB_TEST_GRACE", "30s")}
     if SCENARIO == "fail":
         kind = os.environ.get("CB_TEST_BACKOFF", "fixed")
@@ -54,4 +57,13 @@ def handle(ctx: JobContext, **kwargs: Any) -> str:
             journal.write("aborted", ctx, reason=ctx.signal.reason)
             ctx.signal.raise_if_aborted()
         journal.write("end", ctx)
+    return "done"
+
+
+async def handle_async(ctx: JobContext, **kwargs: Any) -> str:
+    """The ``async`` scenario's body: awaited on cron-bridge's loop, under the guard."""
+    await asyncio.sleep(0.01)
+    aborted = await ctx.signal.wait_async(0)
+    journal.write("ran", ctx, kwargs=kwargs, awaited=True, aborted=aborted,
+                  thread=threading.current_thread().name)  # fmt: skip
     return "done"

@@ -61,6 +61,10 @@ def migrate(env: dict[str, str]) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def sent_at_all(lines: list[dict[str, Any]]) -> list[float]:
+    return [Occurrence.parse(line["occurrence_id"]).scheduled_at.timestamp() for line in lines]
+
+
 def solar_noon_near(target: datetime) -> tuple[str, datetime]:
     """A longitude (6 decimals, as the row keeps it) whose solar noon on the equator is close
     to ``target``, and that noon as the beat computes it."""
@@ -100,7 +104,7 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
     occurrence sent once with the row's fields; an interval edited mid-run and a row disabled
     are followed by every replica; one-offs run once and are disabled; bad rows are logged
     once and skipped; a SIGKILLed replica loses only what it had claimed; the run counts in
-    the table equal what the worker ran."""
+    the table equal what the worker ran; a beat_schedule entry is synced into the table."""
     queue = f"dj-{uuid.uuid4().hex[:8]}"
     notes = tmp_path / "journal.jsonl"
     env = command_env(notes, CB_TEST_BROKER=redis_server.url, CB_TEST_QUEUE=queue,
@@ -217,9 +221,12 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
     assert "" not in by_label, "the row without a schedule is never sent"
 
     rows = {row["name"]: row for row in django(env, "dump")}
+    settings = sent_at_all(by_label["settings"])
+    assert settings and all(at % 3 == 0 for at in settings), "beat_schedule, synced to a row"
     for name, label in [("every second", "second"), ("every two seconds", "two"),
                         ("every minute in Kolkata", "minute"), ("solar noon", "noon"),
-                        ("clocked later", "clocked"), ("clocked already due", "due")]:  # fmt: skip
+                        ("clocked later", "clocked"), ("clocked already due", "due"),
+                        ("from settings", "settings")]:  # fmt: skip
         assert rows[name]["total_run_count"] == len(by_label[label]), (name, rows[name])
     assert not rows["clocked later"]["enabled"] and not rows["clocked already due"]["enabled"]
     assert rows["clocked later"]["last_run_at"] is not None

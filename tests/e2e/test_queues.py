@@ -427,3 +427,32 @@ def test_a_worker_that_finds_the_store_down_runs_the_occurrence_once_it_is_back(
         stop_all(services)
         store_server.remove()
     assert len(stack.lines("ran")) == 1
+
+
+@pytest.mark.parametrize("library", ["celery", "rq", "dramatiq", "dramatiq+asyncio"])
+def test_an_async_task_runs_on_a_real_worker_under_the_guard(
+    library: str, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """An ``async def`` task under @cluster_task, on the library's own worker process: awaited
+    on cron-bridge's loop thread (on Dramatiq's own when its AsyncIO middleware is there), each
+    occurrence completed once, ``ctx.signal`` usable."""
+    library, _, middleware = library.partition("+")
+    name = uuid.uuid4().hex[:8]
+    stack = Stack(library=library, broker=redis_server.url, queue=f"q-{name}",
+                  job=f"job.{name}", store_url=f"{redis_server.url}?prefix=as{name}:",
+                  redis_port=redis_server.port, folder=tmp_path,
+                  notes=tmp_path / "journal.jsonl")  # fmt: skip
+    extra = {"CB_TEST_DRAMATIQ_ASYNCIO": "1"} if middleware else {}
+    services = running(stack.beats("async", 1), stack.workers("async", 1, **extra))
+    try:
+        wait_for(lambda: len(stack.lines("ran")) >= 3, 60, "three awaited runs")
+    finally:
+        stop_all(services)
+    lines = stack.lines("ran")
+    assert all(line["awaited"] and line["aborted"] is False for line in lines), lines
+    ours = {line["thread"] == "cron-bridge-asyncio" for line in lines}
+    assert ours == ({False} if middleware else {True}), lines
+    assert max(Counter(line["occurrence_id"] for line in lines).values()) == 1
+    outcomes = outcomes_by_occurrence(stack.store(), [stack.job])
+    done = [o for o in outcomes.values() if o.get("completed")]
+    assert len(done) >= 3 and all(o["completed"] == 1 for o in done), outcomes

@@ -47,6 +47,7 @@ class BeatScheduleSender:
     """The adapter that sends ``beat_schedule`` entries: task, args, kwargs and options."""
 
     name = SENDER
+    declares = False  # it sends a beat's entries; no job is declared on it
 
     def __init__(self, app: Celery, entries: Mapping[str, ScheduleEntry]) -> None:
         self.app = app

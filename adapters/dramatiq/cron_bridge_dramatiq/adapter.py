@@ -9,7 +9,8 @@ own backoff as the delay.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dramatiq
@@ -56,7 +57,7 @@ class DramatiqAdapter:
             broker.add_middleware(CurrentMessage())
         # Direct .send() calls get the job's attempts too, not Dramatiq's default of 20.
         actor.options.update(retry_options(job))
-        original = actor.fn
+        original = _awaitable_or_sync(actor.fn)
 
         def run(*args: Any, **kwargs: Any) -> Any:
             message = CurrentMessage.get_current_message()
@@ -99,3 +100,21 @@ class DramatiqAdapter:
             else:
                 results.append(None)
         return results
+
+
+def _awaitable_or_sync(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An ``async def`` actor's function: Dramatiq wraps it to run on the event loop of its
+    AsyncIO middleware. With that middleware, that is where it runs; without it, the
+    coroutine is awaited on cron-bridge's own loop (as for Celery and RQ) instead of failing
+    with Dramatiq's "Global event loop thread not set"."""
+    inner = getattr(fn, "__wrapped__", None)
+    if inner is None or not inspect.iscoroutinefunction(inner):
+        return fn
+    from dramatiq.asyncio import get_event_loop_thread
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return (
+            fn(*args, **kwargs) if get_event_loop_thread() is not None else inner(*args, **kwargs)
+        )
+
+    return call

@@ -73,3 +73,7 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_EXPIRES = None  # no celery.backend_cleanup row: no result backend here
+# Kept in code as well as in the table: the beat writes it into the table at start.
+CELERY_BEAT_SCHEDULE = {
+    "from settings": {"task": "djproj.tick", "schedule": 3.0, "args": ["settings"]},
+}
