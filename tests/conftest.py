@@ -18,6 +18,7 @@ import pytest
 
 from cron_bridge.stores import Store, store_from_url
 from tests.servers import (
+    NatsServer,
     PostgresServer,
     RabbitMQServer,
     RedisCluster,
@@ -82,6 +83,12 @@ def failover_group() -> Iterator[RedisSentinel]:
 
 
 @pytest.fixture(scope="session")
+def nats_server() -> Iterator[NatsServer]:
+    """One nats-server with JetStream for the whole run; tests keep apart by prefix."""
+    yield from _serve(NatsServer, "nats-server")
+
+
+@pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server for the whole run; tests keep apart by schema."""
     yield from _serve(PostgresServer, "PostgreSQL")
@@ -109,7 +116,7 @@ class StoreKit:
     """One store namespace for one test: its URL, and stores opened on it.
 
     Attributes:
-        kind: memory, sqlite, redis, valkey, redis-cluster, redis-sentinel or postgres.
+        kind: memory, sqlite, redis, valkey, redis-cluster, redis-sentinel, postgres or nats.
         url: a URL any process can open the same namespace with (not for memory).
     """
 
@@ -156,14 +163,19 @@ def make_kit(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store
     if kind == "redis-sentinel":  # every claim acknowledged by a replica (WAIT 1)
         group: Any = request.getfixturevalue("redis_sentinel")
         return StoreKit(kind, f"{group.url}?prefix=t{name}:&wait_replicas=1")
+    if kind == "nats":
+        nats: Any = request.getfixturevalue("nats_server")
+        return StoreKit(kind, f"{nats.url}?prefix=t{name}")
     if kind == "postgres":
         pg: Any = request.getfixturevalue("postgres_server")
         return StoreKit(kind, f"{pg.url}?schema=t_{name}")
     raise ValueError(kind)
 
 
-ALL_STORES = ["memory", "sqlite", "redis", "valkey", "redis-cluster", "redis-sentinel", "postgres"]
-SHARED_STORES = ["sqlite", "redis", "valkey", "redis-cluster", "redis-sentinel", "postgres"]
+ALL_STORES = ["memory", "sqlite", "redis", "valkey", "redis-cluster", "redis-sentinel", "postgres",
+              "nats"]  # fmt: skip
+SHARED_STORES = ["sqlite", "redis", "valkey", "redis-cluster", "redis-sentinel", "postgres",
+                 "nats"]  # fmt: skip
 
 
 @pytest.fixture(params=ALL_STORES)

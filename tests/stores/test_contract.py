@@ -160,7 +160,7 @@ def test_an_expired_claim_can_be_claimed_again(store: Store) -> None:
     assert store.claim(occ(), "second")
 
 
-@pytest.mark.parametrize("kind", ["redis", "redis-cluster", "postgres", "sqlite", "memory"])
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster", "postgres", "sqlite", "memory", "nats"])
 def test_two_namespaces_on_one_server_see_nothing_of_each_other(
     kit_factory: Any, kind: str
 ) -> None:

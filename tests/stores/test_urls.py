@@ -10,6 +10,7 @@ import pytest
 from cron_bridge import ConfigError, StoreUnavailable
 from cron_bridge.redaction import redact_url
 from cron_bridge.stores import MemoryStore, SQLiteStore, store_from_url
+from cron_bridge.stores.nats import NatsStore
 from cron_bridge.stores.postgres import PostgresStore
 from cron_bridge.stores.redis import RedisStore
 from cron_bridge.stores.redis_connect import parse_sentinel_url
@@ -30,6 +31,10 @@ def test_each_scheme_builds_its_store_with_its_options(tmp_path: Path) -> None:
     assert isinstance(sqlite, SQLiteStore)
     assert sqlite.path == f"{tmp_path}/x.db"
     assert isinstance(store_from_url("memory://"), MemoryStore)
+    nats = store_from_url("nats://app:s3cr3t@n1:4222,n2:4222?prefix=billing&history_limit=50")
+    assert isinstance(nats, NatsStore)
+    assert (nats.prefix, nats.history_limit) == ("billing", 50)
+    assert nats.url == "nats://n1:4222,n2:4222?prefix=billing" and "s3cr3t" not in nats.url
 
 
 @pytest.mark.parametrize(
@@ -38,6 +43,8 @@ def test_each_scheme_builds_its_store_with_its_options(tmp_path: Path) -> None:
         ("mysql://localhost/db", "store"),
         ("http://localhost", "store"),
         ("redis://localhost:6379/0?prefixx=a:", "prefixx"),
+        ("nats://localhost:4222?prefix=a.b", "prefix"),
+        ("nats://localhost:4222?schema=x", "schema"),
         ("postgresql://localhost/db?schema=ops&create_tables=maybe", "create_tables"),
         ("sqlite://", "store"),
         ("memory://?history_limit=lots", "history_limit"),

@@ -1,0 +1,501 @@
+"""``NatsStore``: claims, locks and records on NATS JetStream (``nats://``), through nats-py.
+
+Keys live in JetStream key-value buckets, one set per ``prefix`` (the namespace):
+
+- ``<prefix>-keys``: claims, locks and completion marks. A claim is a create-only write (the
+  server refuses it when the key exists: exactly one writer wins); extend and release are
+  revision-checked updates and deletes, so only the owner's write lands. Each value carries
+  its expiry, read on the server's clock (measured from the timestamps JetStream gives every
+  message); an expired key is taken over with a revision-checked update, so two takers never
+  both win. The server also drops each key on its own after its lifetime (per-key TTL,
+  rounded up to a second), so nothing piles up.
+- ``<prefix>-state``: the last claimed occurrence per job, the live replicas, control records.
+- the stream ``<prefix>-runs``: run records, the newest ``history_limit`` per job.
+
+nats-py is asyncio: the store runs one event loop in a thread of its own and every method
+waits for its answer there, bounded by ``connect_timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
+
+from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.schedules import EPOCH
+from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, readable, ttl_ms
+
+__all__ = ["NatsStore"]
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+_ONE_MS = timedelta(milliseconds=1)
+_CLOCK_EVERY = 10.0  # seconds between measurements of the server's clock
+
+
+def _enc(text: str) -> str:
+    """A key or subject token for any text: base64url without padding (``[A-Za-z0-9_-]``)."""
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=") or "_"
+
+
+def _dec(token: str) -> str:
+    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+
+
+class NatsStore(Store):
+    """A store on NATS JetStream key-value buckets (nats-server 2.11 or later).
+
+    Args:
+        url: ``nats://[user:password@]host:4222[,host:port...]``.
+        prefix: names this namespace's buckets and stream (``[A-Za-z0-9_-]``).
+        connect_timeout: seconds to connect, and to wait for any answer.
+        history_limit: run records kept per job.
+    """
+
+    def __init__(
+        self,
+        url: str = "nats://localhost:4222",
+        *,
+        prefix: str = "cron-bridge",
+        connect_timeout: float = 5.0,
+        history_limit: int = 1000,
+    ) -> None:
+        super().__init__()
+        if not prefix or not all(c.isalnum() or c in "_-" for c in prefix) or len(prefix) > 64:
+            raise ConfigError("a NATS prefix is [A-Za-z0-9_-], up to 64", option="prefix",
+                              value=prefix)  # fmt: skip
+        self._url = url
+        self.prefix = prefix
+        self._timeout = connect_timeout
+        self.history_limit = history_limit
+        parts = urlsplit(url)
+        self._servers = [f"nats://{hostport}" for hostport in parts.netloc.rpartition("@")[2]
+                         .split(",") if hostport]  # fmt: skip
+        self._user = unquote(parts.username) if parts.username else None
+        self._password = unquote(parts.password) if parts.password else None
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._nc: Any = None
+        self._connecting: asyncio.Lock | None = None
+        self._js: Any = None
+        self._keys: Any = None
+        self._state: Any = None
+        self._offset_ms = 0.0  # the server's clock minus ours
+        self._next_clock = 0.0
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(s.removeprefix("nats://") for s in self._servers)
+        return f"nats://{hosts}?prefix={self.prefix}"
+
+    # -- the loop and the connection ------------------------------------------------------
+
+    def _run(self, make: Callable[[], Awaitable[T]], trips: int = 1, size: int = 1) -> T:
+        """Run ``make()`` on the store's loop; a batch of ``size`` writes gets a millisecond
+        more per write (they are pipelined, but each is acknowledged)."""
+        loop = self._start_loop()
+        limit = self._timeout + size / 1000
+        future = asyncio.run_coroutine_threadsafe(self._with_connection(make, limit), loop)
+        try:
+            result = future.result(limit + self._timeout * 2)
+        except StoreUnavailable:
+            raise
+        except (TimeoutError, OSError) as exc:
+            future.cancel()
+            said = str(exc) or f"no answer within {limit:g} s"
+            raise StoreUnavailable(f"NATS at {self.url} did not answer: {said}") from exc
+        except Exception as exc:
+            if _is_nats_error(exc):
+                raise StoreUnavailable(f"NATS at {self.url}: {type(exc).__name__}: {exc}") from exc
+            raise
+        self.stats.add(trips)
+        return result
+
+    def _start_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="cron-bridge-nats",
+                                          daemon=True)  # fmt: skip
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    async def _with_connection(self, make: Callable[[], Awaitable[T]], limit: float) -> T:
+        if self._nc is None or self._nc.is_closed:
+            if self._connecting is None:
+                self._connecting = asyncio.Lock()
+            async with self._connecting:  # callers from several threads: one connection
+                if self._nc is None or self._nc.is_closed:
+                    await self._connect()
+        return await asyncio.wait_for(make(), limit)
+
+    async def _connect(self) -> None:
+        import nats
+        from nats.js.api import KeyValueConfig, StreamConfig
+
+        async def quiet(exc: Exception) -> None:
+            # nats-py logs every failed connection attempt with its traceback; what fails
+            # reaches the caller as StoreUnavailable, in one line.
+            log.debug("NATS at %s: %s", self.url, exc)
+
+        try:
+            nc = await nats.connect(
+                servers=self._servers, user=self._user, password=self._password,
+                connect_timeout=self._timeout, max_reconnect_attempts=2,
+                reconnect_time_wait=0.5, allow_reconnect=True, error_cb=quiet,
+            )  # fmt: skip
+        except Exception as exc:
+            raise StoreUnavailable(f"cannot connect to NATS at {self.url}: {exc}") from exc
+        from nats.js.errors import NotFoundError
+
+        js = nc.jetstream(timeout=self._timeout)
+        try:
+            self._keys = await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}-keys"))
+            self._state = await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}-state"))
+            try:  # kept as the first process made it (its history_limit)
+                await js.stream_info(f"{self.prefix}-runs")
+            except NotFoundError:
+                await js.add_stream(StreamConfig(
+                    name=f"{self.prefix}-runs", subjects=[f"{self.prefix}.runs.*"],
+                    max_msgs_per_subject=self.history_limit))  # fmt: skip
+        except Exception as exc:
+            await nc.close()
+            raise StoreUnavailable(f"NATS at {self.url} has no JetStream to use: {exc}") from exc
+        self._nc, self._js = nc, js
+
+    # -- reading and writing one key ----------------------------------------------------
+
+    async def _read(self, kv: Any, key: str) -> tuple[int, dict[str, Any], datetime] | None:
+        """The key's revision, value and server time of writing; None when absent."""
+        from nats.js.errors import NotFoundError
+
+        bucket = kv._name
+        try:
+            msg = await self._js.get_msg(f"KV_{bucket}", subject=f"$KV.{bucket}.{key}")
+        except NotFoundError:
+            return None
+        if msg.headers and msg.headers.get("KV-Operation") in ("DEL", "PURGE"):
+            return None
+        try:
+            value = json.loads(msg.data or b"{}")
+        except ValueError:
+            value = {}
+        return int(msg.seq), value if isinstance(value, dict) else {}, msg.time
+
+    async def _replace(self, kv: Any, key: str, value: bytes, last: int, lifetime: int) -> bool:
+        """Write ``value`` over revision ``last`` of the key, with its lifetime; False when the
+        key has another revision by now (someone else wrote first)."""
+        from nats.js.errors import APIError
+
+        bucket = kv._name  # the bucket's subject is its naming rule
+        headers = {"Nats-Expected-Last-Subject-Sequence": str(last)}
+        try:
+            await self._js.publish(f"$KV.{bucket}.{key}", value, headers=headers,
+                                   msg_ttl=lifetime)  # fmt: skip
+        except APIError as exc:
+            if exc.err_code == 10071:  # wrong last sequence
+                return False
+            raise
+        return True
+
+    async def _now_ms(self) -> int:
+        """The server's clock, measured every few seconds from a write's timestamp."""
+        if time.monotonic() >= self._next_clock:
+            sent = time.time()
+            await self._state.put("clock", b"{}")
+            found = await self._read(self._state, "clock")
+            if found is not None:
+                middle = (sent + time.time()) / 2
+                self._offset_ms = (found[2].timestamp() - middle) * 1000
+            self._next_clock = time.monotonic() + _CLOCK_EVERY
+        return int(time.time() * 1000 + self._offset_ms)
+
+    async def _take(self, key: str, owner: str, ttl: timedelta, now: int) -> bool:
+        """Create the key, or take it over once expired; exactly one taker wins."""
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        value = json.dumps({"o": owner, "x": now + ttl_ms(ttl)}).encode()
+        lifetime = math.ceil(ttl.total_seconds()) + 1
+        try:
+            await self._keys.create(key, value, msg_ttl=lifetime)
+            return True
+        except KeyWrongLastSequenceError:
+            pass
+        found = await self._read(self._keys, key)
+        if found is None:  # gone since: ask again, once
+            try:
+                await self._keys.create(key, value, msg_ttl=lifetime)
+                return True
+            except KeyWrongLastSequenceError:
+                return False
+        revision, held, _ = found
+        if _expires(held) > now:
+            return False
+        return await self._replace(self._keys, key, value, revision, lifetime)
+
+    # -- the contract ---------------------------------------------------------------------
+
+    def ping(self) -> None:
+        async def work() -> None:
+            await self._nc.flush(self._timeout)
+
+        self._run(work)
+
+    def claim_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+    ) -> list[bool]:
+        if not occurrences:
+            return []
+
+        async def work() -> list[bool]:
+            now = await self._now_ms()
+            won = await asyncio.gather(
+                *(self._take(_enc(o.claim_key), owner, ttl, now) for o in occurrences)
+            )
+            latest: dict[str, int] = {}
+            for occurrence in occurrences:
+                latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
+            await asyncio.gather(*(self._advance(job, ms) for job, ms in latest.items()))
+            return list(won)
+
+        return self._run(work, trips=3, size=2 * len(occurrences))
+
+    async def _advance(self, job: str, ms: int) -> None:
+        """Move the job's last claimed occurrence forward to ``ms``, never back."""
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        key = f"last.{_enc(job)}"
+        for _ in range(10):
+            found = await self._read(self._state, key)
+            value = json.dumps({"ms": ms}).encode()
+            try:
+                if found is None:
+                    await self._state.create(key, value)
+                    return
+                if int(found[1].get("ms", 0)) >= ms:
+                    return
+                await self._state.update(key, value, last=found[0])
+                return
+            except KeyWrongLastSequenceError:
+                continue  # another replica moved it meanwhile: look again
+
+    def holder(self, key: str) -> str | None:
+        async def work() -> str | None:
+            found = await self._read(self._keys, _enc(key))
+            if found is None or _expires(found[1]) <= await self._now_ms():
+                return None
+            owner = found[1].get("o")
+            return owner if isinstance(owner, str) else None
+
+        return self._run(work)
+
+    def put_control(self, group: str, key: str, value: str | None) -> None:
+        name = f"ctl.{_enc(group)}.{_enc(key)}"
+
+        async def work() -> None:
+            if value is None:
+                await self._state.delete(name)
+            else:
+                await self._state.put(name, value.encode())
+
+        self._run(work)
+
+    def controls(self, group: str) -> dict[str, str]:
+        async def work() -> dict[str, str]:
+            watcher = await self._state.watch(f"ctl.{_enc(group)}.*", ignore_deletes=True)
+            found: dict[str, str] = {}
+            try:
+                while True:
+                    entry = await watcher.updates(timeout=self._timeout)
+                    if entry is None:  # every current value has been delivered
+                        return found
+                    if entry.value is not None and entry.operation is None:
+                        found[_dec(entry.key.rpartition(".")[2])] = entry.value.decode()
+            finally:
+                await watcher.stop()
+
+        return self._run(work)
+
+    def control(self, group: str, key: str) -> str | None:
+        async def work() -> str | None:
+            from nats.js.errors import KeyNotFoundError
+
+            try:
+                entry = await self._state.get(f"ctl.{_enc(group)}.{_enc(key)}")
+            except KeyNotFoundError:
+                return None
+            return None if entry.value is None else entry.value.decode()
+
+        return self._run(work)
+
+    def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
+        if not jobs:
+            return {}
+
+        async def work() -> list[Any]:
+            return list(await asyncio.gather(
+                *(self._read(self._state, f"last.{_enc(job)}") for job in jobs)))  # fmt: skip
+
+        found = self._run(work)
+        return {
+            job: EPOCH + int(entry[1]["ms"]) * _ONE_MS
+            for job, entry in zip(jobs, found, strict=True)
+            if entry is not None and isinstance(entry[1].get("ms"), int)
+        }
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        async def work() -> bool:
+            return await self._take(_enc(key), owner, ttl, await self._now_ms())
+
+        return self._run(work)
+
+    def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
+        async def work() -> bool:
+            now = await self._now_ms()
+            found = await self._read(self._keys, _enc(key))
+            if found is None or found[1].get("o") != owner or _expires(found[1]) <= now:
+                return False
+            value = json.dumps({"o": owner, "x": now + ttl_ms(ttl)}).encode()
+            lifetime = math.ceil(ttl.total_seconds()) + 1
+            return await self._replace(self._keys, _enc(key), value, found[0], lifetime)
+
+        return self._run(work)
+
+    def release(self, key: str, owner: str) -> bool:
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        async def work() -> bool:
+            found = await self._read(self._keys, _enc(key))
+            if found is None or found[1].get("o") != owner:
+                return False
+            alive = _expires(found[1]) > await self._now_ms()
+            try:
+                await self._keys.delete(_enc(key), last=found[0])
+            except KeyWrongLastSequenceError:
+                return False
+            return alive
+
+        return self._run(work)
+
+    def record_many(self, records: Sequence[RunRecord]) -> None:
+        if not records:
+            return
+
+        async def work() -> None:
+            await asyncio.gather(*(
+                self._js.publish(f"{self.prefix}.runs.{_enc(r.job)}",
+                                 json.dumps(r.to_json()).encode())
+                for r in records))  # fmt: skip
+
+        self._run(work, size=len(records))
+
+    def history(self, job: str, n: int = 20) -> list[RunRecord]:
+        if n <= 0:
+            return []
+        subject = f"{self.prefix}.runs.{_enc(job)}"
+
+        async def work() -> list[bytes]:
+            from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+            info = await self._js.stream_info(f"{self.prefix}-runs", subjects_filter=subject)
+            count = (info.state.subjects or {}).get(subject, 0)
+            if not count:
+                return []
+            want = min(count, n)
+            config = ConsumerConfig(
+                deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE,
+                inactive_threshold=30.0, mem_storage=True,
+            )  # fmt: skip
+            sub = await self._js.pull_subscribe(subject, stream=f"{self.prefix}-runs",
+                                                config=config)  # fmt: skip
+            try:
+                items: list[bytes] = []
+                while len(items) < count:
+                    batch = await sub.fetch(batch=count - len(items), timeout=self._timeout)
+                    items += [msg.data for msg in batch]
+            finally:
+                await sub.unsubscribe()
+            return items[-want:][::-1]
+
+        items = self._run(work, trips=3)
+        return readable(items, lambda raw: RunRecord.from_json(json.loads(raw)), subject)
+
+    def heartbeat(
+        self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
+    ) -> datetime | None:
+        async def work() -> datetime:
+            self._next_clock = 0.0  # measure the server's clock now
+            now = await self._now_ms()
+            value = {"x": now + ttl_ms(ttl), "off": clock_offset_ms}
+            await self._state.put(f"rep.{_enc(replica)}", json.dumps(value).encode())
+            return EPOCH + now * _ONE_MS
+
+        return self._run(work, trips=3)
+
+    def replicas(self) -> list[ReplicaInfo]:
+        async def work() -> tuple[int, dict[str, dict[str, Any]]]:
+            now = await self._now_ms()
+            watcher = await self._state.watch("rep.*", ignore_deletes=True)
+            found: dict[str, dict[str, Any]] = {}
+            try:
+                while True:
+                    entry = await watcher.updates(timeout=self._timeout)
+                    if entry is None:
+                        return now, found
+                    try:
+                        value = json.loads(entry.value or b"{}")
+                        found[_dec(entry.key.partition(".")[2])] = value
+                    except ValueError:
+                        continue
+            finally:
+                await watcher.stop()
+
+        now, found = self._run(work, trips=2)
+        live = []
+        for replica, value in sorted(found.items()):
+            if not isinstance(value, dict) or _expires(value) <= now:
+                continue
+            offset = value.get("off")
+            known = float(offset) if isinstance(offset, int | float) else None
+            expires_at = EPOCH + _expires(value) * _ONE_MS
+            live.append(ReplicaInfo(id=replica, expires_at=expires_at, clock_offset_ms=known))
+        return live
+
+    def close(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None:
+            return
+        if self._nc is not None:
+            with contextlib.suppress(Exception):  # closing: nothing to report
+                asyncio.run_coroutine_threadsafe(self._nc.close(), loop).result(self._timeout)
+        self._nc = None
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(self._timeout)
+        if not loop.is_running():
+            loop.close()
+
+
+def _expires(value: dict[str, Any]) -> int:
+    expires = value.get("x")
+    return expires if isinstance(expires, int) else 0
+
+
+def _is_nats_error(exc: BaseException) -> bool:
+    module = type(exc).__module__ or ""
+    return module.startswith("nats") or isinstance(exc, asyncio.TimeoutError | ConnectionError)
