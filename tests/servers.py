@@ -57,6 +57,17 @@ def free_port(*, also_free: int = 0) -> int:
     raise ServerUnavailable("no free loopback port")
 
 
+def _stop(process: subprocess.Popen[bytes] | None, wait: float) -> None:
+    """SIGTERM, then SIGKILL after ``wait`` seconds."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(wait)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float, log: Path) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -151,13 +162,7 @@ class RedisServer:
         _wait_for_port(self.port, self.process, 10, log)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        _stop(self.process, 10)
         self.process = None
 
     def remove(self) -> None:
@@ -209,13 +214,7 @@ class NatsServer:
         _wait_for_port(self.port, self.process, 30, log)
 
     def remove(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        _stop(self.process, 15)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -473,13 +472,7 @@ class PostgresServer:
         raise ServerUnavailable(f"postgres did not accept connections: {_tail(log)}")
 
     def remove(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        _stop(self.process, 15)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

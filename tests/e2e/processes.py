@@ -149,6 +149,19 @@ class Worker(Service):
         raise ValueError(self.library)
 
 
+class CeleryProcess(Service):
+    """``celery -A APP ARGS``: a beat or a worker of one of the tests/apps projects."""
+
+    def __init__(self, name: str, folder: Path, env: dict[str, str], *args: str,
+                 app: str = "tests.apps.celery_beat_app") -> None:  # fmt: skip
+        super().__init__(name, folder, env)
+        self.app = app
+        self.args = list(args)
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-m", "celery", "-A", self.app, *self.args]
+
+
 def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll ``check`` until true; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

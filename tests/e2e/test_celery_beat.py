@@ -16,19 +16,10 @@ import pytest
 from cron_bridge.jobs import Occurrence
 from cron_bridge_celery.scheduler import job_name
 from tests.apps import journal
-from tests.e2e.processes import Service, command_env, wait_for
+from tests.e2e.processes import CeleryProcess, command_env, wait_for
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.slow
-
-
-class CeleryProcess(Service):
-    def __init__(self, name: str, folder: Path, env: dict[str, str], *args: str) -> None:
-        super().__init__(name, folder, env)
-        self.args = list(args)
-
-    def argv(self) -> list[str]:
-        return [sys.executable, "-m", "celery", "-A", "tests.apps.celery_beat_app", *self.args]
 
 
 def test_three_beat_replicas_send_each_occurrence_once_through_a_kill(

@@ -27,19 +27,13 @@ from cron_bridge.stores import store_from_url
 from cron_bridge_celery.scheduler import job_name
 from cron_bridge_celery.schedules import SolarSchedule
 from tests.apps import journal
-from tests.e2e.processes import REPO, Service, command_env, wait_for
+from tests.e2e.processes import REPO, CeleryProcess, command_env, wait_for
 from tests.servers import PostgresServer, RedisServer
 
 pytestmark = pytest.mark.slow
 
 
-class CeleryProcess(Service):
-    def __init__(self, name: str, folder: Path, env: dict[str, str], *args: str) -> None:
-        super().__init__(name, folder, env)
-        self.args = list(args)
-
-    def argv(self) -> list[str]:
-        return [sys.executable, "-m", "celery", "-A", "tests.apps.djproj", *self.args]
+DJANGO_APP = "tests.apps.djproj"
 
 
 def django(env: dict[str, str], *args: str) -> Any:
@@ -125,9 +119,20 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
         {"name": "no schedule", "kind": "interval", "every": 1, "raw": {"interval": None}},
     ]))  # fmt: skip
     worker = CeleryProcess("worker", tmp_path, env, "worker", "-Q", queue, "-c", "2",
-                           "--without-gossip", "--without-mingle", "-l", "WARNING")  # fmt: skip
+                           "--without-gossip", "--without-mingle", "-l", "WARNING",
+                           app=DJANGO_APP)  # fmt: skip
     beats = [
-        CeleryProcess(f"beat{i}", tmp_path, env, "beat", "-S", "cron_bridge_django", "-l", "INFO")
+        CeleryProcess(
+            f"beat{i}",
+            tmp_path,
+            env,
+            "beat",
+            "-S",
+            "cron_bridge_django",
+            "-l",
+            "INFO",
+            app=DJANGO_APP,
+        )
         for i in range(3)
     ]
     services = [worker.start(), *(beat.start() for beat in beats)]

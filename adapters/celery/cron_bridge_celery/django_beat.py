@@ -26,7 +26,7 @@ from cron_bridge_celery.django_rows import BadRow, Row, row_job
 from cron_bridge_celery.scheduler import ClusterScheduler, _exit
 from cron_bridge_celery.sender import BeatScheduleSender
 
-__all__ = ["DjangoClusterScheduler", "DjangoSender", "Ledger", "django_store_url"]
+__all__ = ["DjangoClusterScheduler", "DjangoSender", "Ledger", "Outage", "django_store_url"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,24 @@ def _check_sqlite(db: Mapping[str, Any]) -> None:
         )
 
 
+class Outage:
+    """Says once that the database stopped answering for ``what``, and once that it is back."""
+
+    def __init__(self, failing: str, back: str) -> None:
+        self.failing, self.back = failing, back
+        self.down = False
+
+    def failed(self, exc: Exception) -> None:
+        if not self.down:
+            log.warning("cron-bridge: %s: %s", self.failing, exc)
+        self.down = True
+
+    def answered(self) -> None:
+        if self.down:
+            log.info("cron-bridge: %s", self.back)
+        self.down = False
+
+
 class Ledger:
     """``last_run_at`` and ``total_run_count`` of the rows this replica sent, written once per
     occurrence; a one-off is disabled in the same write. Kept while the database is down (up to
@@ -85,7 +103,8 @@ class Ledger:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: list[tuple[int, bool, datetime]] = []
-        self._failing = False
+        self._outage = Outage("run counts wait for the database (written when it answers)",
+                              "run counts written again")  # fmt: skip
 
     def note(self, row: Row) -> None:
         from django.utils import timezone
@@ -127,14 +146,9 @@ class Ledger:
                     PeriodicTasks.update_changed()
             except (DatabaseError, InterfaceError) as exc:
                 self._pending = waiting[written:] + self._pending
-                if not self._failing:
-                    log.warning("cron-bridge: run counts wait for the database (written when "
-                                "it answers): %s", exc)  # fmt: skip
-                self._failing = True
+                self._outage.failed(exc)
                 return
-            if self._failing:
-                log.info("cron-bridge: run counts written again")
-            self._failing = False
+            self._outage.answered()
 
 
 class DjangoSender(BeatScheduleSender):
@@ -176,7 +190,8 @@ class DjangoClusterScheduler(ClusterScheduler):
         self._marker: Any = None
         self._next_look = 0.0
         self._next_full_read = 0.0
-        self._db_down = False
+        self._outage = Outage("periodic tasks not read (the schedule read last stands until "
+                              "the database answers)", "periodic tasks read again")  # fmt: skip
         super().__init__(app, *args, lazy=lazy, **kwargs)
 
     def _default_store_url(self) -> str | None:
@@ -249,14 +264,9 @@ class DjangoClusterScheduler(ClusterScheduler):
                 return
             rows = self._read_rows()
         except (DatabaseError, InterfaceError) as exc:
-            if not self._db_down:
-                log.warning("cron-bridge: periodic tasks not read (the schedule read last "
-                            "stands until the database answers): %s", exc)  # fmt: skip
-            self._db_down = True
+            self._outage.failed(exc)
             return
-        if self._db_down:
-            log.info("cron-bridge: periodic tasks read again")
-        self._db_down = False
+        self._outage.answered()
         self._marker = marker
         self._next_full_read = now + _FULL_READ_EVERY
         self._apply(rows)
