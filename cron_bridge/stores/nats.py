@@ -96,9 +96,12 @@ class NatsStore(Store):
         self._next_clock = 0.0
 
     @property
+    def _hosts(self) -> str:
+        return ",".join(server.removeprefix("nats://") for server in self._servers)
+
+    @property
     def url(self) -> str:
-        hosts = ",".join(s.removeprefix("nats://") for s in self._servers)
-        return f"nats://{hosts}?prefix={self.prefix}"
+        return f"nats://{self._hosts}?prefix={self.prefix}"
 
     # -- the loop and the connection ------------------------------------------------------
 
@@ -115,10 +118,12 @@ class NatsStore(Store):
         except (TimeoutError, OSError) as exc:
             future.cancel()
             said = str(exc) or f"no answer within {limit:g} s"
-            raise StoreUnavailable(f"NATS at {self.url} did not answer: {said}") from exc
+            raise StoreUnavailable(f"NATS did not answer: {said}", host=self._hosts) from exc
         except Exception as exc:
             if _is_nats_error(exc):
-                raise StoreUnavailable(f"NATS at {self.url}: {type(exc).__name__}: {exc}") from exc
+                raise StoreUnavailable(
+                    f"NATS: {type(exc).__name__}: {exc}", host=self._hosts
+                ) from exc
             raise
         self.stats.add(trips)
         return result
@@ -158,7 +163,7 @@ class NatsStore(Store):
                 reconnect_time_wait=0.5, allow_reconnect=True, error_cb=quiet,
             )  # fmt: skip
         except Exception as exc:
-            raise StoreUnavailable(f"cannot connect to NATS at {self.url}: {exc}") from exc
+            raise StoreUnavailable(f"cannot connect to NATS: {exc}", host=self._hosts) from exc
         from nats.js.errors import NotFoundError
 
         js = nc.jetstream(timeout=self._timeout)
@@ -173,7 +178,9 @@ class NatsStore(Store):
                     max_msgs_per_subject=self.history_limit))  # fmt: skip
         except Exception as exc:
             await nc.close()
-            raise StoreUnavailable(f"NATS at {self.url} has no JetStream to use: {exc}") from exc
+            raise StoreUnavailable(
+                f"NATS has no JetStream to use: {exc}", host=self._hosts
+            ) from exc
         self._nc, self._js = nc, js
 
     # -- reading and writing one key ----------------------------------------------------

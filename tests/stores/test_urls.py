@@ -57,7 +57,7 @@ def test_an_unknown_scheme_or_option_is_a_config_error(url: str, option: str) ->
     assert caught.value.option == option
 
 
-@pytest.mark.parametrize("scheme", ["redis", "redis+cluster", "postgresql"])
+@pytest.mark.parametrize("scheme", ["redis", "redis+cluster", "postgresql", "nats"])
 def test_a_refused_connection_raises_store_unavailable_naming_the_host(scheme: str) -> None:
     """Nobody listening: StoreUnavailable with host:port, at once."""
     port = free_port()
@@ -70,7 +70,7 @@ def test_a_refused_connection_raises_store_unavailable_naming_the_host(scheme: s
     assert time.monotonic() - started < 2 + 5  # within the connect timeout, never a hang
 
 
-@pytest.mark.parametrize("scheme", ["redis", "redis+cluster", "postgresql"])
+@pytest.mark.parametrize("scheme", ["redis", "redis+cluster", "postgresql", "nats"])
 def test_a_server_that_never_answers_raises_within_the_timeout(scheme: str) -> None:
     """A port that accepts and then says nothing: StoreUnavailable after the timeout, no hang."""
     with silent_listener() as port:
