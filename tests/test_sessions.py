@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,3 +151,30 @@ def test_a_placeholder_or_short_secret_is_refused_with_how_to_make_one(secret: s
     """No secret, a known placeholder, or fewer than 16 bytes: ConfigError saying how."""
     with pytest.raises(ConfigError, match="token_urlsafe"):
         check_secret(secret)
+
+
+def test_a_panels_health_probe_pings_the_store_in_the_background_at_most_once_per_interval(
+    tmp_path: Path,
+) -> None:
+    """A panel's healthz never waits on the store and never pings it more than once per
+    interval, however often it is called; an unreachable store turns it to False."""
+    from cron_bridge.http import StoreProbe
+    from cron_bridge.stores import store_from_url
+
+    store = store_from_url(f"sqlite:///{tmp_path}/no-such-dir/x.db")  # ping fails: no folder
+    pings = []
+    real_ping = store.ping
+
+    def counted() -> None:
+        pings.append(time.monotonic())
+        real_ping()
+
+    store.ping = counted  # type: ignore[method-assign]
+    probe = StoreProbe(store, interval=60)
+    answers = [probe.reachable() for _ in range(200)]
+    assert answers[0] is True  # taken to be reachable until the first answer
+    deadline = time.monotonic() + 5
+    while probe.reachable() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert probe.reachable() is False
+    assert len(pings) == 1
