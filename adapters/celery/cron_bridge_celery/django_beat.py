@@ -187,6 +187,7 @@ class DjangoClusterScheduler(ClusterScheduler):
         self._sender = DjangoSender(app, self._ledger)
         self._rows: dict[str, Row] = {}
         self._bad: dict[int, str] = {}  # row id -> the reason already logged
+        self._collided: set[str] = set()  # rows named like a @cluster_task job, logged
         self._marker: Any = None
         self._next_look = 0.0
         self._next_full_read = 0.0
@@ -298,9 +299,12 @@ class DjangoClusterScheduler(ClusterScheduler):
         beat = self._beat
         assert beat is not None  # set by setup_schedule
         declared = {job.name for job in beat.jobs()} - set(self._rows)
-        for name in declared & set(rows):
+        collided = declared & set(rows)
+        for name in collided - self._collided:  # once, like a bad row
             log.error("cron-bridge: periodic task %r skipped: a @cluster_task job has its "
                       "name %s", rows[name].name, name)  # fmt: skip
+        self._collided = collided
+        for name in collided:
             del rows[name]
         for name in set(self._rows) - set(rows):
             beat.remove(name)
