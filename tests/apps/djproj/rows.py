@@ -30,12 +30,17 @@ from django_celery_beat.models import (  # noqa: E402
 )
 
 
+def _interval(every: int, period: str) -> IntervalSchedule:
+    """The interval row, as django-celery-beat's own from_schedule finds it: beats starting
+    together may each have created one (no unique constraint), so the first of them."""
+    found = IntervalSchedule.objects.filter(every=every, period=period).order_by("pk").first()
+    return found or IntervalSchedule.objects.create(every=every, period=period)
+
+
 def _schedule(spec: dict[str, Any]) -> dict[str, Any]:
     kind = spec["kind"]
     if kind == "interval":
-        interval, _ = IntervalSchedule.objects.get_or_create(
-            every=spec["every"], period=spec.get("period", IntervalSchedule.SECONDS)
-        )
+        interval = _interval(spec["every"], spec.get("period", IntervalSchedule.SECONDS))
         return {"interval": interval}
     if kind == "crontab":
         fields = {
@@ -74,9 +79,7 @@ def create(specs: list[dict[str, Any]]) -> dict[str, int]:
 def update(change: dict[str, Any]) -> dict[str, Any]:
     task = PeriodicTask.objects.get(name=change["name"])
     if "every" in change:
-        task.interval, _ = IntervalSchedule.objects.get_or_create(
-            every=change["every"], period=IntervalSchedule.SECONDS
-        )
+        task.interval = _interval(change["every"], IntervalSchedule.SECONDS)
     if "enabled" in change:
         task.enabled = change["enabled"]
     task.save()
