@@ -426,6 +426,10 @@ def test_several_beats_in_one_process_keep_to_their_stores(
         beat.start()
     clock.advance(1)
     eventually(lambda: len(seen) == 2, "a run in each store")
+    # the record is written after the handler returns: wait for it, then compare
+    eventually(lambda: first.history("shared.name") and second.history("shared.name"),
+               "a record in each store")  # fmt: skip
+    time.sleep(0.1)
     assert [r.outcome for r in first.history("shared.name")] == ["completed"]
     assert [r.outcome for r in second.history("shared.name")] == ["completed"]
 
