@@ -7,12 +7,15 @@ occurrences of a window with zero, one or more completed runs.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cron_bridge import aside
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Schedule
@@ -45,7 +48,12 @@ CLAIMS_LOOKED_UP = 1000  # claim holders asked for per audit (one store call eac
 
 
 def explain(
-    store: Store, occurrence: Occurrence, records: list[RunRecord], *, look_up: bool = True
+    store: Store,
+    occurrence: Occurrence,
+    records: list[RunRecord],
+    *,
+    look_up: bool = True,
+    ledgers: Callable[[], aside.Aside] | None = None,
 ) -> str:
     """What became of an occurrence that never completed, from its records and its claim."""
     latest = {r.outcome: r for r in sorted(records, key=lambda r: r.started_at)}
@@ -67,6 +75,13 @@ def explain(
         return f"claimed by {holder}, which recorded nothing (it died before it enqueued)"
     if records:
         return "claimed, but the claim has expired; no record of a run"
+    try:
+        present = (ledgers() if ledgers else aside.Aside(store)).who(occurrence)
+    except StoreUnavailable:
+        present = []
+    if present:
+        return (f"no record of a run; {', '.join(present)} asked for it (their ledgers), and "
+                "the claim has expired: claimed by one that died before it enqueued")  # fmt: skip
     return "never claimed (no replica up to claim it, or the store was down)"
 
 
@@ -93,9 +108,11 @@ class OccurrenceReport:
 def occurrence_report(store: Store, occurrence: Occurrence) -> OccurrenceReport:
     """Everything the store kept about one occurrence."""
     records = store.history(occurrence.job, store.history_limit)
-    mine = sorted(
-        (r for r in records if r.occurrence_id == occurrence.id), key=lambda r: r.started_at
-    )
+    mine = [r for r in records if r.occurrence_id == occurrence.id]
+    # The replicas that stood aside (their ledgers), so that a claim whose winner wrote
+    # nothing still shows who was there.
+    mine += aside.Aside(store).records(occurrence, besides={r.replica for r in mine})
+    mine.sort(key=lambda r: r.started_at)
     return OccurrenceReport(
         occurrence_id=occurrence.id,
         job=occurrence.job,
@@ -182,6 +199,7 @@ def audit(
                 expected.append(occurrence)
         expected.sort(key=lambda o: o.scheduled_at)
     result = Audit(job=job, start=start, end=end, from_schedule=schedule is not None)
+    ledgers = functools.cache(lambda: aside.Aside(store))  # read once, if ever needed
     for occurrence in expected:
         if history_full and oldest is not None and occurrence.scheduled_at < oldest:
             result.beyond_history += 1
@@ -194,7 +212,8 @@ def audit(
         elif completed == 0:
             result.never[occurrence.id] = sorted({r.outcome for r in kept})
             look_up = len(result.why) < CLAIMS_LOOKED_UP
-            result.why[occurrence.id] = explain(store, occurrence, kept, look_up=look_up)
+            result.why[occurrence.id] = explain(store, occurrence, kept, look_up=look_up,
+                                                ledgers=ledgers)  # fmt: skip
         else:
             result.more[occurrence.id] = completed
     return result

@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from cron_bridge import control, telemetry
+from cron_bridge.aside import Ledger
 from cron_bridge.catalog import Publisher
 from cron_bridge.claiming import Claimer
 from cron_bridge.clock import Clock, SystemClock
@@ -123,6 +124,8 @@ class Beat:
         self._recorder = Recorder(self.store)
         self._triggers = Triggers(self.store, self.replica_id, clock=self.clock,
                                   dispatcher=self._dispatcher, record=self._record)  # fmt: skip
+        # Where the claims this replica lost are noted (cron_bridge.aside).
+        self._ledger = Ledger(self.replica_id, self._swept, self.clock.now)
         self._claimer = Claimer(
             self.store,
             self.replica_id,
@@ -131,6 +134,7 @@ class Beat:
             keep_unclaimed=self._keep_unclaimed,
             store_failed=self._store_failed,
             store_ok=self._store_ok,
+            ledger=self._ledger,
         )
         self.claim_stats = self._claimer.stats
         # The schedules kept in the store (cron_bridge.stored), followed once a second.
@@ -151,6 +155,10 @@ class Beat:
         with self._lock:
             return list(self._jobs.values())
 
+    def _swept(self) -> list[str]:
+        """The jobs this replica claims on their schedules (its ledger's job set)."""
+        return [job.name for job in self.jobs() if job.is_cluster and not job.external]
+
     def add(self, job: Job, *, since: datetime | None = None) -> None:
         """Schedule ``job`` from its next occurrence on (also while running); with ``since``,
         from its first occurrence after that time (one already past comes due at once, under
@@ -163,6 +171,7 @@ class Beat:
             elif since is not None:
                 self._arm_from[job.name] = since
         self._catalog.changed()
+        self._ledger.jobs_changed(self.clock.now())
         self._wake.set()
 
     def replace(self, job: Job, *, since: datetime | None = None) -> None:
@@ -195,6 +204,7 @@ class Beat:
             self._armed_at.pop(name, None)
             self._generation[name] = self._generation.get(name, 0) + 1
         self._catalog.changed()
+        self._ledger.jobs_changed(self.clock.now())
         self._wake.set()
         return job
 
@@ -255,6 +265,7 @@ class Beat:
         now = self.clock.now()
         for job in self._jobs.values():
             self._arm(job, self._arm_from.pop(job.name, now))
+        self._ledger.resume(now)
         self._armed = True
 
     def start(self) -> None:
@@ -292,6 +303,11 @@ class Beat:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         self._dispatcher.drain(self.shutdown_timeout)
+        self._ledger.interrupt()
+        try:
+            self._ledger.flush(self.store, force=True)
+        except StoreUnavailable as exc:
+            log.warning("the ledger of the claims this replica lost is not written: %s", exc)
         if self._owns_store:
             self.store.close()
         stats = self.claim_stats
@@ -481,6 +497,11 @@ class Beat:
         self._heartbeat()
         now = self.clock.now()
         self._next_heartbeat = now + self.heartbeat_interval
+        if not self._store_down:
+            try:
+                self._ledger.flush(self.store)  # the end of the open span, now and then
+            except StoreUnavailable as exc:
+                self._store_failed(exc)
         return now
 
     def _heartbeat(self) -> None:
@@ -494,6 +515,7 @@ class Beat:
     def _store_failed(self, exc: StoreUnavailable) -> None:
         if not self._store_down:
             log.warning("store unavailable, cluster jobs are paused until it is back: %s", exc)
+            self._ledger.interrupt()
         self._store_down = True
 
     def _store_ok(self) -> None:
@@ -501,6 +523,8 @@ class Beat:
             log.warning("store reachable again; claiming what came due meanwhile")
             self._recorder.flush()
             self._dispatcher.flush_records()
+            if self._armed:
+                self._ledger.resume(self.clock.now())
         self._store_down = False
 
     def _record(self, records: Sequence[RunRecord]) -> None:

@@ -1,8 +1,9 @@
 """Claiming what came due, and handing what was won to the dispatcher.
 
 One batch reads the paused jobs, then claims every cluster occurrence in one store call: a
-lost claim is recorded ``skipped-claimed``, a late one ``missed``, a paused one
-``skipped-paused`` (claimed too, so one replica records it). A burst of queue targets is
+lost claim is noted in the replica's ledger (cron_bridge.aside, no record per occurrence), a
+late one recorded ``missed``, a paused one ``skipped-paused`` (claimed too, so one replica
+records it). A burst of queue targets is
 claimed in slices, each enqueued before the next is claimed, so every replica takes a share.
 When the store cannot be reached nothing is claimed: the occurrences are kept by the beat and
 claimed when it answers.
@@ -13,9 +14,11 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 
-from cron_bridge import control
+from cron_bridge import control, telemetry
+from cron_bridge.aside import Ledger
 from cron_bridge.context import AbortSignal
 from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import StoreUnavailable
@@ -59,6 +62,7 @@ class Claimer:
         record: writes run records (and logs them).
         keep_unclaimed: keeps occurrences the store could not be asked for, to claim later.
         store_failed, store_ok: tell the beat whether the store answered.
+        ledger: where the claims lost are noted.
     """
 
     def __init__(
@@ -71,8 +75,10 @@ class Claimer:
         keep_unclaimed: Callable[[Sequence[Planned]], None],
         store_failed: Callable[[StoreUnavailable], None],
         store_ok: Callable[[], None],
+        ledger: Ledger,
     ) -> None:
         self.store = store
+        self.ledger = ledger
         self.replica = replica
         self.stats = ClaimStats()
         self._dispatcher = dispatcher
@@ -165,12 +171,33 @@ class Claimer:
         self.stats.add(len(cluster), sum(won), self.store.stats.round_trips - trips)
         records: list[RunRecord] = []
         to_run = []
+        lost: list[Planned] = []
         for item, mine in zip(cluster, won, strict=True):
             if not mine:
-                records.append(self._dispatcher.record_of(item, "skipped-claimed"))
+                lost.append(item)
             elif not item.run:
                 records.append(self._dispatcher.record_of(item, "missed", reason=item.reason))
             else:
                 to_run.append(item)
+        self._stood_aside(cluster, lost)
         to_run, held = self._hold_paused(to_run, paused)
         return to_run, records + held
+
+    def _stood_aside(self, asked: Sequence[Planned], lost: list[Planned]) -> None:
+        """Note the claims others won in the ledger and the metrics: no record per
+        occurrence (cron_bridge.aside)."""
+        self.ledger.asked([p.occurrence.scheduled_at for p in asked], len(lost))
+        try:
+            self.ledger.flush(self.store)  # at once when a span opened, else now and then
+        except StoreUnavailable as exc:
+            log.debug("ledger not written yet: %s", exc)
+        if not lost:
+            return
+        for job, n in Counter(p.job.name for p in lost).items():
+            telemetry.count(job, "skipped-claimed", n)
+        first = lost[0].occurrence.id
+        if len(lost) == 1:
+            log.info("skipped-claimed %s on %s (claimed by another replica)", first, self.replica)
+        else:
+            log.info("skipped-claimed %d occurrences on %s (claimed by other replicas), from %s",
+                     len(lost), self.replica, first)  # fmt: skip

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from cron_bridge import control
+from cron_bridge import aside, control
 from cron_bridge.audit import Audit, OccurrenceReport, audit, occurrence_report
 from cron_bridge.beat import Beat
 from cron_bridge.bounded import NEVER
@@ -469,7 +469,7 @@ def history(
                 found = audit(opened, name, now - window[0], now - window[1], schedule)
                 _show_audit(found, as_json)
                 sys.exit(0 if found.clean else EXIT_FAILED)
-            records = opened.history(name, count)
+            records = aside.history(opened, name, count)
         finally:
             opened.close()
     if as_json:

@@ -16,7 +16,7 @@ from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from cron_bridge import catalog, control, strips
+from cron_bridge import aside, catalog, control, strips
 from cron_bridge.bounded import NEVER
 from cron_bridge.catalog import JobInfo
 from cron_bridge.jobs import lock_key
@@ -342,8 +342,9 @@ def job_page(
     # Runs in flight (no record yet) among the records, everything by occurrence, newest first.
     in_flight = [(m.occurrence_id.rpartition("@")[2], _flight_row(m)) for m in found
                  if m.state == "running"]  # fmt: skip
+    shown = aside.with_stood_aside(store, info.name, records)  # who stood aside, too
     done = [(r.occurrence_id.rpartition("@")[2], _run_row(r, now))
-            for r in _by_occurrence(records)[:50]]  # fmt: skip
+            for r in _by_occurrence(shown)[:50]]  # fmt: skip
     rows = "".join(row for _, row in sorted([*in_flight, *done], key=lambda p: p[0], reverse=True))
     pause = control.paused(store).get(info.name)
     if job is not None:

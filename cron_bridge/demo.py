@@ -8,6 +8,7 @@ and ends with the totals.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import shutil
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cron_bridge import aside
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.registry import default_registry
 from cron_bridge.stores import RunRecord, store_from_url
@@ -89,6 +91,7 @@ def run_demo(
         for n in range(1, replicas + 1)
     ]
     store = store_from_url(store_url)
+    history = functools.partial(aside.history, store)  # with the replicas that stood aside
     shown: set[str] = set()
     ready: datetime | None = None  # once every replica has said it is alive
     try:
@@ -99,7 +102,7 @@ def run_demo(
                 ready = datetime.now(UTC)
                 echo(f"all {replicas} replicas are up; from now on each occurrence:")
             if ready is not None:
-                _show_new(store.history, jobs, shown, echo, ready)
+                _show_new(history, jobs, shown, echo, ready)
             if any(p.poll() is not None for p in [worker, *beats]):
                 echo("a demo process exited early; see the logs in the folder")
                 break
@@ -113,7 +116,7 @@ def run_demo(
         while time.monotonic() < drain_by and not _drained(store.history, jobs):
             time.sleep(0.5)
         if ready is not None:
-            _show_new(store.history, jobs, shown, echo, ready)
+            _show_new(history, jobs, shown, echo, ready)
     finally:
         for process in [worker, *beats]:
             if process.poll() is None:

@@ -6,9 +6,10 @@ context in the message (``trace`` in the occurrence metadata), and the worker's 
 child, so one trace shows the claim, the enqueue and every attempt.
 
 Metrics, from every run record: ``cron_bridge.runs`` (counter by job and outcome, skips
-included), ``cron_bridge.duration`` (ms) and ``cron_bridge.lag`` (ms between the occurrence's
-scheduled time and the run's start). They go to the OpenTelemetry meter, and to a Prometheus
-registry once ``serve_metrics`` is called (``cron-bridge beat --metrics HOST:PORT``, needs
+included: a lost claim counts as ``skipped-claimed`` though it writes no record),
+``cron_bridge.duration`` (ms) and ``cron_bridge.lag`` (ms between the occurrence's scheduled
+time and the run's start). They go to the OpenTelemetry meter, and to a Prometheus registry
+once ``serve_metrics`` is called (``cron-bridge beat --metrics HOST:PORT``, needs
 ``prometheus-client``).
 """
 
@@ -26,7 +27,7 @@ from cron_bridge.jobs import Job, Occurrence
 if TYPE_CHECKING:
     from cron_bridge.stores.base import RunRecord
 
-__all__ = ["RunSpan", "inject", "observe", "run_span", "serve_metrics"]
+__all__ = ["RunSpan", "count", "inject", "observe", "run_span", "serve_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +207,14 @@ class _Instruments:
             if lag is not None:
                 late.labels(record.job).observe(lag)
 
+    def count(self, job: str, outcome: str, n: int) -> None:
+        """Count ``n`` outcomes that left no record (the claims a replica lost)."""
+        otel = self.otel()
+        if otel is not None:
+            otel[0].add(n, {"job": job, "outcome": outcome})
+        if self._prometheus is not None:
+            self._prometheus[0].labels(job, outcome).inc(n)
+
 
 _instruments = _Instruments()
 
@@ -216,6 +225,14 @@ def observe(record: RunRecord) -> None:
         _instruments.observe(record)
     except Exception:
         log.exception("could not record metrics for %s", record.occurrence_id)
+
+
+def count(job: str, outcome: str, n: int = 1) -> None:
+    """Count outcomes in the metrics as ``observe`` does, without a record; never raises."""
+    try:
+        _instruments.count(job, outcome, n)
+    except Exception:
+        log.exception("could not record metrics for %s", job)
 
 
 def serve_metrics(host: str, port: int) -> Any:

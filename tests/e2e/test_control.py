@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cron_bridge import aside
 from cron_bridge.jobs import Occurrence
 from tests.apps import journal
 from tests.conftest import make_kit
@@ -77,7 +78,7 @@ def test_pause_stops_every_replica_within_two_seconds_and_resume_restarts(
                  if paused_at < _scheduled(line) <= resumed_at]  # fmt: skip
         assert len(other) >= 4, "the other job kept running"
         by_occurrence: dict[str, Counter[str]] = {}
-        for record in store.history("tick.00", 1000):
+        for record in aside.history(store, "tick.00", 1000):
             by_occurrence.setdefault(record.occurrence_id, Counter())[record.outcome] += 1
         paused = {o: c for o, c in by_occurrence.items() if c["skipped-paused"]}
         assert len(paused) >= 4

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from celery.schedules import solar
 
+from cron_bridge import aside
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import store_from_url
 from cron_bridge_celery.scheduler import job_name
@@ -181,7 +182,7 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
         def stood_aside(job: str, at: float) -> bool:
             """An occurrence nobody sent: the live replicas stood aside (the killed one won)."""
             occurrence = Occurrence(job=job, scheduled_at=datetime.fromtimestamp(at, UTC)).id
-            outcomes = Counter(r.outcome for r in store.history(job, 1000)
+            outcomes = Counter(r.outcome for r in aside.history(store, job, 1000)
                                if r.occurrence_id == occurrence)  # fmt: skip
             return outcomes == Counter({"skipped-claimed": 2}) and abs(at - killed_at) < 3
 
