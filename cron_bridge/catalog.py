@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 GROUP = "jobs"
 MAX_JOBS = 10_000  # published per namespace; a dashboard shows no more than that
 _REFRESH = timedelta(days=1)
+_BATCH = 1000
 _TEXT_MAX = 200
 
 
@@ -84,7 +85,7 @@ def publish(store: Store, jobs: Iterable[Job], *, now: datetime | None = None) -
     """
     today = (now or datetime.now(UTC)).date()
     stored = store.controls(GROUP)
-    written = 0
+    changed: dict[str, str] = {}
     for count, job in enumerate(sorted(jobs, key=lambda j: j.name)):
         if count >= MAX_JOBS:
             log.warning("the dashboard lists the first %d jobs of this namespace", MAX_JOBS)
@@ -93,9 +94,11 @@ def publish(store: Store, jobs: Iterable[Job], *, now: datetime | None = None) -
         old = JobInfo.parse(job.name, stored.get(job.name, ""))
         if old is not None and _same(old, info) and _recent(old.seen, today):
             continue
-        store.put_control(GROUP, job.name, info.text())
-        written += 1
-    return written
+        changed[job.name] = info.text()
+    names = list(changed)
+    for start in range(0, len(names), _BATCH):  # a round trip per batch, not per job
+        store.put_controls(GROUP, {name: changed[name] for name in names[start : start + _BATCH]})
+    return len(changed)
 
 
 def read(store: Store) -> dict[str, JobInfo]:

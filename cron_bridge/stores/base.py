@@ -22,7 +22,7 @@ import logging
 import math
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -234,6 +234,12 @@ class Store(ABC):
     def put_control(self, group: str, key: str, value: str | None) -> None:
         """Set the control record ``key`` of ``group`` to ``value`` (JSON text), or delete it
         with None."""
+
+    def put_controls(self, group: str, values: Mapping[str, str]) -> None:
+        """Set several control records of ``group`` at once: one round trip where the store
+        can (a dashboard catalog of thousands of jobs), else one per record."""
+        for key, value in values.items():
+            self.put_control(group, key, value)
 
     @abstractmethod
     def controls(self, group: str) -> dict[str, str]:

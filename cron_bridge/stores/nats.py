@@ -26,7 +26,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -319,6 +319,16 @@ class NatsStore(Store):
                 await self._state.put(name, value.encode())
 
         self._run(work)
+
+    def put_controls(self, group: str, values: Mapping[str, str]) -> None:
+        if not values:
+            return
+        writes = {f"ctl.{_enc(group)}.{_enc(key)}": value.encode() for key, value in values.items()}
+
+        async def work() -> None:  # sent together, each acknowledged
+            await asyncio.gather(*(self._state.put(name, value) for name, value in writes.items()))
+
+        self._run(work, size=len(writes))
 
     def controls(self, group: str) -> dict[str, str]:
         async def work() -> dict[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -318,6 +318,16 @@ class PostgresStore(Store):
             "DO UPDATE SET value = excluded.value, updated_at = now()"
         )
         self._call(lambda conn: conn.execute(statement, (group, key, value)))
+
+    def put_controls(self, group: str, values: Mapping[str, str]) -> None:
+        if not values:
+            return
+        statement = self._sql(
+            "INSERT INTO {controls} (grp, key, value) VALUES (%s, %s, %s) ON CONFLICT (grp, key) "
+            "DO UPDATE SET value = excluded.value, updated_at = now()"
+        )
+        rows = [(group, key, value) for key, value in values.items()]
+        self._call(lambda conn: conn.cursor().executemany(statement, rows))
 
     def controls(self, group: str) -> dict[str, str]:
         statement = self._sql("SELECT key, value FROM {controls} WHERE grp = %s")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any, TypeVar
@@ -259,6 +259,12 @@ class RedisStore(Store):
             self._call(lambda client: client.hdel(name, key))
         else:
             self._call(lambda client: client.hset(name, key, value))
+
+    def put_controls(self, group: str, values: Mapping[str, str]) -> None:
+        if values:
+            name = self._key(f"controls:{group}")
+            mapping: Any = dict(values)  # redis-py's stubs want an invariant key type
+            self._call(lambda client: client.hset(name, mapping=mapping))
 
     def controls(self, group: str) -> dict[str, str]:
         found = self._call(lambda client: client.hgetall(self._key(f"controls:{group}")))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -176,6 +176,13 @@ class SQLiteStore(Store):
             self._run(lambda conn: conn.execute(
                 "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET "
                 "value = excluded.value", (group, key, value)))  # fmt: skip
+
+    def put_controls(self, group: str, values: Mapping[str, str]) -> None:
+        if values:
+            rows = [(group, key, value) for key, value in values.items()]
+            self._run(lambda conn: conn.executemany(
+                "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET "
+                "value = excluded.value", rows))  # fmt: skip
 
     def controls(self, group: str) -> dict[str, str]:
         rows = self._run(

@@ -253,3 +253,17 @@ def test_control_records_are_set_read_by_group_replaced_and_deleted(
     assert reader.control("change:mail.digest", "mail.digest") is None  # groups apart
     if kit.kind != "memory":
         assert kit_factory(kit.kind).open().controls("pause") == {}
+
+
+def test_control_records_are_set_many_at_once(kit: StoreKit) -> None:
+    """``put_controls``: thousands of records of a group in one call (a dashboard catalog),
+    replacing the ones already there, in one round trip where the store can."""
+    writer, reader = kit.open(), kit.open()
+    writer.put_control("jobs", "job.00000", "old")
+    values = {f"job.{n:05d}": f'{{"n": {n}}}' for n in range(2000)}
+    trips = writer.stats.round_trips
+    writer.put_controls("jobs", values)
+    writer.put_controls("jobs", {})
+    assert reader.controls("jobs") == values
+    if kit.kind in ("redis", "sqlite", "postgres"):
+        assert writer.stats.round_trips - trips <= 2
