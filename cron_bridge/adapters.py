@@ -60,6 +60,9 @@ class Dispatch:
     trigger: Trigger
     replica: str
     trace: Mapping[str, str] | None = None  # the W3C trace context of the beat's span
+    # Sent before without an answer (a broker error, a timeout): the message may have landed
+    # anyway, and an adapter that can refuse a duplicate cheaply only when asked should now.
+    again: bool = False
 
     def meta(self) -> dict[str, Any]:
         """What travels in the message, as JSON-ready values (never pickled)."""

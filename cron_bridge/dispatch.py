@@ -225,19 +225,22 @@ class Dispatcher:
         records: list[RunRecord],
         signal: AbortSignal,
     ) -> None:
+        again = False
         while pending:
             failed: list[tuple[Planned, Exception]] = []
             by_adapter: dict[str, list[Planned]] = {}
             for item in pending:
                 by_adapter.setdefault(item.job.adapter or "", []).append(item)
             for name, group in by_adapter.items():
-                sent = self._send(name, group, [spans[id(item)].carrier() for item in group])
+                carriers = [spans[id(item)].carrier() for item in group]
+                sent = self._send(name, group, carriers, again=again)
                 for item, error in zip(group, sent, strict=True):
                     if error is None:
                         records.append(self.record_of(item, "enqueued"))
                     else:
                         failed.append((item, error))
             pending = []
+            again = True
             now = self.clock.now()
             for item, error in failed:
                 deadline = max(item.occurrence.scheduled_at, started) + item.job.misfire_grace
@@ -258,7 +261,12 @@ class Dispatcher:
                 wait *= 2
 
     def _send(
-        self, adapter_name: str, items: list[Planned], traces: list[dict[str, str]]
+        self,
+        adapter_name: str,
+        items: list[Planned],
+        traces: list[dict[str, str]],
+        *,
+        again: bool = False,
     ) -> list[Exception | None]:
         dispatches = [
             Dispatch(
@@ -267,6 +275,7 @@ class Dispatcher:
                 trigger=i.trigger,
                 replica=self.replica,
                 trace=trace or None,
+                again=again,
             )
             for i, trace in zip(items, traces, strict=True)
         ]

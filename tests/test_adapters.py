@@ -134,3 +134,40 @@ def test_a_shared_task_is_wrapped_in_the_current_app() -> None:
     job = registry.get("shared.report")
     assert job is not None and job.adapter == "celery"
     assert app.tasks["shared.report"].typing is False
+
+
+def test_rq_sends_a_batch_in_one_pipeline_and_refuses_a_duplicate_sent_again(
+    redis_server: Any,
+) -> None:
+    """What a beat sends at once goes to RQ in one round trip (``enqueue_many``); a send
+    marked ``again`` (the first one failed without an answer and may have landed) uses
+    ``unique=True``, so an occurrence already in RQ is not queued a second time."""
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from cron_bridge.adapters import Dispatch
+    from cron_bridge.jobs import Occurrence
+    from cron_bridge_rq.adapter import rq_job_id
+
+    connection = Redis.from_url(redis_server.url)
+    queue = Queue(f"rq-batch-{uuid.uuid4().hex[:6]}", connection=connection)
+    registry = Registry()
+    cluster_task(every="1m", queue=queue, registry=registry)(report)
+    (declared,) = registry.jobs()
+    at = datetime(2026, 5, 1, 12, tzinfo=UTC)
+    dispatches = [
+        Dispatch(job=declared, occurrence=Occurrence(job=declared.name,
+                 scheduled_at=at + timedelta(minutes=n)), trigger="schedule", replica="r1")
+        for n in range(50)
+    ]  # fmt: skip
+    adapter = get_adapter("rq")
+    before = connection.info("commandstats").get("cmdstat_exec", {}).get("calls", 0)
+    assert adapter.enqueue_many(dispatches) == [None] * 50
+    after = connection.info("commandstats").get("cmdstat_exec", {}).get("calls", 0)
+    assert after - before == 1  # one MULTI/EXEC pipeline for the 50
+    assert queue.count == 50
+    assert set(queue.job_ids) == {rq_job_id(d.occurrence) for d in dispatches}
+    again = [Dispatch(job=d.job, occurrence=d.occurrence, trigger=d.trigger,
+                      replica=d.replica, again=True) for d in dispatches[:3]]  # fmt: skip
+    assert adapter.enqueue_many(again) == [None] * 3  # already there: refused, counted as sent
+    assert queue.count == 50

@@ -1,7 +1,11 @@
 """The RQ adapter: ``@cluster_task(queue=...)`` over a plain, importable function.
 
-The beat enqueues by dotted path with ``unique=True`` and a job id made from the occurrence,
-so the same occurrence can never sit in RQ twice; the occurrence travels in the job's meta.
+The beat enqueues by dotted path with a job id made from the occurrence; the occurrence
+travels in the job's meta. What one beat sends at once goes in one pipeline (RQ's
+``enqueue_many``): the claim already makes each occurrence's job id unique to one send. A send
+that failed without an answer (it may have landed) is sent again with ``enqueue_call(...,
+unique=True)``, which RQ refuses for a job id it holds, so the same occurrence never sits in RQ
+twice.
 Failures go back to RQ, whose ``Retry(max=..., interval=[...])`` (run by a worker started with
 ``--with-scheduler``) brings the next attempt.
 """
@@ -101,33 +105,62 @@ class RQAdapter:
         return run
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
-        results: list[Exception | None] = []
-        for dispatch in dispatches:
+        """First sends with ``enqueue_many``, one pipeline per Redis connection; a send that
+        failed before, one by one with ``unique=True``."""
+        results: list[Exception | None] = [None] * len(dispatches)
+        batches: dict[int, tuple[Redis, dict[int, tuple[Queue, list[int]]]]] = {}
+        for index, dispatch in enumerate(dispatches):
+            if dispatch.again:
+                results[index] = self._enqueue_unique(dispatch)
+                continue
             try:
-                self._enqueue(dispatch)
-            except DuplicateJobError:
-                results.append(None)  # this occurrence is in RQ already: sent once, not twice
+                queue = self._queue(dispatch.job)
+            except Exception as exc:  # noqa: BLE001 - a queue we cannot build fails its jobs
+                results[index] = exc
+                continue
+            _, by_queue = batches.setdefault(id(queue.connection), (queue.connection, {}))
+            by_queue.setdefault(id(queue), (queue, []))[1].append(index)
+        for connection, by_queue in batches.values():
+            try:
+                with connection.pipeline() as pipe:
+                    for queue, indexes in by_queue.values():
+                        data = [self._data(dispatches[i]) for i in indexes]
+                        queue.enqueue_many(data, pipeline=pipe)
+                    pipe.execute()
             except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome
-                results.append(exc)
-            else:
-                results.append(None)
+                for _, indexes in by_queue.values():
+                    for index in indexes:
+                        results[index] = exc
         return results
 
-    def _enqueue(self, dispatch: Dispatch) -> None:
+    def _enqueue_unique(self, dispatch: Dispatch) -> Exception | None:
+        """A send again after a failure, which may have landed: RQ refuses a job id it holds."""
+        data = self._data(dispatch)
+        try:
+            self._queue(dispatch.job).enqueue_call(
+                func=data.func, kwargs=data.kwargs, job_id=data.job_id, meta=data.meta,
+                retry=data.retry, timeout=data.timeout, unique=True,
+            )  # fmt: skip
+        except DuplicateJobError:
+            return None  # in RQ already: sent once, not twice
+        except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome
+            return exc
+        return None
+
+    def _data(self, dispatch: Dispatch) -> Any:
         job = dispatch.job
         retries = job.attempts - 1
         retry = None
         if retries:
             retry = Retry(max=retries, interval=rq_intervals(job.backoff.delays(retries)))
         hard_limit = None if job.timeout is None else int(job.timeout.total_seconds()) + 30
-        self._queue(job).enqueue_call(
-            func=job.task or job.name,
+        return Queue.prepare_data(
+            job.task or job.name,
             kwargs=dict(job.kwargs),
             job_id=rq_job_id(dispatch.occurrence),
             meta={META_KEY: dispatch.meta()},
             retry=retry,
             timeout=hard_limit,
-            unique=True,
         )
 
     def _queue(self, job: Job) -> Queue:
