@@ -139,6 +139,30 @@ def lock_key(job: str) -> str:
     return f"active:{job}"
 
 
+_CHOICES = tuple(
+    (option, get_args(allowed))
+    for option, allowed in (
+        ("scope", Scope),
+        ("overlap", Overlap),
+        ("misfire", Misfire),
+        ("target", Target),
+    )
+)
+_SCHEDULE_TYPES: set[type] = set()  # classes already found to be schedules
+
+
+def _is_schedule(obj: object) -> bool:
+    """``isinstance(obj, Schedule)``, once per class: a runtime protocol check inspects every
+    member, about 80 µs, which 100,000 declared jobs would pay twice each."""
+    kind = type(obj)
+    if kind in _SCHEDULE_TYPES:
+        return True
+    if isinstance(obj, Schedule):
+        _SCHEDULE_TYPES.add(kind)
+        return True
+    return False
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Job:
     """A validated job declaration. Build one with ``declare()`` or ``@cluster_task``.
@@ -176,17 +200,12 @@ class Job:
 
         if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
             raise fail("name", self.name, "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-        if not isinstance(self.schedule, Schedule):
+        if not _is_schedule(self.schedule):
             raise fail("schedule", self.schedule, "expected a Cron or Every schedule")
-        for option, allowed in (
-            ("scope", Scope),
-            ("overlap", Overlap),
-            ("misfire", Misfire),
-            ("target", Target),
-        ):
+        for option, allowed in _CHOICES:
             value = getattr(self, option)
-            if value not in get_args(allowed):
-                raise fail(option, value, f"expected one of {', '.join(get_args(allowed))}")
+            if value not in allowed:
+                raise fail(option, value, f"expected one of {', '.join(allowed)}")
         if not isinstance(self.coalesce, bool):
             raise fail("coalesce", self.coalesce, "expected True or False")
         if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
@@ -206,7 +225,8 @@ class Job:
         if self.lock_ttl < timedelta(milliseconds=30):
             raise fail("lock_ttl", self.lock_ttl, "too short to heartbeat (at least 30ms)")
         try:
-            json.dumps(dict(self.kwargs), allow_nan=False)
+            if self.kwargs or not isinstance(self.kwargs, Mapping):
+                json.dumps(dict(self.kwargs), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise fail("kwargs", self.kwargs, f"must be JSON-serialisable ({exc})") from exc
         if self.target == "queue":
