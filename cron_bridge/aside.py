@@ -111,12 +111,14 @@ class Ledger:
         self._names = names
         self._now = now
         self._lock = threading.Lock()
+        self._writing = threading.Lock()
         self._spans: list[Span] = []
         self._floor: int | None = None  # nothing before it is covered; None: not claiming
         self._last: int | None = None  # the latest occurrence covered
         self._jobs: str | None = None  # the digest of the current job set; None: to compute
         self._generation = 0  # of the job set
         self._written_jobs: set[str] = set()
+        self._unwritten: list[str] | None = None  # the names of the current set, to write
         self._dirty = False  # the end of the open span moved since the last write
         self._opened = False  # a span was opened or closed since the last write
         self._next_flush = 0.0  # monotonic
@@ -152,7 +154,8 @@ class Ledger:
         # The job set is read without the lock held: the beat holds its own lock when it
         # tells this ledger that its jobs changed.
         generation = self._generation
-        jobs = self._jobs or digest(self._names())
+        names = None if self._jobs else sorted(self._names())
+        jobs = self._jobs or digest(names or [])
         with self._lock:
             if self._floor is None:
                 return
@@ -161,6 +164,8 @@ class Ledger:
                 return
             if generation != self._generation:  # the jobs changed meanwhile: a new span
                 return
+            if names is not None:
+                self._unwritten = names  # written with the ledger, then let go
             self._jobs = jobs
             span = self._spans[-1] if self._spans else None
             if span is None or span.end is not None or span.jobs != self._jobs:
@@ -182,12 +187,15 @@ class Ledger:
 
     def flush(self, store: Store, *, force: bool = False) -> None:
         """Write the ledger when a span opened or closed (at once), or when the end of the
-        open span moved and the last write is older than ``FLUSH_INTERVAL``; prune the
-        ledgers of replicas long gone, once an hour.
+        open span moved and the last write is older than ``FLUSH_INTERVAL``.
 
         Raises:
             StoreUnavailable: nothing was lost; a later flush writes it.
         """
+        with self._writing:  # one write at a time, so an older one never lands last
+            self._flush(store, force)
+
+    def _flush(self, store: Store, force: bool) -> None:
         now = time.monotonic()
         with self._lock:
             due = now >= self._next_flush
@@ -196,13 +204,9 @@ class Ledger:
             spans = [s.to_json() for s in self._spans]
             value = {"v": 1, "spans": spans, "last": self._last}
             jobs = self._jobs
+            names = self._unwritten if jobs not in self._written_jobs else None
             self._dirty = self._opened = False
             self._next_flush = now + FLUSH_INTERVAL.total_seconds()
-        names = None
-        if jobs is not None and jobs not in self._written_jobs:
-            names = list(self._names())
-            if digest(names) != jobs:  # changed meanwhile: written with the next span
-                names = None
         try:
             # The ledger first, then the job set it names (see ``prune``); a reader that finds
             # the set missing meanwhile takes it as every job.
@@ -211,13 +215,24 @@ class Ledger:
                 _write_jobs(store, jobs, names)
                 with self._lock:
                     self._written_jobs.add(jobs)
-            if now >= self._next_prune:
-                self._next_prune = now + PRUNE_INTERVAL.total_seconds()
-                prune(store, self._now(), keep=self.replica)
+                    if self._unwritten is names:
+                        self._unwritten = None
         except StoreUnavailable:
             with self._lock:
                 self._opened = True  # written again at the next chance
             raise
+
+    def maybe_prune(self, store: Store) -> None:
+        """Once an hour, delete the ledgers of replicas long gone (``prune``).
+
+        Raises:
+            StoreUnavailable: tried again at the next chance.
+        """
+        now = time.monotonic()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + PRUNE_INTERVAL.total_seconds()
+        prune(store, self._now(), keep=self.replica)
 
 
 def _write_jobs(store: Store, jobs: str, names: Sequence[str]) -> None:
@@ -234,7 +249,7 @@ class _Replica:
 
 
 def _parse(replica: str, text: str) -> _Replica | None:
-    if not 0 < len(replica) <= _REPLICA_MAX or len(text) > 64 * MAX_SPANS + 200:
+    if not 0 < len(replica) <= _REPLICA_MAX or len(text) > 100 * MAX_SPANS + 200:
         return None
     try:
         data = json.loads(text)

@@ -500,6 +500,7 @@ class Beat:
         if not self._store_down:
             try:
                 self._ledger.flush(self.store)  # the end of the open span, now and then
+                self._ledger.maybe_prune(self.store)
             except StoreUnavailable as exc:
                 self._store_failed(exc)
         return now
