@@ -65,6 +65,7 @@ class RQAdapter:
     def __init__(self) -> None:
         self._queues: dict[str, Queue] = {}
         self._connections: dict[str, Redis] = {}
+        self._named: dict[tuple[str, str], Queue] = {}
         self._lock = threading.Lock()
 
     def accepts(self, obj: object, queue: object | None) -> bool:
@@ -175,12 +176,20 @@ class RQAdapter:
                 option="queue",
                 value=job.queue,
             )
+        name = job.queue or "default"
         with self._lock:
+            queue = self._named.get((url, name))
+            if queue is not None:
+                return queue
             connection = self._connections.get(url)
             if connection is None:
                 connection = self._connections[url] = Redis.from_url(
                     url, socket_connect_timeout=5, socket_timeout=5
                 )
-        # JSON, never pickle: workers of these queues run with
-        # --serializer rq.serializers.JSONSerializer.
-        return Queue(job.queue or "default", connection=connection, serializer=JSONSerializer)
+            # JSON, never pickle: workers of these queues run with
+            # --serializer rq.serializers.JSONSerializer. One Queue per name, so a batch for
+            # one queue is one enqueue_many.
+            queue = self._named[(url, name)] = Queue(
+                name, connection=connection, serializer=JSONSerializer
+            )
+            return queue
