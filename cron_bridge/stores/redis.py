@@ -190,19 +190,24 @@ class RedisStore(Store):
             return self._call(lambda client: self._claim_waiting(client, keys, owner, expiry,
                                                                  advance), pipelines=1)  # fmt: skip
 
+        if not self._cluster:
+            # One script for the batch (the keys of a cluster live on several nodes).
+            def script(client: Client) -> list[bool]:
+                answer = self._run_script(client, "claim_many", [*keys, self._key("last")],
+                                          [owner, expiry, *advance])  # fmt: skip
+                return [flag == "1" for flag in _text(answer)]
+
+            return self._call(script)
+
         def work(client: Client) -> list[bool]:
             pipe = client.pipeline(transaction=False)
             for key in keys:
                 pipe.set(key, owner, nx=True, px=expiry)
-            if not self._cluster:
-                # In the same round trip (EVAL, not EVALSHA: a pipeline cannot load scripts).
-                pipe.eval(_script("advance_last"), 1, self._key("last"), *advance)
-                return [bool(answer) for answer in pipe.execute()[: len(occurrences)]]
             won = [bool(answer) for answer in pipe.execute()]
             self._run_script(client, "advance_last", [self._key("last")], advance)
             return won
 
-        return self._call(work, pipelines=1, commands=1 if self._cluster else 0)
+        return self._call(work, pipelines=1, commands=1)
 
     def _claim_waiting(
         self, client: Client, keys: list[str], owner: str, expiry: int, advance: list[Any]

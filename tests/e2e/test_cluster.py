@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from cron_bridge.audit import audit, occurrence_report
 from cron_bridge.jobs import Occurrence
+from cron_bridge.schedules import Every
 from cron_bridge.stores import store_from_url
 from tests.apps import journal
 from tests.conftest import make_kit
@@ -84,6 +86,14 @@ def test_three_replicas_run_every_occurrence_exactly_once(
     assert all(c["completed"] <= 1 for c in outcomes.values())
     stored = Counter(r.outcome for job in JOBS for r in store.history(job, 1000))
     assert set(stored) == {"completed"}, stored
+    for job in JOBS:  # the audit still proves one run per occurrence
+        found = audit(store, job, window[0] - timedelta(seconds=1), window[-1], Every("1s"))
+        assert found.clean and found.once == len(window), found.to_json()
+    report = occurrence_report(store, Occurrence(job=JOBS[0], scheduled_at=window[0]))
+    assert Counter(r.outcome for r in report.records) == Counter(
+        completed=1, **{"skipped-claimed": 2}
+    ), report.to_json()
+    assert len({r.replica for r in report.records}) == 3
     ran = Counter(line["occurrence_id"] for line in journal.read(notes))
     assert ran and max(ran.values()) == 1, ran.most_common(3)
     assert sum(ran.values()) == sum(c["completed"] for c in outcomes.values())
