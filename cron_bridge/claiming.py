@@ -37,8 +37,7 @@ SLICES_MAX = 4
 
 class ClaimStats:
     """What a beat asked the store for: claims, claims won, the batches they went in, and the
-    round trips they took (read from the store's counter, which a store shared by several beats
-    in one process counts for all of them)."""
+    round trips they took (the claiming thread's own, read from the store's counter)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -160,7 +159,7 @@ class Claimer:
         and the paused (a paused occurrence is claimed too, so one replica records it)."""
         if not cluster:
             return [], []
-        trips = self.store.stats.round_trips
+        trips = self.store.stats.this_thread
         try:
             won = self.store.claim_many([p.occurrence for p in cluster], self.replica)
         except StoreUnavailable as exc:
@@ -168,7 +167,7 @@ class Claimer:
             self._keep_unclaimed(cluster)  # unclaimed: nothing runs until a claim succeeds
             return [], []
         self._store_ok()
-        self.stats.add(len(cluster), sum(won), self.store.stats.round_trips - trips)
+        self.stats.add(len(cluster), sum(won), self.store.stats.this_thread - trips)
         records: list[RunRecord] = []
         to_run = []
         lost: list[Planned] = []

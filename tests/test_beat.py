@@ -355,9 +355,10 @@ def test_a_burst_is_claimed_in_slices_and_enqueued_once(
     assert sum(len(store.history(f"burst.{n:03d}", 10)) for n in range(600)) == 600
     for beat in beats:
         assert beat.claim_stats.asked == 600
-        # Batches, not round trips: the three beats share one in-process store, whose round
-        # trip counter counts all of them at once.
+        # One round trip per batch, counted on the claiming thread alone (the three beats
+        # share one in-process store, whose total counts all of them).
         assert beat.claim_stats.batches <= SLICES_MAX
+        assert beat.claim_stats.round_trips == beat.claim_stats.batches
     assert sum(beat.claim_stats.won for beat in beats) == 600
 
 
