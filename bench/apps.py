@@ -5,6 +5,8 @@
 - ``BENCH_AT``: a Unix time; every job is due then (an hourly interval with that offset), so
   the beats see one burst of ``BENCH_N`` occurrences.
 - ``BENCH_EVERY``: instead of a burst, every job runs at this interval (failover, idle).
+- ``BENCH_SPREAD=1``: instead of a burst, the jobs are hourly, spread evenly over the hour
+  (scale).
 - ``BENCH_PEER=1``: declare nothing for cron-bridge, only the Celery ``beat_schedule`` that
   celery beat and RedBeat read (a crontab at ``BENCH_AT``'s minute, or ``BENCH_EVERY``).
 """
@@ -22,11 +24,14 @@ BROKER = os.environ.get("BENCH_BROKER", "redis://127.0.0.1:6379/0")
 AT = float(os.environ.get("BENCH_AT", "0"))
 EVERY = os.environ.get("BENCH_EVERY")
 PEER = os.environ.get("BENCH_PEER") == "1"
+SPREAD = os.environ.get("BENCH_SPREAD") == "1"
 
 
-def schedule_options() -> dict[str, Any]:
+def schedule_options(n: int = 0) -> dict[str, Any]:
     if EVERY:
         return {"every": EVERY}
+    if SPREAD:  # hourly, the N jobs spread evenly over the hour from BENCH_AT
+        return {"every": "1h", "offset": f"{int(AT + n * 3600 / N) % 3600}s"}
     return {"every": "1h", "offset": f"{int(AT) % 3600}s"}
 
 
@@ -73,13 +78,13 @@ if LIB == "celery":
 
         for n in range(N):  # a task per job, as in a real app
             task = app.task(name=f"bench.job{n:05d}")(task_body)
-            cluster_task(**schedule_options())(task)
+            cluster_task(**schedule_options(n))(task)
 
 elif LIB == "rq":
     from cron_bridge import cluster_task
 
     for n in range(N):
-        cluster_task(name=f"bench.job{n:05d}", queue=QUEUE, **schedule_options())(task_body)
+        cluster_task(name=f"bench.job{n:05d}", queue=QUEUE, **schedule_options(n))(task_body)
 
 elif LIB == "dramatiq":
     import dramatiq
@@ -91,4 +96,4 @@ elif LIB == "dramatiq":
 
     for n in range(N):  # an actor per job, as in a real app
         actor = dramatiq.actor(actor_name=f"bench.job{n:05d}", queue_name=QUEUE)(task_body)
-        cluster_task(**schedule_options())(actor)
+        cluster_task(**schedule_options(n))(actor)

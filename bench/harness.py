@@ -148,3 +148,51 @@ def quantile(values: list[float], q: float) -> float:
 def commandstats(url: str) -> dict[str, int]:
     info = redis.Redis.from_url(url).info("commandstats")
     return {name.removeprefix("cmdstat_"): int(stats["calls"]) for name, stats in info.items()}
+
+
+# Store commands that write (a claim asked is a SET NX, counted apart: every replica asks).
+WRITES = ("lpush", "hset", "hdel", "del", "evalsha", "eval", "pexpire", "expire")
+
+
+class AtDue:
+    """Snapshots taken just before a burst is due: each process's CPU (so import and arming
+    are left out) and the store's command counts (so its writes are counted from there)."""
+
+    def __init__(self, procs: list[Proc], store_url: str, due: float) -> None:
+        self.procs = procs
+        self.store_url = store_url.partition("?")[0]
+        self.due = due
+        self.cpu: list[float] = []
+        self.calls: dict[str, int] = {}
+        self._thread = threading.Thread(target=self._take, daemon=True)
+
+    def start(self) -> AtDue:
+        self._thread.start()
+        return self
+
+    def _take(self) -> None:
+        time.sleep(max(0.0, self.due - 0.3 - time.time()))
+        self.calls = self._commandstats()
+        self.cpu = [p.cpu_seconds for p in self.procs]
+
+    def _commandstats(self) -> dict[str, int]:
+        if not self.store_url.startswith("redis://"):
+            return {}  # counted on a single Redis node only
+        return commandstats(self.store_url)
+
+    def cpu_since(self) -> list[float]:
+        self._thread.join(60)
+        return [p.cpu_seconds - before for p, before in zip(self.procs, self.cpu, strict=True)]
+
+    def store_calls_since(self) -> dict[str, int]:
+        """Claims asked (SET), records and ledgers written, all writes, since the snapshot."""
+        now = self._commandstats()
+        if not now:
+            return {}
+        delta = {name: now.get(name, 0) - self.calls.get(name, 0) for name in now}
+        return {
+            "claims_asked": delta.get("set", 0),
+            "records": delta.get("lpush", 0),
+            "controls": delta.get("hset", 0),
+            "writes": sum(delta.get(name, 0) for name in WRITES) + delta.get("set", 0),
+        }

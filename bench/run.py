@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 import redis
 
-from bench.harness import BIN, REPO, Proc, Sniffer, env, quantile, redis_server
+from bench.harness import BIN, REPO, AtDue, Proc, Sniffer, env, quantile, redis_server
 
 Result = dict[str, Any]
 QUEUE_KEYS = {
@@ -123,21 +123,25 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
         for i in range(replicas)
     ]  # fmt: skip
     sniffer = Sniffer(broker, QUEUE_KEYS[library].format(queue=queue))
+    at_due = AtDue(beats, store, due)
     try:
         for beat in beats:
             beat.start()
         sniffer.start()
+        at_due.start()
         late_start = not _wait(
             lambda: all("started with" in b.output() for b in beats), due - time.time()
         )
         complete = sniffer.wait_for(jobs, 120)
         time.sleep(0.5)
+        burst_cpu = at_due.cpu_since()
     finally:
         sniffer.stop()
         for beat in beats:
             beat.stop()
     lags = [max(0.0, t - due) for t in sniffer.arrivals[:jobs]]
     shares = [_won(beat.output()) for beat in beats]
+    store_calls = at_due.store_calls_since()
     return {
         "library": library, "jobs": jobs, "replicas": replicas, "complete": complete,
         "late_start": late_start, "sent": len(sniffer.arrivals),
@@ -146,6 +150,8 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
         "claim_round_trips": [_round_trips(beat.output()) for beat in beats],
         "won": shares,
         "cpu_s": [round(beat.cpu_seconds, 2) for beat in beats],
+        "burst_cpu_s": [round(c, 3) for c in burst_cpu],
+        "store_calls": store_calls,
         "peak_rss_mb": [round(beat.peak_rss / 2**20, 1) for beat in beats],
     }  # fmt: skip
 
@@ -352,7 +358,18 @@ def _redis_version() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a smaller matrix, for a try")
-    sections = ["bare", "burst", "peers", "failover", "idle", "guard", "wait"]
+    sections = [
+        "bare",
+        "burst",
+        "lose",
+        "stores",
+        "scale",
+        "peers",
+        "failover",
+        "idle",
+        "guard",
+        "wait",
+    ]
     parser.add_argument("--only", choices=sections, action="append")
     args = parser.parse_args()
     only = set(args.only or sections)
@@ -381,6 +398,31 @@ def main() -> None:
                         found = burst_cron_bridge(library, jobs, replicas, _fresh(store), broker)
                         print("burst", found, flush=True)
                         results["burst"].append(found)
+        if "lose" in only:
+            from bench.lose import burst_lost
+
+            results["lose"] = []
+            for library in ("celery", "rq", "dramatiq"):
+                found = {
+                    "library": library,
+                    "alone": burst_cron_bridge(library, 10000, 1, _fresh(store), broker),
+                    "three": burst_cron_bridge(library, 10000, 3, _fresh(store), broker),
+                    "lost": burst_lost(library, 10000, _fresh(store), broker),
+                }
+                print("lose", found, flush=True)
+                results["lose"].append(found)
+        if "stores" in only:
+            from bench.stores import store_bursts
+
+            results["stores"] = store_bursts(broker, burst_cron_bridge)
+        if "scale" in only:
+            from bench import scale
+
+            results["scale"] = {
+                "idle": [scale.idle(n, _fresh(store), broker) for n in (100, 100_000)],
+                "join": scale.join(100_000, _fresh(store), broker),
+            }
+            print("scale", results["scale"], flush=True)
         if "peers" in only:
             results["peers"] = []
             for jobs in sizes:
@@ -414,8 +456,8 @@ def main() -> None:
     previous = json.loads(out.read_text()) if out.exists() else {}
     measured = {"command": results["command"], "started": results["started"]}
     previous.setdefault("measured", {}).update(
-        {name: measured for name in ("bare_us", "burst", "peers", "failover", "idle", "guard",
-                                     "wait") if name in results}
+        {name: measured for name in ("bare_us", "burst", "lose", "stores", "scale", "peers",
+                                     "failover", "idle", "guard", "wait") if name in results}
     )  # fmt: skip
     previous.update(results)
     out.write_text(json.dumps(previous, indent=2) + "\n")
