@@ -509,7 +509,7 @@ def _record_rows(records: list[RunRecord]) -> list[list[str]]:
                 r.trigger,
                 str(r.attempt),
                 r.replica,
-                r.started_at.isoformat()[:23],
+                r.started_at.astimezone(UTC).isoformat(timespec="milliseconds")[:23],
                 "" if r.duration_ms is None else f"{r.duration_ms:.0f}",
                 r.error or r.reason or "",
             ]
