@@ -61,7 +61,8 @@ class Dispatch:
     replica: str
     trace: Mapping[str, str] | None = None  # the W3C trace context of the beat's span
     # Sent before without an answer (a broker error, a timeout): the message may have landed
-    # anyway, and an adapter that can refuse a duplicate cheaply only when asked should now.
+    # anyway. An adapter whose duplicate check costs a round trip per message (RQ's
+    # unique=True) makes that check for these sends only.
     again: bool = False
 
     def meta(self) -> dict[str, Any]:

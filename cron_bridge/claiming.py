@@ -3,8 +3,8 @@
 One batch reads the paused jobs, then claims every cluster occurrence in one store call: a
 lost claim is noted in the replica's ledger (cron_bridge.aside, no record per occurrence), a
 late one recorded ``missed``, a paused one ``skipped-paused`` (claimed too, so one replica
-records it). A burst of queue targets is
-claimed in slices, each enqueued before the next is claimed, so every replica takes a share.
+records it). A burst of queue targets is claimed in slices, each enqueued before the next is
+claimed, so every replica takes a share.
 When the store cannot be reached nothing is claimed: the occurrences are kept by the beat and
 claimed when it answers.
 """
