@@ -11,11 +11,12 @@ once, under its digest (group ``aside-jobs``; up to ``MAX_NAMES`` names, beyond 
 job"). So a burst costs the store one record per occurrence, not one per occurrence and
 replica, and a losing replica one dictionary update per lost claim.
 
-Reading (``history``): for an occurrence of job J due at t, every replica with a span covering
-t whose job set holds J, and that wrote no record of its own for that occurrence, stood aside;
-those are shown as ``skipped-claimed`` records (reason ``stood aside``, dated at the
-occurrence). The claim is what guarantees they did not run it; the ledger shows they were
-there. Ledgers are read as untrusted input: bounded, validated, the rest ignored.
+Reading (``history``): for an occurrence of job J due at t that the schedule brought (not a
+manual trigger), every replica with a span covering t whose job set holds J, and that wrote
+no record of its own for that occurrence, stood aside; those are shown as ``skipped-claimed``
+records (reason ``stood aside``, dated at the occurrence). The claim is what guarantees they
+did not run it; the ledger shows they were there. Ledgers are read as untrusted input:
+bounded, validated, the rest ignored.
 """
 
 from __future__ import annotations
@@ -319,10 +320,15 @@ class Aside:
                     break
         return sorted(found)
 
-    def records(self, occurrence: Occurrence, *, besides: set[str]) -> list[RunRecord]:
+    def records(self, occurrence: Occurrence, written: Iterable[RunRecord]) -> list[RunRecord]:
         """A ``skipped-claimed`` record (reason ``stood aside``, dated at the occurrence) of
-        each replica that stood aside for ``occurrence``, but those of ``besides`` (the ones
-        that wrote a record of it)."""
+        each replica that stood aside for ``occurrence``, but those that wrote one of its
+        records (``written``). None for an occurrence a manual trigger ran: a fresh one
+        (``--force``) is due at a moment no other replica ever asked for."""
+        written = list(written)
+        if any(r.trigger == "manual" and r.outcome != "skipped-claimed" for r in written):
+            return []
+        besides = {r.replica for r in written}
         return [
             RunRecord(job=occurrence.job, occurrence_id=occurrence.id, outcome="skipped-claimed",
                       trigger="schedule", replica=replica, started_at=occurrence.scheduled_at,
@@ -370,16 +376,16 @@ def with_stood_aside(
     if not records:
         return records
     aside = aside or Aside(store)
-    by_occurrence: dict[str, set[str]] = {}
+    by_occurrence: dict[str, list[RunRecord]] = {}
     for record in records:
-        by_occurrence.setdefault(record.occurrence_id, set()).add(record.replica)
+        by_occurrence.setdefault(record.occurrence_id, []).append(record)
     derived = []
-    for occurrence_id, replicas in by_occurrence.items():
+    for occurrence_id, written in by_occurrence.items():
         try:
             occurrence = Occurrence.parse(occurrence_id)
         except ValueError:
             continue
         if occurrence.job != job:
             continue
-        derived += aside.records(occurrence, besides=replicas)
+        derived += aside.records(occurrence, written)
     return sorted(records + derived, key=lambda r: r.started_at, reverse=True)

@@ -111,7 +111,7 @@ def occurrence_report(store: Store, occurrence: Occurrence) -> OccurrenceReport:
     mine = [r for r in records if r.occurrence_id == occurrence.id]
     # The replicas that stood aside (their ledgers), so that a claim whose winner wrote
     # nothing still shows who was there.
-    mine += aside.Aside(store).records(occurrence, besides={r.replica for r in mine})
+    mine += aside.Aside(store).records(occurrence, mine)
     mine.sort(key=lambda r: r.started_at)
     return OccurrenceReport(
         occurrence_id=occurrence.id,

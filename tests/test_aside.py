@@ -230,3 +230,31 @@ def test_three_beats_write_one_record_per_occurrence_and_few_ledgers(
     assert len(counts) == 20
     for found in counts.values():
         assert len(found) == 3 and sum(x.startswith("completed") for x in found) == 1, found
+
+
+def test_a_fresh_manual_occurrence_shows_no_replica_standing_aside(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """``trigger --force`` runs an occurrence at the current millisecond that no other replica
+    ever asked for: history must not show them standing aside for it, while the scheduled
+    occurrences around it still do."""
+    store = MemoryStore(clock=clock)
+    job, _ = inline("tick", every="10s")
+    beats += [Beat(store, [job], clock=clock, replica_id=f"r{i}") for i in range(3)]
+    for beat in beats:
+        beat.start()
+    clock.advance(10)
+    eventually(lambda: len(store.history("tick", 100)) == 1, "the scheduled run")
+    clock.advance(2.5)
+    forced = beats[0].trigger("tick", force=True)
+    assert forced.outcome == "completed"
+    shown: dict[str, list[str]] = {}
+    for record in aside.history(store, "tick", 100):
+        shown.setdefault(record.occurrence_id, []).append(record.outcome)
+    assert sorted(shown[forced.occurrence_id]) == ["completed"]
+    scheduled = [o for o in shown if o != forced.occurrence_id]
+    assert [sorted(shown[o]) for o in scheduled] == [
+        ["completed", "skipped-claimed", "skipped-claimed"]
+    ]
+    report = occurrence_report(store, Occurrence.parse(forced.occurrence_id))
+    assert [r.outcome for r in report.records] == ["completed"]
