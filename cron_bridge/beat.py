@@ -32,7 +32,7 @@ from cron_bridge.clocksync import StoreClock
 from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Job, declare
-from cron_bridge.planning import Planned, catch_up, plan
+from cron_bridge.planning import Planned, catch_up, plan, plan_one
 from cron_bridge.recording import Recorder
 from cron_bridge.registry import Registry, default_registry
 from cron_bridge.schedules import parse_duration
@@ -242,11 +242,13 @@ class Beat:
                 value=job.name,
             )
 
-    def _arm(self, job: Job, after: datetime) -> None:
+    def _arm(self, job: Job, after: datetime, following: datetime | None = None) -> None:
+        """Arm the first occurrence of ``job`` after ``after`` (``following``, when the
+        caller has it already)."""
         if job.external:
             return
         generation = self._generation.get(job.name, 0)
-        scheduled = job.schedule.next_after(after)
+        scheduled = following or job.schedule.next_after(after)
         entry = (job.fire_at(scheduled), next(self._sequence), job.name, generation, scheduled)
         heapq.heappush(self._heap, entry)
         self._armed_at[job.name] = scheduled
@@ -436,17 +438,27 @@ class Beat:
 
     def _fire(self, due: list[tuple[Job, datetime]], now: datetime) -> None:
         planned: list[Planned] = []
+        arms: list[tuple[Job, datetime, datetime | None]] = []
         for job, scheduled in due:
-            handled = [scheduled]  # the latest occurrence handed to plan (lazily: may be many)
-            decided = plan(job, self._due_since(job, scheduled, now, handled), now)
+            following = job.schedule.next_after(scheduled)
+            arm: tuple[Job, datetime, datetime | None]
+            if job.fire_at(following) > now:  # the one occurrence due: what a burst is made of
+                decided = plan_one(job, scheduled, now)
+                arm = (job, scheduled, following)
+            else:  # the loop fell behind: every occurrence that came due since
+                handled = [scheduled]  # the latest handed to plan (lazily: may be many)
+                decided = plan(job, self._due_since(job, scheduled, now, handled), now)
+                arm = (job, handled[0], None)
             if decided.dropped:
                 log.warning(
                     "%s missed %d more occurrences than are recorded", job.name, decided.dropped
                 )
             planned.extend(decided.items)
-            with self._lock:
+            arms.append(arm)
+        with self._lock:  # once for the batch: a burst arms thousands
+            for job, after, armed in arms:
                 if self._jobs.get(job.name) is job:
-                    self._arm(job, handled[0])
+                    self._arm(job, after, armed)
         self._claimer.execute(planned)
 
     @staticmethod

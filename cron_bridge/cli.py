@@ -7,6 +7,7 @@ that does not import, a bad or unreachable store), with one line on stderr.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import json
@@ -225,6 +226,9 @@ def beat(
             shutdown_timeout=shutdown_timeout,
             handle_signals=True,
         )
+        # What the app declared lives as long as the process: out of the collector's sight,
+        # so the collections a burst's allocations set off do not walk every job again.
+        gc.freeze()
         server = (
             _serve_http(replica, http_bind, secret, forwarded_allow_ips, shown)
             if http_bind and secret

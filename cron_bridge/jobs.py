@@ -93,26 +93,41 @@ class Occurrence:
 
     job: str
     scheduled_at: datetime
+    # The id and the time in ms, made when first asked for: a burst asks for them several
+    # times per occurrence.
+    _id: str | None = field(default=None, init=False, repr=False, compare=False)
+    _ms: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.scheduled_at.tzinfo is None:
+        at = self.scheduled_at
+        if at.tzinfo is None:
             raise ValueError("an occurrence needs an aware scheduled_at")
+        if at.tzinfo is UTC and not at.microsecond % 1000:
+            return  # what schedules give: nothing to convert
         # Ids and keys carry milliseconds; keep the value equal to what they say.
-        utc = self.scheduled_at.astimezone(UTC)
+        utc = at.astimezone(UTC)
         object.__setattr__(
             self, "scheduled_at", utc.replace(microsecond=utc.microsecond // 1000 * 1000)
         )
 
     @property
     def epoch_ms(self) -> int:
-        return (self.scheduled_at - EPOCH) // _ONE_MS
+        made = self._ms
+        if made is None:
+            made = (self.scheduled_at - EPOCH) // _ONE_MS
+            object.__setattr__(self, "_ms", made)
+        return made
 
     @property
     def id(self) -> str:
         """``<job>@<scheduled time as UTC ISO-8601 with milliseconds>``, for every year (the
         year always has four digits, so ``parse`` reads back every id this writes)."""
-        stamp = self.scheduled_at.replace(tzinfo=None).isoformat(timespec="milliseconds")
-        return f"{self.job}@{stamp}Z"
+        made = self._id
+        if made is None:
+            stamp = self.scheduled_at.replace(tzinfo=None).isoformat(timespec="milliseconds")
+            made = f"{self.job}@{stamp}Z"
+            object.__setattr__(self, "_id", made)
+        return made
 
     @property
     def claim_key(self) -> str:

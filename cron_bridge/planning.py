@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from cron_bridge.context import Trigger
 from cron_bridge.jobs import Job, Occurrence
 
-__all__ = ["CATCH_UP_WINDOW", "Planned", "catch_up", "plan"]
+__all__ = ["CATCH_UP_WINDOW", "Planned", "catch_up", "plan", "plan_one"]
 
 CATCH_UP_WINDOW = timedelta(hours=24)
 MISSED_KEPT = 100  # missed occurrences of one job recorded one by one; older ones are counted
@@ -76,6 +76,17 @@ def plan(job: Job, due: Iterable[datetime], now: datetime) -> Plan:
         for t in on_time
     ]
     return Plan(items=_coalesced(job, items), dropped=seen_late - len(late))
+
+
+def plan_one(job: Job, scheduled: datetime, now: datetime) -> Plan:
+    """``plan`` for one occurrence, the one case a burst is made of: the same rules, without
+    the bookkeeping that several occurrences of one job need (nothing to coalesce or drop)."""
+    run = now - job.fire_at(scheduled) <= job.misfire_grace
+    trigger: Trigger = "schedule"
+    if not run and job.misfire == "run-once":
+        run, trigger = True, "misfire"
+    return Plan(items=[Planned(job=job, occurrence=job.occurrence(scheduled), trigger=trigger,
+                               run=run)])  # fmt: skip
 
 
 def _coalesced(job: Job, items: list[Planned]) -> list[Planned]:

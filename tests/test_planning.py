@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from cron_bridge import Job, declare
-from cron_bridge.planning import Planned, catch_up, plan
+from cron_bridge.planning import Planned, catch_up, plan, plan_one
 
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -98,3 +98,23 @@ def test_without_coalesce_or_with_overlap_allowed_every_occurrence_of_a_batch_ru
     for options in ({"coalesce": False}, {"overlap": "allow"}):
         decided = plan(seconds_job(**options), due, T + timedelta(seconds=3))
         assert [i.run for i in decided.items] == [True, True, True], options
+
+
+def test_plan_one_decides_as_plan_does_for_a_single_occurrence() -> None:
+    """The beat plans a lone due occurrence with ``plan_one``: for every misfire rule, grace,
+    jitter and lateness it decides what ``plan`` decides for a list of that one occurrence."""
+    jobs = [
+        declare("j", every="1m", misfire=misfire, misfire_grace=grace, jitter=jitter,
+                target="inline", handler=print)
+        for misfire in ("skip", "run-once")
+        for grace in ("1ms", "1s", "30s")
+        for jitter in ("0s", "20s")
+    ]  # fmt: skip
+    lateness = [timedelta(milliseconds=ms) for ms in (0, 1, 999, 1000, 1001, 29_999, 30_000,
+                                                      30_001, 50_001, 3_600_000)]  # fmt: skip
+    compared = 0
+    for each in jobs:
+        for late in lateness:
+            assert plan_one(each, T, T + late) == plan(each, [T], T + late), (each, late)
+            compared += 1
+    assert compared == 120
