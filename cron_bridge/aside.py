@@ -160,9 +160,11 @@ class Ledger:
         with self._lock:
             if self._floor is None:
                 return
-            covered = [ms for ms in map(_ms, times) if ms >= self._floor]
-            if not covered:
+            earliest, latest = _ms(min(times)), _ms(max(times))
+            if latest < self._floor:
                 return
+            if earliest < self._floor:  # some from before the span's floor: left out
+                earliest = min(ms for ms in map(_ms, times) if ms >= self._floor)
             if generation != self._generation:  # the jobs changed meanwhile: a new span
                 return
             if names is not None:
@@ -171,13 +173,13 @@ class Ledger:
             span = self._spans[-1] if self._spans else None
             if span is None or span.end is not None or span.jobs != self._jobs:
                 self._close()
-                span = Span(min(covered), None, 0, self._jobs)
+                span = Span(earliest, None, 0, self._jobs)
                 self._spans.append(span)
                 del self._spans[:-MAX_SPANS]
                 self._opened = True
-            span.start = min(span.start, *covered)
+            span.start = min(span.start, earliest)
             span.lost += lost
-            self._last = max(self._last or 0, *covered)
+            self._last = max(self._last or 0, latest)
             self._dirty = True
 
     def _close(self) -> None:

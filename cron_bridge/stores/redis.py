@@ -180,24 +180,23 @@ class RedisStore(Store):
         if not occurrences:
             return []
         expiry = ttl_ms(ttl)
-        latest: dict[str, int] = {}
-        for occurrence in occurrences:
-            latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
-        advance = [value for item in sorted(latest.items()) for value in item]
-
         keys = [self._key(occurrence.claim_key) for occurrence in occurrences]
         if self.wait_replicas:
+            advance = _advance(occurrences)
             return self._call(lambda client: self._claim_waiting(client, keys, owner, expiry,
                                                                  advance), pipelines=1)  # fmt: skip
 
         if not self._cluster:
-            # One script for the batch (the keys of a cluster live on several nodes).
+            # One script for the batch (the keys of a cluster live on several nodes); it reads
+            # each job's last claimed occurrence from the keys.
             def script(client: Client) -> list[bool]:
                 answer = self._run_script(client, "claim_many", [*keys, self._key("last")],
-                                          [owner, expiry, *advance])  # fmt: skip
+                                          [owner, expiry, len(self.prefix)])  # fmt: skip
                 return [flag == "1" for flag in _text(answer)]
 
             return self._call(script)
+
+        advance = _advance(occurrences)
 
         def work(client: Client) -> list[bool]:
             pipe = client.pipeline(transaction=False)
@@ -314,12 +313,22 @@ class RedisStore(Store):
         if not records:
             return
 
+        keys = [self._key(f"runs:{record.job}") for record in records]
+        values = [json.dumps(record.to_json()) for record in records]
+        if not self._cluster:  # one script for the batch
+
+            def script(client: Client) -> None:
+                self._run_script(client, "record_many", keys, [self.history_limit, *values])
+
+            self._call(script)
+            return
+
         def work(client: Client) -> None:
             pipe = client.pipeline(transaction=False)
-            for record in records:
-                pipe.lpush(self._key(f"runs:{record.job}"), json.dumps(record.to_json()))
-            for job in sorted({record.job for record in records}):
-                pipe.ltrim(self._key(f"runs:{job}"), 0, self.history_limit - 1)
+            for key, value in zip(keys, values, strict=True):
+                pipe.lpush(key, value)
+            for key in sorted(set(keys)):
+                pipe.ltrim(key, 0, self.history_limit - 1)
             pipe.execute()
 
         self._call(work, pipelines=1, commands=0)
@@ -371,6 +380,14 @@ class RedisStore(Store):
             if self._owned and self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+def _advance(occurrences: Sequence[Occurrence]) -> list[Any]:
+    """``job, epoch ms, ...``: each job's latest occurrence of a batch, for ``advance_last``."""
+    latest: dict[str, int] = {}
+    for occurrence in occurrences:
+        latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
+    return [value for item in sorted(latest.items()) for value in item]
 
 
 def _client_host(client: Client) -> str:

@@ -35,3 +35,24 @@ def test_a_borrowed_client_is_not_closed(redis_server: RedisServer) -> None:
     store.close()
     assert client.ping()
     client.close()
+
+
+def test_the_claim_script_reads_each_job_and_time_from_its_key(redis_server: RedisServer) -> None:
+    """The batch claim takes each job's last claimed occurrence from the keys themselves: a
+    prefix with colons and ``occ:`` in it, several occurrences of one job in a batch, and
+    times past 2^31 ms all come back exact, and the hash holds whole milliseconds."""
+    client = redis.Redis(port=redis_server.port, decode_responses=True)
+    store = RedisStore(client, prefix="a:occ:b:")
+    base = datetime(2026, 1, 1, 2, 0, 0, 123000, tzinfo=UTC)
+    batch = [
+        Occurrence(job="x.y-z", scheduled_at=base + timedelta(minutes=n)) for n in (3, 1, 7, 2)
+    ] + [Occurrence(job="occ", scheduled_at=base)]
+    assert store.claim_many(batch, "beat-1") == [True] * 5
+    assert store.claim_many(batch[:2], "beat-2") == [False, False]
+    assert store.last_claimed(["x.y-z", "occ"]) == {
+        "x.y-z": base + timedelta(minutes=7), "occ": base,
+    }  # fmt: skip
+    assert client.hget("a:occ:b:last", "x.y-z") == str(batch[2].epoch_ms)
+    older = [Occurrence(job="x.y-z", scheduled_at=base)]
+    assert store.claim_many(older, "beat-1") == [True]
+    assert store.last_claimed(["x.y-z"]) == {"x.y-z": base + timedelta(minutes=7)}
