@@ -33,7 +33,7 @@ from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Job, declare
 from cron_bridge.planning import Planned, catch_up, plan, plan_one
-from cron_bridge.recording import Recorder
+from cron_bridge.recording import Recorder, log_records
 from cron_bridge.registry import Registry, default_registry
 from cron_bridge.schedules import parse_duration
 from cron_bridge.stored import StoredSync
@@ -541,11 +541,11 @@ class Beat:
         self._store_down = False
 
     def _record(self, records: Sequence[RunRecord]) -> None:
-        for record in records:
-            log.info("%s %s on %s", record.outcome, record.occurrence_id, record.replica)
-            telemetry.observe(record)
         if not records:
             return
+        log_records(records)
+        for record in records:
+            telemetry.observe(record)
         try:
             self._recorder.write(records)
         except StoreUnavailable as exc:

@@ -234,9 +234,10 @@ class Dispatcher:
             for name, group in by_adapter.items():
                 carriers = [spans[id(item)].carrier() for item in group]
                 sent = self._send(name, group, carriers, again=again)
+                sent_at = self.clock.now()
                 for item, error in zip(group, sent, strict=True):
                     if error is None:
-                        records.append(self.record_of(item, "enqueued"))
+                        records.append(self.record_of(item, "enqueued", at=sent_at))
                     else:
                         failed.append((item, error))
             pending = []
@@ -284,14 +285,17 @@ class Dispatcher:
         except Exception as exc:  # noqa: BLE001 - a broken adapter fails its occurrences, not the beat
             return [exc] * len(items)
 
-    def record_of(self, item: Planned, outcome: Outcome, **extra: Any) -> RunRecord:
+    def record_of(
+        self, item: Planned, outcome: Outcome, *, at: datetime | None = None, **extra: Any
+    ) -> RunRecord:
+        """The record of ``item``, started ``at`` (now when not given)."""
         return RunRecord(
             job=item.job.name,
             occurrence_id=item.occurrence.id,
             outcome=outcome,
             trigger=item.trigger,
             replica=self.replica,
-            started_at=self.clock.now(),
+            started_at=at or self.clock.now(),
             **extra,
         )
 

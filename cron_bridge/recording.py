@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.stores.base import RunRecord, Store
 
-__all__ = ["Recorder"]
+__all__ = ["LOGGED_EACH", "Recorder", "log_records"]
 
 log = logging.getLogger(__name__)
 
 LIMIT = 10_000  # records kept while the store is down (a few MB)
+LOGGED_EACH = 20  # a batch of records up to this size is logged a line per record
 
 
 class Recorder:
@@ -75,3 +76,21 @@ class Recorder:
                 self.dropped += over
                 log.warning("dropped %d run record(s): the store has been down too long to keep "
                             "them all (%d kept)", over, LIMIT)  # fmt: skip
+
+
+def log_records(records: Sequence[RunRecord]) -> None:
+    """A line per record; for a larger batch (a burst), a line per outcome and replica, and
+    the records one by one at debug level (a line costs more than the record's own write)."""
+    if len(records) <= LOGGED_EACH:
+        for record in records:
+            log.info("%s %s on %s", record.outcome, record.occurrence_id, record.replica)
+        return
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for record in records:
+        groups.setdefault((record.outcome, record.replica), []).append(record)
+    for (outcome, replica), group in groups.items():
+        log.info("%s %d occurrence(s) on %s, from %s to %s", outcome, len(group), replica,
+                 group[0].occurrence_id, group[-1].occurrence_id)  # fmt: skip
+    if log.isEnabledFor(logging.DEBUG):
+        for record in records:
+            log.debug("%s %s on %s", record.outcome, record.occurrence_id, record.replica)

@@ -15,10 +15,12 @@ once ``serve_metrics`` is called (``cron-bridge beat --metrics HOST:PORT``, need
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from cron_bridge.errors import ConfigError
@@ -61,8 +63,8 @@ class RunSpan:
 
     def carrier(self) -> dict[str, str]:
         """The W3C trace context of this span, to put in a message."""
-        if self._span is None or not OTEL:
-            return {}
+        if self._span is None or not OTEL or not self._span.get_span_context().is_valid:
+            return {}  # no provider set: nothing to carry
         carrier: dict[str, str] = {}
         propagate.inject(carrier, context=trace.set_span_in_context(self._span))
         return carrier
@@ -70,6 +72,12 @@ class RunSpan:
     def end(self) -> None:
         if self._span is not None:
             self._span.end()
+
+
+@functools.cache
+def _tracer() -> Any:
+    """This library's tracer: OpenTelemetry's proxy, which follows the provider set later."""
+    return trace.get_tracer(SCOPE)
 
 
 def start_span(
@@ -86,7 +94,7 @@ def start_span(
     if not OTEL:
         return RunSpan(None)
     context = propagate.extract(dict(parent)) if parent else None
-    span = trace.get_tracer(SCOPE).start_span(
+    span = _tracer().start_span(
         f"scheduler.run {job.name}",
         context=context,
         kind={
@@ -184,10 +192,7 @@ class _Instruments:
     def observe(self, record: RunRecord) -> None:
         lag = None
         if record.outcome in LAG_OUTCOMES:
-            try:
-                scheduled = Occurrence.parse(record.occurrence_id).scheduled_at
-            except ValueError:  # an id this version cannot read: no lag, still counted
-                scheduled = None
+            scheduled = _scheduled_at(record.occurrence_id)
             if scheduled is not None:
                 lag = max(0.0, (record.started_at - scheduled).total_seconds() * 1000)
         otel = self.otel()
@@ -217,6 +222,24 @@ class _Instruments:
 
 
 _instruments = _Instruments()
+
+
+def _scheduled_at(occurrence_id: str) -> datetime | None:
+    """The scheduled time an occurrence id names; None for an id this version cannot read
+    (no lag, still counted)."""
+    job, _, stamp = occurrence_id.rpartition("@")
+    at = _stamp(stamp)  # a burst's records share a few times: each parsed once
+    if at is None or not job:
+        return None
+    return at
+
+
+@functools.lru_cache(maxsize=256)
+def _stamp(stamp: str) -> datetime | None:
+    try:
+        return Occurrence.parse(f"x@{stamp}").scheduled_at
+    except ValueError:
+        return None
 
 
 def observe(record: RunRecord) -> None:

@@ -171,3 +171,46 @@ def test_rq_sends_a_batch_in_one_pipeline_and_refuses_a_duplicate_sent_again(
                       replica=d.replica, again=True) for d in dispatches[:3]]  # fmt: skip
     assert adapter.enqueue_many(again) == [None] * 3  # already there: refused, counted as sent
     assert queue.count == 50
+
+
+def test_dramatiq_sends_a_large_batch_from_two_threads_answers_in_order(
+    redis_server: Any,
+) -> None:
+    """A large batch goes to Dramatiq from ``SENDERS`` threads (one waits on the broker's
+    answer while another sends); every message lands once, and each answer stays with its
+    dispatch: the sends to a broker that is down fail, in their places, and only those."""
+    import json
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from dramatiq.brokers.redis import RedisBroker
+
+    from cron_bridge.adapters import Dispatch
+    from cron_bridge.jobs import Occurrence
+    from cron_bridge_dramatiq import adapter as dramatiq_adapter
+
+    up = RedisBroker(url=redis_server.url, namespace=f"dq-{uuid.uuid4().hex[:6]}")
+    down = RedisBroker(url="redis://127.0.0.1:9/0", socket_timeout=0.2)  # discard port: refused
+    registry = Registry()
+    good = dramatiq.actor(report, broker=up, actor_name="good_actor", queue_name="good")
+    bad = dramatiq.actor(report, broker=down, actor_name="bad_actor", queue_name="bad")
+    cluster_task(every="1m", registry=registry)(good)
+    cluster_task(every="1m", registry=registry)(bad)
+    jobs = {job.name: job for job in registry.jobs()}
+    at = datetime(2026, 5, 1, 12, tzinfo=UTC)
+    size = 3 * dramatiq_adapter.SENDERS * dramatiq_adapter.SPLIT_MIN
+    failing = {n for n in range(size) if n % 7 == 3}
+    dispatches = [
+        Dispatch(job=jobs["bad_actor" if n in failing else "good_actor"],
+                 occurrence=Occurrence(job="good_actor", scheduled_at=at + timedelta(minutes=n)),
+                 trigger="schedule", replica="r1")
+        for n in range(size)
+    ]  # fmt: skip
+    answers = get_adapter("dramatiq").enqueue_many(dispatches)
+    assert [n for n, answer in enumerate(answers) if answer is not None] == sorted(failing)
+    sent = Redis.from_url(redis_server.url).hvals(f"{up.namespace}:good.msgs")
+    ids = [json.loads(raw)["options"]["cron_bridge"]["occurrence_id"] for raw in sent]
+    assert sorted(ids) == sorted(
+        d.occurrence.id for n, d in enumerate(dispatches) if n not in failing
+    )
+    assert len(ids) == len(set(ids)) == size - len(failing)

@@ -79,3 +79,38 @@ def test_the_lock_is_asked_for_until_the_end_of_the_grace(
     assert len(seen) == 1
     gaps = [b - a for a, b in zip(store.asked, store.asked[1:], strict=False)]
     assert max(gaps) < 1.5, gaps
+
+
+def test_a_burst_of_records_is_logged_a_line_per_outcome_and_each_record_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Up to LOGGED_EACH records are logged one line each; a larger batch (a burst) one line
+    per outcome and replica with the count and the first and last occurrence, and each record
+    at debug level only."""
+
+    def made(n: int, outcome: str, replica: str) -> RunRecord:
+        return RunRecord(job=f"j{n}", occurrence_id=f"j{n}@2026-01-01T00:00:00.000Z",
+                         outcome=outcome, trigger="schedule", replica=replica,  # type: ignore[arg-type]
+                         started_at=START)  # fmt: skip
+
+    few = [made(n, "enqueued", "r") for n in range(recording.LOGGED_EACH)]
+    with caplog.at_level("INFO", logger="cron_bridge.recording"):
+        recording.log_records(few)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"enqueued j{n}@2026-01-01T00:00:00.000Z on r" for n in range(recording.LOGGED_EACH)
+    ]
+    caplog.clear()
+    burst = [made(n, "enqueued", "r") for n in range(100)] + [made(100, "missed", "r")]
+    with caplog.at_level("INFO", logger="cron_bridge.recording"):
+        recording.log_records(burst)
+    assert [r.getMessage() for r in caplog.records] == [
+        "enqueued 100 occurrence(s) on r, from j0@2026-01-01T00:00:00.000Z to "
+        "j99@2026-01-01T00:00:00.000Z",
+        "missed 1 occurrence(s) on r, from j100@2026-01-01T00:00:00.000Z to "
+        "j100@2026-01-01T00:00:00.000Z",
+    ]
+    caplog.clear()
+    with caplog.at_level("DEBUG", logger="cron_bridge.recording"):
+        recording.log_records(burst)
+    each = [r.getMessage() for r in caplog.records if r.levelname == "DEBUG"]
+    assert each == [f"{r.outcome} {r.occurrence_id} on r" for r in burst]

@@ -80,7 +80,7 @@ class RunRecord:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"run record: {name} must be text, got {value!r:.80}")
-        if self.outcome not in get_args(Outcome):
+        if self.outcome not in _OUTCOMES:
             raise ValueError(f"run record: unknown outcome {self.outcome!r:.80}")
         if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 1:
             raise ValueError(f"run record: attempt must be 1 or more, got {self.attempt!r:.80}")
@@ -116,6 +116,7 @@ class RunRecord:
 
 
 _FIELDS = tuple(f.name for f in fields(RunRecord))
+_OUTCOMES = frozenset(get_args(Outcome))
 
 
 def readable(raw: Iterable[T], parse: Callable[[T], RunRecord], where: str) -> list[RunRecord]:

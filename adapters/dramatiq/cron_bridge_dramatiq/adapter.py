@@ -10,7 +10,9 @@ own backoff as the delay.
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dramatiq
@@ -21,6 +23,9 @@ from cron_bridge.jobs import Job
 from cron_bridge.worker import META_KEY, run_delivery
 
 __all__ = ["DramatiqAdapter"]
+
+SENDERS = 2  # threads a large batch is sent from
+SPLIT_MIN = 50  # messages each sender gets at least, else one thread sends them all
 
 
 def retry_options(job: Job) -> dict[str, int]:
@@ -39,6 +44,10 @@ class DramatiqAdapter:
 
     name = "dramatiq"
     stored_task = "cron_bridge_stored"  # the actor stored schedules are enqueued to
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._senders: ThreadPoolExecutor | None = None
 
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, dramatiq.Actor)
@@ -81,25 +90,43 @@ class DramatiqAdapter:
         return actor
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
-        results: list[Exception | None] = []
-        for dispatch in dispatches:
-            job = dispatch.job
-            actor: Any = job.handler  # None for a stored schedule: its actor is found by name
-            broker = actor.broker if actor is not None else dramatiq.get_broker()
-            message: dramatiq.Message[Any] = dramatiq.Message(
-                queue_name=job.queue or (actor.queue_name if actor is not None else "default"),
-                actor_name=job.task or job.name,
-                args=(),
-                kwargs=dict(job.kwargs),
-                options={META_KEY: dispatch.meta(), **retry_options(job)},
-            )
-            try:
-                broker.enqueue(message)
-            except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome
-                results.append(exc)
-            else:
-                results.append(None)
+        """``broker.enqueue`` per message (Dramatiq has no batch send); a large batch in
+        ``SENDERS`` threads, so that one waits for the broker's answer while another builds
+        and sends its next message."""
+        if len(dispatches) < SENDERS * SPLIT_MIN:
+            return [_send(dispatch) for dispatch in dispatches]
+        with self._lock:
+            if self._senders is None:  # kept: a Dramatiq broker may hold a connection per thread
+                self._senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="cron-bridge-send")
+            senders = self._senders
+        parts = [senders.submit(_send_all, dispatches[i::SENDERS]) for i in range(SENDERS)]
+        answers = [part.result() for part in parts]
+        results: list[Exception | None] = [None] * len(dispatches)
+        for i, answer in enumerate(answers):
+            results[i::SENDERS] = answer
         return results
+
+
+def _send_all(dispatches: Sequence[Dispatch]) -> list[Exception | None]:
+    return [_send(dispatch) for dispatch in dispatches]
+
+
+def _send(dispatch: Dispatch) -> Exception | None:
+    job = dispatch.job
+    actor: Any = job.handler  # None for a stored schedule: its actor is found by name
+    broker = actor.broker if actor is not None else dramatiq.get_broker()
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name=job.queue or (actor.queue_name if actor is not None else "default"),
+        actor_name=job.task or job.name,
+        args=(),
+        kwargs=dict(job.kwargs),
+        options={META_KEY: dispatch.meta(), **retry_options(job)},
+    )
+    try:
+        broker.enqueue(message)
+    except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome
+        return exc
+    return None
 
 
 def _awaitable_or_sync(fn: Callable[..., Any]) -> Callable[..., Any]:
