@@ -19,9 +19,20 @@ from typing import Any
 from bench.harness import Proc, env
 
 _STARTED = "started with"
+# A record logged alone, or a batch of them logged as one line (cron_bridge.recording).
 _LINE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO cron_bridge\.\w+: enqueued \S+ on (\S+)$", re.M
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO cron_bridge\.\w+: "
+    r"enqueued (?:\S+|(\d+) occurrence\(s\)) on \S+?,?(?: from .*)?$",
+    re.M,
 )
+
+
+def _enqueued(output: str) -> list[tuple[float, int]]:
+    """When the beat logged enqueued records, and how many each line counts."""
+    return [
+        (datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp(), int(many or 1))
+        for stamp, many in _LINE.findall(output)
+    ]
 
 
 def _values(jobs: int, store: str, broker: str, at: float, spread: bool) -> dict[str, str]:
@@ -89,26 +100,17 @@ def join(jobs: int, store: str, broker: str) -> dict[str, Any]:
     finally:
         for beat in beats:
             beat.stop()
-    wins = [
-        (datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp(), replica)
-        for stamp, replica in _LINE.findall(beats[3].output())
-    ]
+    wins = _enqueued(beats[3].output())
     first = min((t for t, _ in wins), default=None)
     share_at = None
-    everyone = []
-    for beat in beats:
-        everyone += [
-            datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            for stamp, _ in _LINE.findall(beat.output())
-        ]
-    mine = [t for t, _ in wins]
+    everyone = [event for beat in beats for event in _enqueued(beat.output())]
     # The end of the first 2 s window after the start in which it won at least half its
     # fair share (a quarter of the occurrences).
     step = 0.5
     for k in range(int(60 / step)):
         window = (launched + k * step, launched + k * step + 2)
-        total = sum(1 for t in everyone if window[0] <= t < window[1])
-        ours = sum(1 for t in mine if window[0] <= t < window[1])
+        total = sum(n for t, n in everyone if window[0] <= t < window[1])
+        ours = sum(n for t, n in wins if window[0] <= t < window[1])
         if total and ours / total >= 0.125:
             share_at = window[1] - launched
             break
@@ -116,5 +118,5 @@ def join(jobs: int, store: str, broker: str) -> dict[str, Any]:
         "jobs": jobs, "joiner_start_s": round(started, 2),
         "first_win_s": None if first is None else round(first - launched, 2),
         "share_s": None if share_at is None else round(share_at, 2),
-        "enqueued_per_replica": [len(_LINE.findall(b.output())) for b in beats],
+        "enqueued_per_replica": [sum(n for _, n in _enqueued(b.output())) for b in beats],
     }  # fmt: skip

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -22,8 +23,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "SENDERS",
+    "SPLIT_MIN",
     "Adapter",
     "Dispatch",
+    "Senders",
     "TaskRef",
     "find_adapter",
     "get_adapter",
@@ -101,6 +105,36 @@ class Adapter(Protocol):
         Returns one entry per dispatch: None when it was sent, else the broker's error (the
         beat retries those within the job's ``misfire_grace``).
         """
+
+
+SENDERS = 2  # threads a large batch is sent from
+SPLIT_MIN = 50  # messages each sender gets at least, else one thread sends them all
+
+
+class Senders:
+    """Sends a large batch from ``SENDERS`` threads at once, for an adapter whose library
+    waits for the broker's answer after each message (a round trip per send): one thread
+    builds and sends its next message while another waits. The threads are kept for the
+    life of the process: a broker library may hold a connection per thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def run(self, send: Callable[[Sequence[int]], None], count: int) -> None:
+        """Call ``send`` with the indexes ``range(count)``: all at once for a small batch,
+        else in ``SENDERS`` interleaved parts from as many threads; return when all are sent.
+        """
+        if count < SENDERS * SPLIT_MIN:
+            send(range(count))
+            return
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(SENDERS, thread_name_prefix="cron-bridge-send")
+            pool = self._pool
+        parts = [pool.submit(send, range(i, count, SENDERS)) for i in range(SENDERS)]
+        for part in parts:
+            part.result()
 
 
 _lock = threading.Lock()

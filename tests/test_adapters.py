@@ -185,9 +185,8 @@ def test_dramatiq_sends_a_large_batch_from_two_threads_answers_in_order(
 
     from dramatiq.brokers.redis import RedisBroker
 
-    from cron_bridge.adapters import Dispatch
+    from cron_bridge.adapters import SENDERS, SPLIT_MIN, Dispatch
     from cron_bridge.jobs import Occurrence
-    from cron_bridge_dramatiq import adapter as dramatiq_adapter
 
     up = RedisBroker(url=redis_server.url, namespace=f"dq-{uuid.uuid4().hex[:6]}")
     down = RedisBroker(url="redis://127.0.0.1:9/0", socket_timeout=0.2)  # discard port: refused
@@ -198,7 +197,7 @@ def test_dramatiq_sends_a_large_batch_from_two_threads_answers_in_order(
     cluster_task(every="1m", registry=registry)(bad)
     jobs = {job.name: job for job in registry.jobs()}
     at = datetime(2026, 5, 1, 12, tzinfo=UTC)
-    size = 3 * dramatiq_adapter.SENDERS * dramatiq_adapter.SPLIT_MIN
+    size = 3 * SENDERS * SPLIT_MIN
     failing = {n for n in range(size) if n % 7 == 3}
     dispatches = [
         Dispatch(job=jobs["bad_actor" if n in failing else "good_actor"],
@@ -214,3 +213,41 @@ def test_dramatiq_sends_a_large_batch_from_two_threads_answers_in_order(
         d.occurrence.id for n, d in enumerate(dispatches) if n not in failing
     )
     assert len(ids) == len(set(ids)) == size - len(failing)
+
+
+def test_celery_sends_a_large_batch_from_two_threads_each_on_its_own_connection(
+    redis_server: Any,
+) -> None:
+    """A large batch goes to Celery from ``SENDERS`` threads, each publishing on a connection
+    of its own from the app's pool: every message lands once with its occurrence, and the
+    sends of an app whose broker is down fail, each in its place, the others unaffected."""
+    import json
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from cron_bridge.adapters import SENDERS, SPLIT_MIN, Dispatch
+    from cron_bridge.jobs import Occurrence
+
+    queue = f"celery-batch-{uuid.uuid4().hex[:6]}"
+    up = Celery("up", broker=redis_server.url, set_as_current=False)
+    down = Celery("down", broker="redis://127.0.0.1:9/0", set_as_current=False)
+    down.conf.broker_connection_timeout = 0.2
+    registry = Registry()
+    cluster_task(every="1m", queue=queue, registry=registry)(up.task(name="good.task")(report))
+    cluster_task(every="1m", queue=queue, registry=registry)(down.task(name="bad.task")(report))
+    jobs = {job.name: job for job in registry.jobs()}
+    at = datetime(2026, 5, 1, 12, tzinfo=UTC)
+    size = 3 * SENDERS * SPLIT_MIN
+    failing = {n for n in range(size) if n % 5 == 2}
+    dispatches = [
+        Dispatch(job=jobs["bad.task" if n in failing else "good.task"],
+                 occurrence=Occurrence(job="good.task", scheduled_at=at + timedelta(minutes=n)),
+                 trigger="schedule", replica="r1")
+        for n in range(size)
+    ]  # fmt: skip
+    answers = get_adapter("celery").enqueue_many(dispatches)
+    assert [n for n, answer in enumerate(answers) if answer is not None] == sorted(failing)
+    sent = Redis.from_url(redis_server.url).lrange(queue, 0, -1)
+    ids = [json.loads(raw)["headers"]["cron_bridge"]["occurrence_id"] for raw in sent]
+    assert len(ids) == len(set(ids)) == size - len(failing)
+    assert set(ids) == {d.occurrence.id for n, d in enumerate(dispatches) if n not in failing}

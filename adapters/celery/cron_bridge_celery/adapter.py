@@ -18,7 +18,7 @@ from celery import Celery
 from celery.app.task import Task
 from celery.local import PromiseProxy, Proxy
 
-from cron_bridge.adapters import Dispatch, TaskRef
+from cron_bridge.adapters import Dispatch, Senders, TaskRef
 from cron_bridge.jobs import Job
 from cron_bridge.worker import META_KEY, run_delivery
 
@@ -33,6 +33,7 @@ class CeleryAdapter:
 
     def __init__(self) -> None:
         self._decorated: list[Any] = []  # their app sends the stored schedules
+        self._senders = Senders()
 
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, Task | Proxy)
@@ -67,17 +68,25 @@ class CeleryAdapter:
             by_app[id(app)].append(index)
         for key, indexes in by_app.items():
             app = apps[key]
-            try:
-                with app.connection_for_write() as connection:
-                    # One quick try: the beat retries within misfire_grace itself, and a
-                    # blocking reconnect loop would hold up the other occurrences.
-                    connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
-                    with app.amqp.Producer(connection) as producer:
-                        for index in indexes:
-                            results[index] = _send(app, producer, dispatches[index])
-            except Exception as exc:  # noqa: BLE001 - no connection: every send of this app failed
-                for index in indexes:
-                    results[index] = results[index] or exc
+
+            def send(part: Sequence[int], app: Celery = app, indexes: list[int] = indexes) -> None:
+                # Each sender publishes on a connection of its own from the app's pool.
+                mine = [indexes[i] for i in part]
+                try:
+                    with app.connection_for_write() as connection:
+                        # One quick try: the beat retries within misfire_grace itself, and a
+                        # blocking reconnect loop would hold up the other occurrences.
+                        connection.ensure_connection(max_retries=1, interval_start=0,
+                                                     interval_step=0)  # fmt: skip
+                        with app.amqp.Producer(connection) as producer:
+                            for index in mine:
+                                results[index] = _send(app, producer, dispatches[index])
+                except Exception as exc:  # noqa: BLE001 - no connection: every send failed
+                    for index in mine:
+                        results[index] = results[index] or exc
+
+            # A publish waits for the broker's answer: a large batch from two threads.
+            self._senders.run(send, len(indexes))
         return results
 
 

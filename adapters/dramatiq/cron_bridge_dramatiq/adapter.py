@@ -10,22 +10,17 @@ own backoff as the delay.
 from __future__ import annotations
 
 import inspect
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
-from cron_bridge.adapters import Dispatch, TaskRef
+from cron_bridge.adapters import Dispatch, Senders, TaskRef
 from cron_bridge.jobs import Job
 from cron_bridge.worker import META_KEY, run_delivery
 
 __all__ = ["DramatiqAdapter"]
-
-SENDERS = 2  # threads a large batch is sent from
-SPLIT_MIN = 50  # messages each sender gets at least, else one thread sends them all
 
 
 def retry_options(job: Job) -> dict[str, int]:
@@ -46,8 +41,7 @@ class DramatiqAdapter:
     stored_task = "cron_bridge_stored"  # the actor stored schedules are enqueued to
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._senders: ThreadPoolExecutor | None = None
+        self._senders = Senders()
 
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, dramatiq.Actor)
@@ -90,25 +84,16 @@ class DramatiqAdapter:
         return actor
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
-        """``broker.enqueue`` per message (Dramatiq has no batch send); a large batch in
-        ``SENDERS`` threads, so that one waits for the broker's answer while another builds
-        and sends its next message."""
-        if len(dispatches) < SENDERS * SPLIT_MIN:
-            return [_send(dispatch) for dispatch in dispatches]
-        with self._lock:
-            if self._senders is None:  # kept: a Dramatiq broker may hold a connection per thread
-                self._senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="cron-bridge-send")
-            senders = self._senders
-        parts = [senders.submit(_send_all, dispatches[i::SENDERS]) for i in range(SENDERS)]
-        answers = [part.result() for part in parts]
+        """``broker.enqueue`` per message (Dramatiq has no batch send); a large batch from
+        two threads, so that one waits for the broker's answer while the other sends."""
         results: list[Exception | None] = [None] * len(dispatches)
-        for i, answer in enumerate(answers):
-            results[i::SENDERS] = answer
+
+        def send(indexes: Sequence[int]) -> None:
+            for index in indexes:
+                results[index] = _send(dispatches[index])
+
+        self._senders.run(send, len(dispatches))
         return results
-
-
-def _send_all(dispatches: Sequence[Dispatch]) -> list[Exception | None]:
-    return [_send(dispatch) for dispatch in dispatches]
 
 
 def _send(dispatch: Dispatch) -> Exception | None:
