@@ -5,8 +5,10 @@ writes the occurrence's records. The others write nothing per occurrence. Each k
 instead, one control record per replica (group ``aside``): the spans of scheduled time over
 which it asked for every occurrence of a job set, with how many claims it lost there. A span
 is opened when the replica starts claiming, and closed when its jobs change or the store stops
-answering (then a new one opens); its end is written at most every ``FLUSH_INTERVAL``, and an
-open span of a replica that is still alive reaches to now. The job set of a span is written
+answering (then a new one opens). The latest occurrence it asked for is written at most every
+``FLUSH_INTERVAL`` (at its heartbeat), and an open span reaches to that: a replica is shown
+standing aside only where its ledger says it asked, so one that died is never shown after its
+death (its last few seconds before it may be missing). The job set of a span is written
 once, under its digest (group ``aside-jobs``; up to ``MAX_NAMES`` names, beyond that "every
 job"). So a burst costs the store one record per occurrence, not one per occurrence and
 replica, and a losing replica one dictionary update per lost claim.
@@ -44,7 +46,7 @@ GROUP = "aside"
 JOBS_GROUP = "aside-jobs"
 MAX_SPANS = 200  # per replica: the oldest are dropped first
 MAX_NAMES = 10_000  # per job set; a larger set is written as "every job"
-FLUSH_INTERVAL = timedelta(seconds=30)  # how stale the end of an open span may be in the store
+FLUSH_INTERVAL = timedelta(seconds=5)  # how stale the end of an open span may be in the store
 KEPT = timedelta(days=7)  # a ledger that has not moved for this long is deleted (by anyone)
 PRUNE_INTERVAL = timedelta(hours=1)
 REASON = "stood aside"
@@ -188,20 +190,21 @@ class Ledger:
             span.end = max(span.start, self._last or 0)
             self._opened = True
 
-    def flush(self, store: Store, *, force: bool = False) -> None:
+    def flush(self, store: Store, *, force: bool = False, moved: bool = False) -> None:
         """Write the ledger when a span opened or closed (at once), or when the end of the
-        open span moved and the last write is older than ``FLUSH_INTERVAL``.
+        open span moved and the last write is older than ``FLUSH_INTERVAL`` (with ``moved``,
+        the heartbeat's call: whenever it moved).
 
         Raises:
             StoreUnavailable: nothing was lost; a later flush writes it.
         """
         with self._writing:  # one write at a time, so an older one never lands last
-            self._flush(store, force)
+            self._flush(store, force, moved)
 
-    def _flush(self, store: Store, force: bool) -> None:
+    def _flush(self, store: Store, force: bool, moved: bool) -> None:
         now = time.monotonic()
         with self._lock:
-            due = now >= self._next_flush
+            due = moved or now >= self._next_flush
             if not (self._opened or force or (self._dirty and due)):
                 return
             spans = [s.to_json() for s in self._spans]
@@ -294,7 +297,6 @@ class Aside:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._alive = {r.id for r in store.replicas()}
         self._ledgers = [
             parsed
             for replica, text in store.controls(GROUP).items()
@@ -315,8 +317,8 @@ class Aside:
         for ledger in self._ledgers:
             for span in ledger.spans:
                 end = span.end
-                if end is None:  # open: on while the replica lives, else as last written
-                    end = 2**63 if ledger.id in self._alive else (ledger.last or span.start)
+                if end is None:  # open: as far as the replica wrote down that it asked
+                    end = ledger.last or span.start
                 if span.start <= at <= end and self._holds(span.jobs, occurrence.job):
                     found.append(ledger.id)
                     break

@@ -511,7 +511,7 @@ class Beat:
         self._next_heartbeat = now + self.heartbeat_interval
         if not self._store_down:
             try:
-                self._ledger.flush(self.store)  # the end of the open span, now and then
+                self._ledger.flush(self.store, moved=True)  # where the open span reached
                 self._ledger.maybe_prune(self.store)
             except StoreUnavailable as exc:
                 self._store_failed(exc)

@@ -90,9 +90,10 @@ def test_the_ledger_covers_only_its_span_and_its_jobs(clock: FakeClock) -> None:
     assert reader.who(Occurrence(job="other", scheduled_at=second(15))) == []
 
 
-def test_an_open_span_reaches_on_while_its_replica_lives(clock: FakeClock) -> None:
-    """A live replica's open span covers what comes next (written every 30 s, not per
-    occurrence); once it is dead, the span ends at the last occurrence it wrote down."""
+def test_an_open_span_reaches_as_far_as_its_replica_wrote_down(clock: FakeClock) -> None:
+    """An open span covers up to the latest occurrence its replica wrote down that it asked
+    for, alive or not: a replica killed a moment ago (its heartbeat still fresh) is never shown
+    standing aside after its death; a live one is, once its heartbeat writes where it got."""
     store = MemoryStore(clock=clock)
     clock.set(second(0))
     store.heartbeat("beat-b", timedelta(seconds=15))
@@ -100,10 +101,14 @@ def test_an_open_span_reaches_on_while_its_replica_lives(clock: FakeClock) -> No
     kept.asked([second(1)], lost=1)
     kept.flush(store)
     later = Occurrence(job="tick", scheduled_at=second(8))
-    assert aside.Aside(store).who(later) == ["beat-b"]
-    clock.set(second(30))  # its heartbeat expired: it died at some point after 12:00:01
-    assert aside.Aside(store).who(later) == []
+    assert aside.Aside(store).who(later) == []  # alive, but nothing says it asked for 12:00:08
     assert aside.Aside(store).who(Occurrence(job="tick", scheduled_at=second(1))) == ["beat-b"]
+    kept.asked([second(8)], lost=1)
+    kept.flush(store)  # within FLUSH_INTERVAL of the last write: not written yet
+    assert aside.Aside(store).who(later) == []
+    kept.flush(store, moved=True)  # the heartbeat writes where the span reached
+    assert aside.Aside(store).who(later) == ["beat-b"]
+    assert aside.Aside(store).who(Occurrence(job="tick", scheduled_at=second(9))) == []
 
 
 def test_a_span_is_written_when_it_opens_then_at_most_every_flush_interval(
@@ -211,7 +216,8 @@ def test_three_beats_write_one_record_per_occurrence_and_few_ledgers(
     clock: FakeClock, beats: list[Beat]
 ) -> None:
     """Real beats on one store, 20 occurrences: 20 records, and each replica's ledger written
-    when its span opened (and again when it stopped), not per occurrence."""
+    when its span opened, at its heartbeats (every 5 s) and when it stopped, not per
+    occurrence."""
     store = CountingStore(clock=clock)
     job, _ = inline("tick")
     beats += [Beat(store, [job], clock=clock, replica_id=f"r{i}") for i in range(3)]
@@ -221,7 +227,9 @@ def test_three_beats_write_one_record_per_occurrence_and_few_ledgers(
         clock.advance(1)
         # the record, not the handler: the run's overlap lock is released before it
         eventually(lambda n=step: len(store.history("tick", 100)) == n, f"occurrence {step}")
-    assert store.puts.get(aside.GROUP, 0) <= 3 * 2  # opened, and maybe one flush of its end
+    # Per replica: opened, then at most once per heartbeat (20 s: 4 of them, and one more at
+    # the start); 60 if it were written per occurrence.
+    assert store.puts.get(aside.GROUP, 0) <= 3 * (1 + 20 // 5 + 1)
     for beat in beats:
         beat.stop()
     counts: dict[str, set[str]] = {}

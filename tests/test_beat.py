@@ -122,7 +122,8 @@ def inline(name: str, every: str = "1s", **options: Any) -> tuple[Job, list[JobC
 
 def test_three_beats_share_each_occurrence(clock: FakeClock, beats: list[Beat]) -> None:
     """One claim winner per occurrence; history shows the other two skipped-claimed, from
-    their ledgers: the store holds one record per occurrence, not one per replica."""
+    their ledgers (written at their heartbeats): the store holds one record per occurrence,
+    not one per replica."""
     store = MemoryStore(clock=clock)
     job, seen = inline("tick")
     beats += [Beat(store, [job], clock=clock, replica_id=f"r{i}") for i in range(3)]
@@ -130,7 +131,10 @@ def test_three_beats_share_each_occurrence(clock: FakeClock, beats: list[Beat]) 
         beat.start()
     for step in range(1, 6):
         clock.advance(1)
-        eventually(lambda n=step: total(store, "tick") == 3 * n, f"occurrence {step}")
+        eventually(lambda n=step: len(store.history("tick", 100)) == n, f"occurrence {step}")
+    for beat in beats:
+        beat.stop()  # each writes where its ledger reached (else its next heartbeat does)
+    assert total(store, "tick") == 3 * 5
     for counts in outcomes(store, "tick").values():
         assert counts == Counter({"completed": 1, "skipped-claimed": 2})
     assert [r.outcome for r in store.history("tick", 1000)] == ["completed"] * 5

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from cron_bridge import aside
 from cron_bridge.audit import audit, occurrence_report
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Every
@@ -126,6 +127,10 @@ def test_a_replica_killed_halfway_doubles_nothing(
     store = kit.open()
     outcomes = outcomes_by_occurrence(store, JOBS)
     assert all(c["completed"] <= 1 for c in outcomes.values())
+    shown: dict[str, dict[str, str]] = {}  # occurrence -> replica -> outcome, as history shows
+    for job in JOBS:
+        for record in aside.history(store, job, 1000):
+            shown.setdefault(record.occurrence_id, {})[record.replica] = record.outcome
     ran = Counter(line["occurrence_id"] for line in journal.read(notes))
     assert max(ran.values()) == 1, ran.most_common(3)
     lost: list[Occurrence] = []
@@ -144,10 +149,17 @@ def test_a_replica_killed_halfway_doubles_nothing(
                 died_in = occurrence
             else:
                 # The killed process died inside a run: its overlap lock lives on for lock_ttl
-                # (30 s), and the replicas that claim the next occurrences say so.
-                assert found == Counter({"skipped-overlap": 1, "skipped-claimed": 2}), (
-                    occurrence.id, found,
-                )  # fmt: skip
+                # (30 s), and the replica that claims each next occurrence says so. The others
+                # stood aside: the replicas never killed, and the restarted one once it was
+                # claiming; never the killed process, after its death.
+                by = shown.get(occurrence.id, {})
+                (winner,) = [r for r, outcome in by.items() if outcome == "skipped-overlap"]
+                aside_of = {r for r, outcome in by.items() if outcome == "skipped-claimed"}
+                assert +found == Counter(
+                    {"skipped-overlap": 1, "skipped-claimed": len(aside_of)}
+                ), (occurrence.id, by)
+                assert {"beat1-1", "beat2-1"} - {winner} <= aside_of, (occurrence.id, by)
+                assert aside_of <= {"beat1-1", "beat2-1", "beat0-2"} - {winner}, (occurrence.id, by)
                 assert died_in is not None, occurrence.id
                 assert at - died_in.scheduled_at <= timedelta(seconds=30), occurrence.id
                 blocked.append(occurrence)
