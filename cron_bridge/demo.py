@@ -33,6 +33,9 @@ __all__ = ["DemoTotals", "run_demo"]
 DEMO_APP = "cron_bridge_celery.demo"  # lives in the Celery adapter: the core imports no Celery
 WORKER_OUTCOMES = ("completed", "failed", "aborted", "skipped-overlap", "skipped-completed")
 SETTLED = timedelta(seconds=1)  # after every replica is up, before its occurrences count
+# A losing replica writes where its ledger reached at its heartbeat: an occurrence is shown
+# once every other replica's stand-aside is written, or this long after it was due.
+ASIDE_WRITTEN = aside.FLUSH_INTERVAL + timedelta(seconds=2)
 
 
 @dataclass
@@ -102,7 +105,7 @@ def run_demo(
                 ready = datetime.now(UTC)
                 echo(f"all {replicas} replicas are up; from now on each occurrence:")
             if ready is not None:
-                _show_new(history, jobs, shown, echo, ready)
+                _show_new(history, jobs, shown, echo, ready, replicas)
             if any(p.poll() is not None for p in [worker, *beats]):
                 echo("a demo process exited early; see the logs in the folder")
                 break
@@ -115,8 +118,8 @@ def run_demo(
         drain_by = time.monotonic() + 20
         while time.monotonic() < drain_by and not _drained(store.history, jobs):
             time.sleep(0.5)
-        if ready is not None:
-            _show_new(history, jobs, shown, echo, ready)
+        if ready is not None:  # the beats have stopped: every ledger is written
+            _show_new(history, jobs, shown, echo, ready, replicas, final=True)
     finally:
         for process in [worker, *beats]:
             if process.poll() is None:
@@ -173,19 +176,27 @@ def _show_new(
     shown: set[str],
     echo: Callable[[str], None],
     ready: datetime,
+    replicas: int,
+    *,
+    final: bool = False,
 ) -> None:
-    """One line per occurrence due once every replica was up that a worker has run."""
+    """One line per occurrence due once every replica was up that a worker has run, once the
+    other replicas' stand-asides are written (``final``: the beats stopped, all are)."""
     grouped = _by_occurrence(history, jobs)
+    unsettled = datetime.now(UTC) - ASIDE_WRITTEN
     for occurrence_id in sorted(grouped, key=lambda o: Occurrence.parse(o).scheduled_at):
-        if Occurrence.parse(occurrence_id).scheduled_at < ready + SETTLED:
+        due = Occurrence.parse(occurrence_id).scheduled_at
+        if due < ready + SETTLED:
             continue
         records = grouped[occurrence_id]
         ran = [r for r in records if r.outcome in WORKER_OUTCOMES]
         if occurrence_id in shown or not ran:
             continue
+        skipped = sum(r.outcome == "skipped-claimed" for r in records)
+        if skipped < replicas - 1 and due > unsettled and not final:
+            continue  # shown at a later look
         shown.add(occurrence_id)
         sent = [r.replica for r in records if r.outcome == "enqueued"]
-        skipped = sum(r.outcome == "skipped-claimed" for r in records)
         last = max(ran, key=lambda r: r.attempt)
         at = Occurrence.parse(occurrence_id).scheduled_at.strftime("%H:%M:%S")
         job = occurrence_id.rpartition("@")[0]
