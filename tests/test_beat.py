@@ -6,7 +6,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -101,14 +101,23 @@ def eventually(check: Any, what: str, timeout: float = 10) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def outcomes(store: Store, job: str) -> dict[str, Counter[str]]:
+def write_ledgers(beats: Iterable[Beat]) -> None:
+    """Write each beat's ledger as its next heartbeat would (every 5 s of a running beat):
+    ``history`` shows a replica standing aside once its ledger says that it asked."""
+    for beat in beats:
+        beat._ledger.flush(beat.store, moved=True)
+
+
+def outcomes(store: Store, job: str, beats: Iterable[Beat] = ()) -> dict[str, Counter[str]]:
+    write_ledgers(beats)
     found: dict[str, Counter[str]] = {}
     for record in aside.history(store, job, 1000):  # what `history` shows
         found.setdefault(record.occurrence_id, Counter())[record.outcome] += 1
     return found
 
 
-def total(store: Store, job: str) -> int:
+def total(store: Store, job: str, beats: Iterable[Beat] = ()) -> int:
+    write_ledgers(beats)
     return len(aside.history(store, job, 1000))
 
 
@@ -258,7 +267,7 @@ def test_a_queue_target_is_enqueued_by_name_with_json_metadata(
     for beat in beats:
         beat.start()
     clock.advance(1)
-    eventually(lambda: len(queue.sent) == 1 and total(store, "report") == 2, "enqueue")
+    eventually(lambda: len(queue.sent) == 1 and total(store, "report", beats) == 2, "enqueue")
     (meta,) = queue.sent
     # The beat's trace context travels too once an OpenTelemetry provider is set (the
     # telemetry tests set one for the whole process): a W3C traceparent.
@@ -355,7 +364,8 @@ def test_a_burst_is_claimed_in_slices_and_enqueued_once(
     clock.advance(60)
     eventually(lambda: len(queue.sent) == 600, "the burst", timeout=30)
     eventually(
-        lambda: sum(total(store, f"burst.{n:03d}") for n in range(600)) == 1800, "the records"
+        lambda: sum(total(store, f"burst.{n:03d}", beats) for n in range(600)) == 1800,
+        "the records",
     )
     assert len({sent["occurrence_id"] for sent in queue.sent}) == 600
     for n in range(600):

@@ -91,15 +91,17 @@ def test_a_one_off_runs_once_across_replicas_and_a_window_only_inside_it(
         beat.start()
     clock.advance(1)  # 12:00:01.5: nothing due yet
     clock.advance(1)  # 12:00:02.5: the one-off, and the window's first
-    eventually(lambda: total(store, "once") == 3 and total(store, "window") == 3, "2.5 s")
+    eventually(
+        lambda: total(store, "once", beats) == 3 and total(store, "window", beats) == 3, "2.5 s"
+    )
     clock.advance(1)  # 12:00:03.5: the window's last
-    eventually(lambda: total(store, "window") == 6, "3.5 s")
+    eventually(lambda: total(store, "window", beats) == 6, "3.5 s")
     for _ in range(3):  # and nothing after
         clock.advance(1)
         time.sleep(0.2)
-    assert total(store, "once") == 3 and total(store, "window") == 6
+    assert total(store, "once", beats) == 3 and total(store, "window", beats) == 6
     assert [ctx.occurrence_id for ctx in ran_once] == ["once@2026-05-01T12:00:02.500Z"]
     assert sorted(ctx.occurrence_id[-13:] for ctx in ran_window) == ["12:00:02.000Z",
                                                                      "12:00:03.000Z"]  # fmt: skip
-    for counts in outcomes(store, "once").values():
+    for counts in outcomes(store, "once", beats).values():
         assert counts["completed"] == 1 and counts["skipped-claimed"] == 2

@@ -25,13 +25,15 @@ def test_a_pause_holds_every_replica_and_each_occurrence_is_recorded_once(
     for beat in beats:
         beat.start()
     clock.advance(1)
-    eventually(lambda: total(store, "tick") == 3, "the first occurrence")
+    eventually(lambda: total(store, "tick", beats) == 3, "the first occurrence")
     control.pause(store, "tick", reason="incident 42", by="cli:ops@laptop")
     for step in range(2, 5):
         clock.advance(1)
-        eventually(lambda n=step: total(store, "tick") == 3 * n, f"occurrence {step}")
+        eventually(lambda n=step: total(store, "tick", beats) == 3 * n, f"occurrence {step}")
     assert len(seen) == 1
-    paused = [counts for counts in outcomes(store, "tick").values() if "skipped-paused" in counts]
+    paused = [
+        counts for counts in outcomes(store, "tick", beats).values() if "skipped-paused" in counts
+    ]
     assert paused == [Counter({"skipped-paused": 1, "skipped-claimed": 2})] * 3
     reasons = {r.reason for r in store.history("tick", 100) if r.outcome == "skipped-paused"}
     assert len(reasons) == 1
@@ -55,7 +57,9 @@ def test_a_replica_started_while_paused_obeys_and_instance_jobs_pause_too(
     beats.append(Beat(store, [local, job], clock=clock, replica_id="late"))
     beats[0].start()
     clock.advance(1)
-    eventually(lambda: total(store, "local") == 1 and total(store, "tick") == 1, "records")
+    eventually(
+        lambda: total(store, "local", beats) == 1 and total(store, "tick", beats) == 1, "records"
+    )
     assert seen == [] and ran_local == []
     assert [r.outcome for r in store.history("local")] == ["skipped-paused"]
 
@@ -101,7 +105,7 @@ def test_resume_with_catch_up_runs_the_latest_paused_occurrence_once(
     pause = control.pause(store, "tick", by="cli:ops@laptop")
     for step in range(1, 4):
         clock.advance(1)
-        eventually(lambda n=step: total(store, "tick") == 2 * n, f"occurrence {step}")
+        eventually(lambda n=step: total(store, "tick", beats) == 2 * n, f"occurrence {step}")
     assert seen == []
     control.resume(store, "tick", by="cli:ops@laptop")
     first, second = (beat.catch_up_paused(pause) for beat in beats)

@@ -68,8 +68,8 @@ def test_a_jittered_occurrence_fires_at_its_time_once_with_the_scheduled_id(
     time.sleep(0.3)
     assert seen == []  # due, but its jittered time has not come
     clock.advance(timedelta(milliseconds=2))
-    eventually(lambda: total(store, "spread") == 2, "the jittered run")
+    eventually(lambda: total(store, "spread", beats) == 2, "the jittered run")
     assert [ctx.occurrence_id for ctx in seen] == [job.occurrence(scheduled).id]
     occurrence_id = job.occurrence(scheduled).id
-    assert outcomes(store, "spread") == {
+    assert outcomes(store, "spread", beats) == {
         occurrence_id: Counter({"completed": 1, "skipped-claimed": 1})}  # fmt: skip
