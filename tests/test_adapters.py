@@ -173,6 +173,26 @@ def test_rq_sends_a_batch_in_one_pipeline_and_refuses_a_duplicate_sent_again(
     assert queue.count == 50
 
 
+def _a_batch(jobs: dict[str, Any], good: str, bad: str, every: int) -> tuple[list[Any], set[int]]:
+    """A batch large enough to be split between the senders: every ``every``-th dispatch
+    goes to the job whose broker is down; each occurrence is its own minute."""
+    from datetime import UTC, datetime, timedelta
+
+    from cron_bridge.adapters import SENDERS, SPLIT_MIN, Dispatch
+    from cron_bridge.jobs import Occurrence
+
+    at = datetime(2026, 5, 1, 12, tzinfo=UTC)
+    size = 3 * SENDERS * SPLIT_MIN
+    failing = {n for n in range(size) if n % every == every // 2}
+    dispatches = [
+        Dispatch(job=jobs[bad if n in failing else good],
+                 occurrence=Occurrence(job=good, scheduled_at=at + timedelta(minutes=n)),
+                 trigger="schedule", replica="r1")
+        for n in range(size)
+    ]  # fmt: skip
+    return dispatches, failing
+
+
 def test_dramatiq_sends_a_large_batch_from_two_threads_answers_in_order(
     redis_server: Any,
 ) -> None:
@@ -181,12 +201,8 @@ def test_dramatiq_sends_a_large_batch_from_two_threads_answers_in_order(
     dispatch: the sends to a broker that is down fail, in their places, and only those."""
     import json
     import uuid
-    from datetime import UTC, datetime, timedelta
 
     from dramatiq.brokers.redis import RedisBroker
-
-    from cron_bridge.adapters import SENDERS, SPLIT_MIN, Dispatch
-    from cron_bridge.jobs import Occurrence
 
     up = RedisBroker(url=redis_server.url, namespace=f"dq-{uuid.uuid4().hex[:6]}")
     down = RedisBroker(url="redis://127.0.0.1:9/0", socket_timeout=0.2)  # discard port: refused
@@ -196,15 +212,7 @@ def test_dramatiq_sends_a_large_batch_from_two_threads_answers_in_order(
     cluster_task(every="1m", registry=registry)(good)
     cluster_task(every="1m", registry=registry)(bad)
     jobs = {job.name: job for job in registry.jobs()}
-    at = datetime(2026, 5, 1, 12, tzinfo=UTC)
-    size = 3 * SENDERS * SPLIT_MIN
-    failing = {n for n in range(size) if n % 7 == 3}
-    dispatches = [
-        Dispatch(job=jobs["bad_actor" if n in failing else "good_actor"],
-                 occurrence=Occurrence(job="good_actor", scheduled_at=at + timedelta(minutes=n)),
-                 trigger="schedule", replica="r1")
-        for n in range(size)
-    ]  # fmt: skip
+    dispatches, failing = _a_batch(jobs, "good_actor", "bad_actor", every=7)
     answers = get_adapter("dramatiq").enqueue_many(dispatches)
     assert [n for n, answer in enumerate(answers) if answer is not None] == sorted(failing)
     sent = Redis.from_url(redis_server.url).hvals(f"{up.namespace}:good.msgs")
@@ -212,7 +220,7 @@ def test_dramatiq_sends_a_large_batch_from_two_threads_answers_in_order(
     assert sorted(ids) == sorted(
         d.occurrence.id for n, d in enumerate(dispatches) if n not in failing
     )
-    assert len(ids) == len(set(ids)) == size - len(failing)
+    assert len(ids) == len(set(ids)) == len(dispatches) - len(failing)
 
 
 def test_celery_sends_a_large_batch_from_two_threads_each_on_its_own_connection(
@@ -223,10 +231,6 @@ def test_celery_sends_a_large_batch_from_two_threads_each_on_its_own_connection(
     sends of an app whose broker is down fail, each in its place, the others unaffected."""
     import json
     import uuid
-    from datetime import UTC, datetime, timedelta
-
-    from cron_bridge.adapters import SENDERS, SPLIT_MIN, Dispatch
-    from cron_bridge.jobs import Occurrence
 
     queue = f"celery-batch-{uuid.uuid4().hex[:6]}"
     up = Celery("up", broker=redis_server.url, set_as_current=False)
@@ -236,18 +240,10 @@ def test_celery_sends_a_large_batch_from_two_threads_each_on_its_own_connection(
     cluster_task(every="1m", queue=queue, registry=registry)(up.task(name="good.task")(report))
     cluster_task(every="1m", queue=queue, registry=registry)(down.task(name="bad.task")(report))
     jobs = {job.name: job for job in registry.jobs()}
-    at = datetime(2026, 5, 1, 12, tzinfo=UTC)
-    size = 3 * SENDERS * SPLIT_MIN
-    failing = {n for n in range(size) if n % 5 == 2}
-    dispatches = [
-        Dispatch(job=jobs["bad.task" if n in failing else "good.task"],
-                 occurrence=Occurrence(job="good.task", scheduled_at=at + timedelta(minutes=n)),
-                 trigger="schedule", replica="r1")
-        for n in range(size)
-    ]  # fmt: skip
+    dispatches, failing = _a_batch(jobs, "good.task", "bad.task", every=5)
     answers = get_adapter("celery").enqueue_many(dispatches)
     assert [n for n, answer in enumerate(answers) if answer is not None] == sorted(failing)
     sent = Redis.from_url(redis_server.url).lrange(queue, 0, -1)
     ids = [json.loads(raw)["headers"]["cron_bridge"]["occurrence_id"] for raw in sent]
-    assert len(ids) == len(set(ids)) == size - len(failing)
+    assert len(ids) == len(set(ids)) == len(dispatches) - len(failing)
     assert set(ids) == {d.occurrence.id for n, d in enumerate(dispatches) if n not in failing}
