@@ -196,11 +196,13 @@ class Dispatcher:
         # A late run (a catch-up, a manual trigger of an old occurrence) gets the grace from now.
         started = self.clock.now()
         # One span per occurrence around its enqueue; its context travels in the message.
+        # Without a tracer provider there is nothing to record or carry: asked once.
+        traced = telemetry.tracing()
         spans = {
             id(item): telemetry.start_span(
                 item.job, item.occurrence, trigger=item.trigger, replica=self.replica,
                 attempt=1, kind="producer",
-            )
+            ) if traced else telemetry.NO_SPAN
             for item in items
         }  # fmt: skip
         try:

@@ -29,7 +29,9 @@ from cron_bridge.jobs import Job, Occurrence
 if TYPE_CHECKING:
     from cron_bridge.stores.base import RunRecord
 
-__all__ = ["RunSpan", "count", "inject", "observe", "run_span", "serve_metrics"]
+__all__ = [
+    "NO_SPAN", "RunSpan", "count", "inject", "observe", "run_span", "serve_metrics", "tracing",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,16 @@ class RunSpan:
             self._span.end()
 
 
+NO_SPAN = RunSpan(None)
+
+
+def tracing() -> bool:
+    """Whether a tracer provider is set. Without one, OpenTelemetry's default makes spans
+    that record nothing and carry no context: the beat skips them (a burst starts thousands;
+    it asks once per batch)."""
+    return OTEL and not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 @functools.cache
 def _tracer() -> Any:
     """This library's tracer: OpenTelemetry's proxy, which follows the provider set later."""
@@ -91,8 +103,10 @@ def start_span(
     kind: str = "internal",
 ) -> RunSpan:
     """Start ``scheduler.run <job>``; the caller ends it. ``parent``: a carrier from a message."""
-    if not OTEL:
-        return RunSpan(None)
+    if not OTEL or (parent is None and not tracing()):
+        # With a parent, the no-op span still carries the parent's context to what the
+        # handler calls, as OpenTelemetry's default does.
+        return NO_SPAN
     context = propagate.extract(dict(parent)) if parent else None
     span = _tracer().start_span(
         f"scheduler.run {job.name}",
@@ -159,6 +173,8 @@ class _Instruments:
     def otel(self) -> tuple[Any, Any, Any] | None:
         if not OTEL:
             return None
+        if self._otel is not None:  # every record asks: no lock once made
+            return self._otel
         with self._lock:
             if self._otel is None:
                 meter = otel_metrics.get_meter(SCOPE)
