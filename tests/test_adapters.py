@@ -247,3 +247,24 @@ def test_celery_sends_a_large_batch_from_two_threads_each_on_its_own_connection(
     ids = [json.loads(raw)["headers"]["cron_bridge"]["occurrence_id"] for raw in sent]
     assert len(ids) == len(set(ids)) == len(dispatches) - len(failing)
     assert set(ids) == {d.occurrence.id for n, d in enumerate(dispatches) if n not in failing}
+
+
+def test_rq_one_function_declared_for_two_queues_sends_to_each(redis_server: Any) -> None:
+    """The rq.Queue is kept per function and queue: a function declared twice, for two
+    queues, is sent to the queue of each declaration (not to the last one declared)."""
+    import uuid
+    from datetime import UTC, datetime
+
+    from cron_bridge.adapters import Dispatch
+
+    connection = Redis.from_url(redis_server.url)
+    first, second = (Queue(f"rq-{n}-{uuid.uuid4().hex[:6]}", connection=connection)
+                     for n in ("first", "second"))  # fmt: skip
+    registry = Registry()
+    cluster_task(every="1m", queue=first, name="to-first", registry=registry)(report)
+    cluster_task(every="1m", queue=second, name="to-second", registry=registry)(report)
+    at = datetime(2026, 5, 1, 12, tzinfo=UTC)
+    dispatches = [Dispatch(job=job, occurrence=job.occurrence(at), trigger="schedule",
+                           replica="r1") for job in registry.jobs()]  # fmt: skip
+    assert get_adapter("rq").enqueue_many(dispatches) == [None, None]
+    assert (first.count, second.count) == (1, 1)

@@ -63,7 +63,9 @@ class RQAdapter:
     stored_task = "cron_bridge_rq.stored.run_stored"  # what stored schedules enqueue
 
     def __init__(self) -> None:
-        self._queues: dict[str, Queue] = {}
+        # The rq.Queue a function was declared with, by (dotted path, queue name): one
+        # function may be declared for several queues.
+        self._queues: dict[tuple[str, str], Queue] = {}
         self._connections: dict[str, Redis] = {}
         self._named: dict[tuple[str, str], Queue] = {}
         self._lock = threading.Lock()
@@ -83,7 +85,7 @@ class RQAdapter:
                 value=queue,
             )
         if isinstance(queue, Queue):
-            self._queues[path] = queue
+            self._queues[(path, queue.name)] = queue
             return TaskRef(task=path, name=path, queue=queue.name)
         return TaskRef(task=path, name=path, queue=str(queue))
 
@@ -165,7 +167,7 @@ class RQAdapter:
         )
 
     def _queue(self, job: Job) -> Queue:
-        known = self._queues.get(job.task or "")
+        known = self._queues.get((job.task or "", job.queue or ""))
         if known is not None:
             return known
         url = os.environ.get("RQ_REDIS_URL")
