@@ -119,16 +119,23 @@ class Claimer:
         self, work: tuple[list[list[Planned]], dict[str, control.Pause]], signal: AbortSignal
     ) -> None:
         slices, paused = work
-        for index, part in enumerate(slices):
-            if signal.aborted:
-                # Not claimed: the other replicas claim them, or the catch-up does.
-                log.warning("stopping with %d occurrence(s) of a burst unclaimed", sum(
-                    len(rest) for rest in slices[index:]))  # fmt: skip
-                return
-            to_run, records = self._claim(part, paused)
+        # The records are written once the last slice is sent: writing one costs about what
+        # claiming it does, and would hold back every slice after it. Written however the
+        # burst ends (a claim, not a record, is what keeps another replica from running it).
+        records: list[RunRecord] = []
+        try:
+            for index, part in enumerate(slices):
+                if signal.aborted:
+                    # Not claimed: the other replicas claim them, or the catch-up does.
+                    log.warning("stopping with %d occurrence(s) of a burst unclaimed", sum(
+                        len(rest) for rest in slices[index:]))  # fmt: skip
+                    return
+                to_run, held = self._claim(part, paused)
+                records += held
+                if to_run:
+                    records += self._dispatcher.enqueue(to_run, signal, record=False)
+        finally:
             self._record(records)
-            if to_run:
-                self._dispatcher.enqueue(to_run, signal)
 
     def _claim_and_dispatch(
         self, planned: Sequence[Planned], paused: dict[str, control.Pause]

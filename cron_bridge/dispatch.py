@@ -188,8 +188,11 @@ class Dispatcher:
             attempt += 1
         return record
 
-    def enqueue(self, items: list[Planned], signal: AbortSignal) -> list[RunRecord]:
-        """Send claimed occurrences to their queues; retry failures within misfire_grace."""
+    def enqueue(
+        self, items: list[Planned], signal: AbortSignal, *, record: bool = True
+    ) -> list[RunRecord]:
+        """Send claimed occurrences to their queues; retry failures within misfire_grace.
+        Their records are written, or only returned when not ``record``."""
         pending = list(items)
         wait = ENQUEUE_RETRY_FIRST
         records: list[RunRecord] = []
@@ -215,7 +218,8 @@ class Dispatcher:
                 if done is not None:
                     span.set_outcome(done.outcome, done.error)
                 span.end()
-        self._record(records)
+        if record:
+            self._record(records)
         return records
 
     def _enqueue(
