@@ -249,33 +249,6 @@ def test_celery_sends_a_large_batch_from_two_threads_each_on_its_own_connection(
     assert set(ids) == {d.occurrence.id for n, d in enumerate(dispatches) if n not in failing}
 
 
-def test_rq_sends_a_large_batch_in_two_pipelines_answers_in_order(redis_server: Any) -> None:
-    """A large batch goes to RQ in ``SENDERS`` pipelines from as many threads: every job lands
-    once, and each answer stays with its dispatch: the sends to a Redis that is down fail,
-    in their places, and only those."""
-    import uuid
-
-    from cron_bridge.adapters import SENDERS
-    from cron_bridge_rq.adapter import rq_job_id
-
-    connection = Redis.from_url(redis_server.url)
-    up = Queue(f"rq-up-{uuid.uuid4().hex[:6]}", connection=connection)
-    down = Queue("rq-down", connection=Redis.from_url("redis://127.0.0.1:9/0", socket_timeout=0.2))
-    registry = Registry()
-    cluster_task(every="1m", queue=up, name="good", registry=registry)(report)
-    cluster_task(every="1m", queue=down, name="bad", registry=registry)(report)
-    jobs = {job.name: job for job in registry.jobs()}
-    dispatches, failing = _a_batch(jobs, "good", "bad", every=7)
-    before = connection.info("commandstats").get("cmdstat_exec", {}).get("calls", 0)
-    answers = get_adapter("rq").enqueue_many(dispatches)
-    after = connection.info("commandstats").get("cmdstat_exec", {}).get("calls", 0)
-    assert [n for n, answer in enumerate(answers) if answer is not None] == sorted(failing)
-    assert after - before == SENDERS  # a pipeline per sender
-    expected = {rq_job_id(d.occurrence) for n, d in enumerate(dispatches) if n not in failing}
-    assert up.count == len(expected) == len(dispatches) - len(failing)
-    assert set(up.job_ids) == expected
-
-
 def test_rq_one_function_declared_for_two_queues_sends_to_each(redis_server: Any) -> None:
     """The rq.Queue is kept per function and queue: a function declared twice, for two
     queues, is sent to the queue of each declaration (not to the last one declared)."""

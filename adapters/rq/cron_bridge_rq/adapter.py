@@ -27,7 +27,7 @@ from rq import Queue, Retry, get_current_job
 from rq.exceptions import DuplicateJobError
 from rq.serializers import JSONSerializer
 
-from cron_bridge.adapters import Dispatch, Senders, TaskRef
+from cron_bridge.adapters import Dispatch, TaskRef
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.worker import META_KEY, run_delivery
@@ -69,7 +69,6 @@ class RQAdapter:
         self._connections: dict[str, Redis] = {}
         self._named: dict[tuple[str, str], Queue] = {}
         self._lock = threading.Lock()
-        self._senders = Senders()
 
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, types.FunctionType) and isinstance(queue, Queue | str)
@@ -109,31 +108,14 @@ class RQAdapter:
         return run
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
-        """First sends with ``enqueue_many``, one pipeline per Redis connection (a large
-        batch in two pipelines from two threads: one builds its jobs while the other waits
-        for Redis); a send that failed before, one by one with ``unique=True``."""
+        """First sends with ``enqueue_many``, one pipeline per Redis connection; a send that
+        failed before, one by one with ``unique=True``."""
         results: list[Exception | None] = [None] * len(dispatches)
-        first = []
+        batches: dict[int, tuple[Redis, dict[int, tuple[Queue, list[int]]]]] = {}
         for index, dispatch in enumerate(dispatches):
             if dispatch.again:
                 results[index] = self._enqueue_unique(dispatch)
-            else:
-                first.append(index)
-
-        def send(part: Sequence[int]) -> None:
-            self._pipelined(dispatches, [first[i] for i in part], results)
-
-        self._senders.run(send, len(first))
-        return results
-
-    def _pipelined(
-        self, dispatches: Sequence[Dispatch], indexes: list[int], results: list[Exception | None]
-    ) -> None:
-        """Send ``dispatches[i]`` for each of ``indexes`` in a pipeline per connection; set
-        the error of each that failed in ``results``."""
-        batches: dict[int, tuple[Redis, dict[int, tuple[Queue, list[int]]]]] = {}
-        for index in indexes:
-            dispatch = dispatches[index]
+                continue
             try:
                 queue = self._queue(dispatch.job)
             except Exception as exc:  # noqa: BLE001 - a queue we cannot build fails its jobs
@@ -144,14 +126,15 @@ class RQAdapter:
         for connection, by_queue in batches.values():
             try:
                 with connection.pipeline() as pipe:
-                    for queue, part in by_queue.values():
-                        data = [self._data(dispatches[i]) for i in part]
+                    for queue, indexes in by_queue.values():
+                        data = [self._data(dispatches[i]) for i in indexes]
                         queue.enqueue_many(data, pipeline=pipe)
                     pipe.execute()
             except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome
-                for _, part in by_queue.values():
-                    for index in part:
+                for _, indexes in by_queue.values():
+                    for index in indexes:
                         results[index] = exc
+        return results
 
     def _enqueue_unique(self, dispatch: Dispatch) -> Exception | None:
         """A send again after a failure, which may have landed: RQ refuses a job id it holds."""
