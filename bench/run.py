@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -101,6 +102,27 @@ for _ in range(COUNT):
     done = subprocess.run([sys.executable, "-c", script], env=env(), capture_output=True,
                           text=True, check=True, cwd=REPO)  # fmt: skip
     return float(done.stdout.strip().splitlines()[-1])
+
+
+FLOOR_RUNS = 5  # bare measurements per library, next to its bursts: the floor is their median
+REPEATS = 3  # bursts of 10,000 on 1 and 3 replicas (the p99 ÷ floor targets): median kept
+
+
+def floor_runs(library: str, broker: str) -> list[float]:
+    """µs per message, ``FLOOR_RUNS`` times: one measurement moves by ±30 % on a shared VM."""
+    return [round(bare_enqueue_cost(library, broker) * 1e6, 1) for _ in range(FLOOR_RUNS)]
+
+
+def repeated_burst(library: str, jobs: int, replicas: int, store: str, broker: str) -> Result:
+    """``burst_cron_bridge``, run ``REPEATS`` times for the rows the p99 target is read from;
+    the run with the median p99, with every run's p99 in ``p99_runs_ms``."""
+    count = REPEATS if jobs >= 10000 and replicas <= 3 else 1
+    found = [burst_cron_bridge(library, jobs, replicas, _fresh(store), broker)
+             for _ in range(count)]  # fmt: skip
+    found.sort(key=lambda r: r["p99_ms"])
+    kept = found[len(found) // 2]
+    kept["p99_runs_ms"] = [round(r["p99_ms"]) for r in found]
+    return kept
 
 
 # -- burst ----------------------------------------------------------------------------------
@@ -387,15 +409,21 @@ def main() -> None:
         broker = broker_server.url
         results["machine"]["redis-server"] = redis.Redis.from_url(broker).info()["redis_version"]
         if "bare" in only or "burst" in only:
+            # Each library's floor is measured next to its bursts (below) when they run.
             results["bare_us"] = {lib: round(bare_enqueue_cost(lib, broker) * 1e6, 1)
                                   for lib in ("celery", "rq", "rq-call", "dramatiq")}  # fmt: skip
             print("bare", results["bare_us"], flush=True)
         if "burst" in only:
             results["burst"] = []
+            results["bare_runs_us"] = {}
             for library in ("celery", "rq", "dramatiq"):
+                runs = floor_runs(library, broker)
+                results["bare_runs_us"][library] = runs
+                results["bare_us"][library] = statistics.median(runs)
+                print("floor", library, runs, flush=True)
                 for jobs in sizes:
                     for replicas in replica_counts:
-                        found = burst_cron_bridge(library, jobs, replicas, _fresh(store), broker)
+                        found = repeated_burst(library, jobs, replicas, store, broker)
                         print("burst", found, flush=True)
                         results["burst"].append(found)
         if "lose" in only:
