@@ -268,3 +268,57 @@ def test_rq_one_function_declared_for_two_queues_sends_to_each(redis_server: Any
                            replica="r1") for job in registry.jobs()]  # fmt: skip
     assert get_adapter("rq").enqueue_many(dispatches) == [None, None]
     assert (first.count, second.count) == (1, 1)
+
+
+def test_celery_sends_in_publish_batches_and_a_failed_batch_fails_its_messages(
+    redis_server: Any,
+) -> None:
+    """Celery publishes through kombu's publish batch (one pipeline per ``BATCHED`` messages
+    on Redis). A batch Redis refuses when it is flushed (here a user whose ACL may not write
+    one queue) answers an error for each of its messages: a message answered as sent is
+    always in its queue, and the batches without the refused message are all sent."""
+    import json
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    import redis
+
+    from cron_bridge.adapters import Dispatch
+    from cron_bridge.jobs import Occurrence
+    from cron_bridge_celery.adapter import BATCHED
+
+    tag = uuid.uuid4().hex[:6]
+    good, refused, user = f"celery-good-{tag}", f"celery-refused-{tag}", f"sender-{tag}"
+    client = Redis.from_url(redis_server.url)
+    try:  # reads anywhere, writes all but the refused queue (key permissions: Redis 7)
+        client.execute_command("ACL", "SETUSER", user, "on", "nopass", "+@all", "&*", "%R~*",
+                               f"%W~{good}*", "%W~_kombu*")  # fmt: skip
+    except redis.ResponseError as exc:
+        pytest.skip(f"this redis-server has no key permissions in its ACLs: {exc}")
+    app = Celery("batched", set_as_current=False,
+                 broker=redis_server.url.replace("redis://", f"redis://{user}:@"))  # fmt: skip
+    registry = Registry()
+    cluster_task(every="1m", queue=good, registry=registry)(app.task(name="good.task")(report))
+    cluster_task(every="1m", queue=refused, registry=registry)(app.task(name="bad.task")(report))
+    jobs = {job.name: job for job in registry.jobs()}
+    at = datetime(2026, 5, 1, 12, tzinfo=UTC)
+    size = 4 * BATCHED
+    poisoned = size // 2
+    dispatches = [
+        Dispatch(job=jobs["bad.task" if n == poisoned else "good.task"],
+                 occurrence=Occurrence(job="good.task", scheduled_at=at + timedelta(minutes=n)),
+                 trigger="schedule", replica="r1")
+        for n in range(size)
+    ]  # fmt: skip
+    answers = get_adapter("celery").enqueue_many(dispatches)
+    landed = {json.loads(raw)["headers"]["cron_bridge"]["occurrence_id"]
+              for raw in client.lrange(good, 0, -1)}  # fmt: skip
+    answered_sent = {d.occurrence.id for d, answer in zip(dispatches, answers, strict=True)
+                     if answer is None}  # fmt: skip
+    assert answered_sent <= landed  # never "sent" for a message that is not there
+    assert answers[poisoned] is not None
+    assert len(landed) == size - 1  # Redis ran the rest of the refused batch's pipeline
+    # That batch failed as a whole: to the beat the delivery of its other messages is
+    # uncertain (they landed; it sends them again, and the worker's completion mark keeps a
+    # second copy from running). The other batches were sent.
+    assert sum(answer is not None for answer in answers) == BATCHED
