@@ -62,6 +62,18 @@ with app.producer_or_acquire() as producer:
     for _ in range(COUNT):
         app.send_task("bench.noop", queue=QUEUE, producer=producer)
 """,
+        "celery-batch": """
+from celery import Celery
+app = Celery("bare", broker=BROKER)
+app.conf.task_serializer = "json"
+with app.producer_or_acquire() as producer:
+    app.send_task("bench.noop", queue=QUEUE, producer=producer)
+    began = time.perf_counter()
+    for start in range(0, COUNT, 250):
+        with producer.batch(max_size=1000):
+            for _ in range(min(250, COUNT - start)):
+                app.send_task("bench.noop", queue=QUEUE, producer=producer)
+""",
         "rq": """
 from redis import Redis
 from rq import Queue
@@ -411,7 +423,8 @@ def main() -> None:
         if "bare" in only or "burst" in only:
             # Each library's floor is measured next to its bursts (below) when they run.
             results["bare_us"] = {lib: round(bare_enqueue_cost(lib, broker) * 1e6, 1)
-                                  for lib in ("celery", "rq", "rq-call", "dramatiq")}  # fmt: skip
+                                  for lib in ("celery", "celery-batch", "rq", "rq-call",
+                                              "dramatiq")}  # fmt: skip
             print("bare", results["bare_us"], flush=True)
         if "burst" in only:
             results["burst"] = []
