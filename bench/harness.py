@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,11 +158,16 @@ class AtDue:
     """Snapshots taken just before a burst is due: each process's CPU (so import and arming
     are left out) and the store's command counts (so its writes are counted from there)."""
 
-    def __init__(self, procs: list[Proc], store_url: str, due: float) -> None:
+    def __init__(
+        self, procs: list[Proc], store_url: str, due: float, servers: Sequence[str] = ()
+    ) -> None:
         self.procs = procs
         self.store_url = store_url.partition("?")[0]
         self.due = due
+        self.servers = list(servers)  # Redis servers whose CPU is counted too
         self.cpu: list[float] = []
+        self.others: list[float] = []
+        self.at = 0.0
         self.calls: dict[str, int] = {}
         self._thread = threading.Thread(target=self._take, daemon=True)
 
@@ -174,6 +179,27 @@ class AtDue:
         time.sleep(max(0.0, self.due - 0.3 - time.time()))
         self.calls = self._commandstats()
         self.cpu = [p.cpu_seconds for p in self.procs]
+        self.others = self._others()
+        self.at = time.monotonic()
+
+    def _others(self) -> list[float]:
+        """CPU seconds so far of each Redis server named, then of this process (the sniffer)."""
+        found = []
+        for url in self.servers:
+            info = redis.Redis.from_url(url.partition("?")[0]).info("cpu")
+            found.append(float(info["used_cpu_user"]) + float(info["used_cpu_sys"]))
+        own = psutil.Process().cpu_times()
+        return [*found, own.user + own.system]
+
+    def cores_busy(self) -> float:
+        """The cores' worth of CPU that the beats, the Redis servers and this process (which
+        polls the queue) used together since the snapshot: how close the burst came to the
+        machine's limit."""
+        self._thread.join(60)
+        beats = sum(self.cpu_since())
+        others = sum(now - before for now, before in zip(self._others(), self.others,
+                                                          strict=True))  # fmt: skip
+        return (beats + others) / (time.monotonic() - self.at)
 
     def _commandstats(self) -> dict[str, int]:
         if not self.store_url.startswith("redis://"):

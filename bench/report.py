@@ -158,6 +158,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
                     " / ".join(str(c) for c in r["cpu_s"]),
                     f"{sum(old['cpu_s']):.1f}" if old else "-",
                     f"{sum(r['burst_cpu_s']):.2f}" if "burst_cpu_s" in r else "-",
+                    f"{r['cores_busy']:.2f}" if "cores_busy" in r else "-",
                     _writes(r),
                     f"{max(r['peak_rss_mb']):.0f}",
                     "" if r["complete"] and not r["late_start"] else "incomplete",
@@ -175,7 +176,10 @@ def write_report(results: dict[str, Any], path: Path) -> None:
             "round trips per replica "
             "(target ≤ 5), beat CPU seconds per replica (whole run, import included), the "
             "burst's CPU seconds of all replicas together (from 0.3 s before it was due: "
-            "import and arming excluded), the store's writes from then until the beats "
+            "import and arming excluded), the cores' worth of CPU in use over the same time "
+            "(the beats, the broker and store Redis servers, and the bench process that polls "
+            f"the queue, divided by the time: {CORES}.00 is every core busy), "
+            "the store's writes from then until the beats "
             "stopped (Redis `INFO commandstats`: run records `LPUSH`; hash writes `HSET`, "
             "which are each job's last claimed occurrence moved forward once per occurrence "
             "inside the claim script, plus control records such as the ledgers; claims "
@@ -205,6 +209,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
                     "CPU s",
                     "CPU s round 1 (sum)",
                     "burst CPU s (sum)",
+                    "cores busy",
                     "store LPUSH + HSET + SET NX",
                     "RSS MB",
                     "",

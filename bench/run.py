@@ -157,7 +157,9 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
         for i in range(replicas)
     ]  # fmt: skip
     sniffer = Sniffer(broker, QUEUE_KEYS[library].format(queue=queue))
-    at_due = AtDue(beats, store, due)
+    # The broker's CPU and, on a single Redis node, the store's are counted with the beats'.
+    servers = [url for url in (store, broker) if url.startswith("redis://")]
+    at_due = AtDue(beats, store, due, servers)
     try:
         for beat in beats:
             beat.start()
@@ -169,6 +171,7 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
         complete = sniffer.wait_for(jobs, 120)
         time.sleep(0.5)
         burst_cpu = at_due.cpu_since()
+        cores = at_due.cores_busy()
     finally:
         sniffer.stop()
         for beat in beats:
@@ -185,6 +188,7 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
         "won": shares,
         "cpu_s": [round(beat.cpu_seconds, 2) for beat in beats],
         "burst_cpu_s": [round(c, 3) for c in burst_cpu],
+        "cores_busy": round(cores, 2),
         "store_calls": store_calls,
         "peak_rss_mb": [round(beat.peak_rss / 2**20, 1) for beat in beats],
     }  # fmt: skip
