@@ -112,10 +112,13 @@ def _publish(
     for start in range(0, len(indexes), BATCHED):
         part = indexes[start : start + BATCHED]
         try:
-            with batch(max_size=4 * BATCHED):  # flushed once, when the block ends
+            # Flushed when the block ends (or early, past max_size Redis commands: a queue
+            # with an expiry adds some per message). Once a flush has failed, the batch
+            # refuses the rest and its final flush raises: the whole part is failed below.
+            with batch(max_size=4 * BATCHED):
                 for index in part:
                     results[index] = _send(app, producer, dispatches[index])
-        except Exception as exc:  # noqa: BLE001 - the flush failed: every message of it did
+        except Exception as exc:  # noqa: BLE001 - a flush failed: delivery of the part unknown
             for index in part:
                 results[index] = results[index] or exc
 
