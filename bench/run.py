@@ -169,9 +169,9 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
             lambda: all("started with" in b.output() for b in beats), due - time.time()
         )
         complete = sniffer.wait_for(jobs, 120)
+        cores = at_due.cores_busy()  # up to the last message
         time.sleep(0.5)
         burst_cpu = at_due.cpu_since()
-        cores = at_due.cores_busy()
     finally:
         sniffer.stop()
         for beat in beats:
