@@ -80,8 +80,12 @@ def test_a_burst_cut_short_by_stop_still_writes_what_it_sent(
     assert queue.sending.wait(10), "the burst never started sending"
     stopping = threading.Thread(target=beat.stop)
     stopping.start()
-    # stop() aborts the burst after its shutdown_timeout; the send then returns.
-    threading.Timer(0.5, queue.release.set).start()
+    # stop() aborts the burst after its shutdown_timeout; only then does the send return.
+    eventually(
+        lambda: any(signal.aborted for signal in list(beat._dispatcher._inflight.values())),
+        "stop() aborting the burst",
+    )
+    queue.release.set()
     stopping.join(30)
     assert not stopping.is_alive()
     assert len(queue.sent) == SLICE_MIN  # the first slice only
