@@ -26,7 +26,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -41,6 +41,9 @@ __all__ = ["NatsStore"]
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 _ONE_MS = timedelta(milliseconds=1)
+# Requests a batch keeps unanswered at once. Each has its own timeout: 10,000 sent together
+# queue on the server, and the last ones time out while waiting though it is answering.
+IN_FLIGHT = 256
 _CLOCK_EVERY = 10.0  # seconds between measurements of the server's clock
 
 
@@ -269,14 +272,13 @@ class NatsStore(Store):
 
         async def work() -> list[bool]:
             now = await self._now_ms()
-            won = await asyncio.gather(
-                *(self._take(_enc(o.claim_key), owner, ttl, now) for o in occurrences)
-            )
+            won = await _bounded(self._take(_enc(o.claim_key), owner, ttl, now)
+                                 for o in occurrences)  # fmt: skip
             latest: dict[str, int] = {}
             for occurrence in occurrences:
                 latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
-            await asyncio.gather(*(self._advance(job, ms) for job, ms in latest.items()))
-            return list(won)
+            await _bounded(self._advance(job, ms) for job, ms in latest.items())
+            return won
 
         return self._run(work, trips=3, size=2 * len(occurrences))
 
@@ -326,7 +328,7 @@ class NatsStore(Store):
         writes = {f"ctl.{_enc(group)}.{_enc(key)}": value.encode() for key, value in values.items()}
 
         async def work() -> None:  # sent together, each acknowledged
-            await asyncio.gather(*(self._state.put(name, value) for name, value in writes.items()))
+            await _bounded(self._state.put(name, value) for name, value in writes.items())
 
         self._run(work, size=len(writes))
 
@@ -363,8 +365,7 @@ class NatsStore(Store):
             return {}
 
         async def work() -> list[Any]:
-            return list(await asyncio.gather(
-                *(self._read(self._state, f"last.{_enc(job)}") for job in jobs)))  # fmt: skip
+            return await _bounded(self._read(self._state, f"last.{_enc(job)}") for job in jobs)
 
         found = self._run(work)
         return {
@@ -412,10 +413,10 @@ class NatsStore(Store):
             return
 
         async def work() -> None:
-            await asyncio.gather(*(
+            await _bounded(
                 self._js.publish(f"{self.prefix}.runs.{_enc(r.job)}",
                                  json.dumps(r.to_json()).encode())
-                for r in records))  # fmt: skip
+                for r in records)  # fmt: skip
 
         self._run(work, size=len(records))
 
@@ -516,3 +517,19 @@ def _expires(value: dict[str, Any]) -> int:
 def _is_nats_error(exc: BaseException) -> bool:
     module = type(exc).__module__ or ""
     return module.startswith("nats") or isinstance(exc, asyncio.TimeoutError | ConnectionError)
+
+
+async def _bounded(calls: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Await ``calls`` (not yet started) with at most ``IN_FLIGHT`` unanswered at a time; the
+    results in their order."""
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one(call: Coroutine[Any, Any, T]) -> T:
+        try:
+            async with gate:
+                return await call
+        except BaseException:
+            call.close()  # cancelled before it started: closed, not left "never awaited"
+            raise
+
+    return list(await asyncio.gather(*(one(call) for call in calls)))

@@ -1,0 +1,27 @@
+"""NATS specifics: a large batch keeps each request within its own timeout."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from cron_bridge.jobs import Occurrence
+from cron_bridge.stores import store_from_url
+from tests.servers import NatsServer
+
+
+def test_a_batch_of_ten_thousand_claims_is_answered_within_a_one_second_timeout(
+    nats_server: NatsServer,
+) -> None:
+    """Each request of a batch has the store's answer timeout (here 1 s). Sent all at once,
+    10,000 claims queued on the server and the last ones timed out while it was still
+    answering; kept ``IN_FLIGHT`` at a time, every one is answered, and the winners are right."""
+    store = store_from_url(f"{nats_server.url}?prefix=big{uuid.uuid4().hex[:6]}&connect_timeout=1")
+    try:
+        at = datetime(2026, 5, 1, 12, tzinfo=UTC)
+        batch = [Occurrence(job=f"job-{i:05d}", scheduled_at=at + timedelta(minutes=i % 7))
+                 for i in range(10_000)]  # fmt: skip
+        assert all(store.claim_many(batch[::100], "other"))
+        assert store.claim_many(batch, "me") == [i % 100 != 0 for i in range(10_000)]
+    finally:
+        store.close()
