@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,12 +159,12 @@ class AtDue:
     are left out) and the store's command counts (so its writes are counted from there)."""
 
     def __init__(
-        self, procs: list[Proc], store_url: str, due: float, servers: Sequence[str] = ()
+        self, procs: list[Proc], store_url: str, due: float, servers: Mapping[str, str] = {}
     ) -> None:
         self.procs = procs
         self.store_url = store_url.partition("?")[0]
         self.due = due
-        self.servers = list(servers)  # Redis servers whose CPU is counted too
+        self.servers = dict(servers)  # Redis servers whose CPU is counted too, by role
         self.cpu: list[float] = []
         self.others: list[float] = []
         self.at = 0.0
@@ -185,21 +185,23 @@ class AtDue:
     def _others(self) -> list[float]:
         """CPU seconds so far of each Redis server named, then of this process (the sniffer)."""
         found = []
-        for url in self.servers:
+        for url in self.servers.values():
             info = redis.Redis.from_url(url.partition("?")[0]).info("cpu")
             found.append(float(info["used_cpu_user"]) + float(info["used_cpu_sys"]))
         own = psutil.Process().cpu_times()
         return [*found, own.user + own.system]
 
-    def cores_busy(self) -> float:
-        """The cores' worth of CPU that the beats, the Redis servers and this process (which
-        polls the queue) used together since the snapshot: how close the burst came to the
-        machine's limit."""
+    def used(self) -> dict[str, float]:
+        """CPU seconds since the snapshot of the beats, each Redis server (by role) and this
+        process (which polls the queue), and the seconds gone: where the machine's CPU went."""
         self._thread.join(60)
-        beats = sum(self.cpu_since())
-        others = sum(now - before for now, before in zip(self._others(), self.others,
-                                                          strict=True))  # fmt: skip
-        return (beats + others) / (time.monotonic() - self.at)
+        others = [now - before for now, before in zip(self._others(), self.others, strict=True)]
+        return {
+            "seconds": round(time.monotonic() - self.at, 3),
+            "beats": round(sum(self.cpu_since()), 3),
+            **{role: round(cpu, 3) for role, cpu in zip(self.servers, others, strict=False)},
+            "bench": round(others[-1], 3),
+        }
 
     def _commandstats(self) -> dict[str, int]:
         if not self.store_url.startswith("redis://"):

@@ -222,6 +222,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
     parts += _lose_section(results, bare)
     parts += _stores_section(results)
     parts += _scale_section(results, before)
+    parts += _budget_section(results)
     peers = results.get("peers")
     if peers:
         rows = [
@@ -438,6 +439,60 @@ def _stores_section(results: dict[str, Any]) -> list[str]:
                 "max ms",
                 "claim round trips",
                 "burst CPU s (sum)",
+                "",
+            ],
+            rows,
+        ),
+        "",
+    ]
+
+
+def _budget_section(results: dict[str, Any]) -> list[str]:
+    rows = []
+    for r in results.get("budget", []):
+        used = r["used"]
+        floor = r["jobs"] * r["floor_us"] / 1e6 / min(r["replicas"], CORES)
+        spent = [used["beats"], used.get("store", 0.0), used.get("broker", 0.0), used["bench"]]
+        offered = CORES * used["seconds"]
+        rows.append(
+            [
+                r["library"],
+                f"{r['floor_us']:.0f}",
+                _ms(r["p99_ms"]),
+                f"{r['p99_ms'] / 1000 / floor:.2f}",
+                f"{used['seconds']:.2f}",
+                f"{offered:.2f}",
+                *(f"{cpu:.2f}" for cpu in spent),
+                f"{sum(spent):.2f} ({sum(spent) / offered:.0%})",
+                "" if r["complete"] else "incomplete",
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "## Where the CPU goes: 10,000 jobs on 3 replicas",
+        "",
+        _measured(results, "budget"),
+        "",
+        "One burst per library on 3 replicas, each library's floor (µs per message, median of "
+        "five) measured right before it. CPU seconds from 0.3 s before the burst was due "
+        "until its last message was in the queue, of the three beats, the store and broker "
+        "Redis servers and the bench process (which polls the queue every millisecond), "
+        f"against what {CORES} cores offer in that time.",
+        "",
+        _table(
+            [
+                "library",
+                "floor µs",
+                "p99 ms",
+                "p99 ÷ floor",
+                "seconds to last message",
+                "core-seconds offered",
+                "beats",
+                "store Redis",
+                "broker Redis",
+                "bench",
+                "used",
                 "",
             ],
             rows,

@@ -158,7 +158,8 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
     ]  # fmt: skip
     sniffer = Sniffer(broker, QUEUE_KEYS[library].format(queue=queue))
     # The broker's CPU and, on a single Redis node, the store's are counted with the beats'.
-    servers = [url for url in (store, broker) if url.startswith("redis://")]
+    servers = {role: url for role, url in (("store", store), ("broker", broker))
+               if url.startswith("redis://")}  # fmt: skip
     at_due = AtDue(beats, store, due, servers)
     try:
         for beat in beats:
@@ -169,7 +170,7 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
             lambda: all("started with" in b.output() for b in beats), due - time.time()
         )
         complete = sniffer.wait_for(jobs, 120)
-        cores = at_due.cores_busy()  # up to the last message
+        used = at_due.used()  # up to the last message
         time.sleep(0.5)
         burst_cpu = at_due.cpu_since()
     finally:
@@ -188,7 +189,8 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
         "won": shares,
         "cpu_s": [round(beat.cpu_seconds, 2) for beat in beats],
         "burst_cpu_s": [round(c, 3) for c in burst_cpu],
-        "cores_busy": round(cores, 2),
+        "cores_busy": round((sum(used.values()) - used["seconds"]) / used["seconds"], 2),
+        "cpu_to_last_s": used,
         "store_calls": store_calls,
         "peak_rss_mb": [round(beat.peak_rss / 2**20, 1) for beat in beats],
     }  # fmt: skip
@@ -407,6 +409,7 @@ def main() -> None:
         "idle",
         "guard",
         "wait",
+        "budget",
     ]
     parser.add_argument("--only", choices=sections, action="append")
     args = parser.parse_args()
@@ -487,6 +490,10 @@ def main() -> None:
             results["idle"] = [idle(kind, broker, _fresh(store))
                                for kind in ("cron-bridge", "celery-beat", "redbeat")]  # fmt: skip
             print("idle", results["idle"], flush=True)
+        if "budget" in only:
+            from bench.budget import budget
+
+            results["budget"] = budget(store, broker, burst_cron_bridge, floor_runs, _fresh)
         if "guard" in only:
             from bench.guard import guard_overhead
 
@@ -502,7 +509,8 @@ def main() -> None:
     measured = {"command": results["command"], "started": results["started"]}
     previous.setdefault("measured", {}).update(
         {name: measured for name in ("bare_us", "burst", "lose", "stores", "scale", "peers",
-                                     "failover", "idle", "guard", "wait") if name in results}
+                                     "failover", "idle", "guard", "wait", "budget")
+         if name in results}
     )  # fmt: skip
     previous.update(results)
     out.write_text(json.dumps(previous, indent=2) + "\n")
