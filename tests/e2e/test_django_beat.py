@@ -233,7 +233,14 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
                         ("every minute in Kolkata", "minute"), ("solar noon", "noon"),
                         ("clocked later", "clocked"), ("clocked already due", "due"),
                         ("from settings", "settings")]:  # fmt: skip
-        assert rows[name]["total_run_count"] == len(by_label[label]), (name, rows[name])
+        # A run counts once its sender writes the row, just after the send: the SIGKILL
+        # (half a second after an occurrence, on a loaded machine maybe before that write)
+        # may leave the last one it sent uncounted, never more, and nothing is counted twice.
+        ran = len(by_label[label])
+        at_kill = sum(1 for line in by_label[label]
+                      if killed_at - 2 < Occurrence.parse(line["occurrence_id"])
+                      .scheduled_at.timestamp() <= killed_at)  # fmt: skip
+        assert ran - at_kill <= rows[name]["total_run_count"] <= ran, (name, rows[name], ran)
     assert not rows["clocked later"]["enabled"] and not rows["clocked already due"]["enabled"]
     assert rows["clocked later"]["last_run_at"] is not None
     assert rows["solar noon"]["enabled"]
