@@ -33,10 +33,18 @@ def write(event: str, ctx: JobContext, **extra: object) -> None:
 
 
 def handler(ctx: JobContext) -> None:
-    write("start", ctx)
+    """Looks at the signal before its first unit of work, as a handler with side effects
+    should: a freeze between the guard's last look and this line is seen here. Each line
+    carries the time of the look that let the work start and of the end of the work, taken
+    before the look that follows it, so a freeze after either moves no line."""
+    looked = time.monotonic()
+    ctx.signal.raise_if_aborted()
+    write("start", ctx, mono=looked)
     digest = hashlib.sha1(ctx.occurrence_id.encode(), usedforsecurity=False).digest()
-    aborted = ctx.signal.wait(0.05 + digest[0] / 255 * 0.4)
-    write("end", ctx, aborted=aborted, reason=ctx.signal.reason)
+    ctx.signal.wait(0.05 + digest[0] / 255 * 0.4)
+    done = time.monotonic()
+    aborted = ctx.signal.aborted
+    write("end", ctx, mono=done, aborted=aborted, reason=ctx.signal.reason)
 
 
 for number in range(COUNT):

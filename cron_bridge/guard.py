@@ -147,11 +147,17 @@ class Guard:
         # only under the lock: only such runs write it; any other run just frees its lock.
         marks = locked and trigger == "queue"
         try:
-            if call is not None:
-                aio.resolve(call(ctx))
-            elif job.handler is not None:
-                aio.resolve(job.handler(ctx, **job.kwargs))  # an async def one is awaited
-            record = made(outcome="completed", duration_ms=_ms(began))
+            if signal.aborted:
+                # The last look before the handler: the lease ran out since the request was
+                # sent (frozen or starved while the lock was taken, the completion mark read,
+                # the helpers started), so the lock may be someone else's. It does not start.
+                record = made(outcome="aborted", reason=signal.reason)
+            else:
+                if call is not None:
+                    aio.resolve(call(ctx))
+                elif job.handler is not None:
+                    aio.resolve(job.handler(ctx, **job.kwargs))  # an async def one is awaited
+                record = made(outcome="completed", duration_ms=_ms(began))
         except Exception as exc:  # noqa: BLE001 - a handler's failure becomes its record
             if signal.aborted:
                 # Whatever it raised once asked to stop, the stop is why it ended.
@@ -204,11 +210,6 @@ class Guard:
         with self._held_lock:
             self._held[owner] = key
         lease = Lease(job.lock_ttl, sent_at)
-        if lease.left() <= 0:
-            # Frozen (or starved) between the request and now: the lock may be someone
-            # else's already. The handler does not start.
-            self._release(key, owner, job.lock_ttl)
-            return None, ("aborted", "lock-lost")
         if trigger == "queue" and self._finished(occurrence):
             # A redelivery (lost ack, visibility timeout, a requeue after a worker's heartbeat)
             # of an occurrence that completed: acknowledged, never run again. Checked under

@@ -12,7 +12,7 @@ import pytest
 from cron_bridge import Aborted, JobContext, declare
 from cron_bridge.context import AbortSignal
 from cron_bridge.guard import Guard
-from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.jobs import Job, Occurrence, lock_key
 from cron_bridge.lease import Lease
 from cron_bridge.stores import MemoryStore
 from tests.blips import ReleaseBlips
@@ -44,6 +44,30 @@ def test_a_lease_that_ran_out_before_the_handler_starts_never_starts_it() -> Non
                                     trigger="schedule")  # fmt: skip
     assert calls == []
     assert (record.outcome, record.reason) == ("aborted", "lock-lost")
+
+
+class FrozenWhileAskingIfCompleted(MemoryStore):
+    """The lock is granted in time, then the process freezes while it reads the completion
+    mark (a queue delivery reads it under the lock) until the lock's lifetime is over."""
+
+    def finished(self, occurrence: Occurrence) -> bool:
+        time.sleep(0.36)  # past the 300 ms lock
+        return super().finished(occurrence)
+
+
+def test_a_lease_that_runs_out_after_the_lock_was_taken_never_starts_the_handler() -> None:
+    """The last look at the lease is right before the handler, after every step that follows
+    the acquire: a delivery frozen while it asked whether the occurrence completed is
+    recorded aborted (lock-lost) and its handler is never called, and the lock it may still
+    hold is released."""
+    calls: list[str] = []
+    store = FrozenWhileAskingIfCompleted()
+    job = job_of("frozen.queue", lambda ctx: calls.append(ctx.occurrence_id))
+    record = Guard(store, "r1").run(job, Occurrence(job=job.name, scheduled_at=AT),
+                                    trigger="queue")  # fmt: skip
+    assert calls == []
+    assert (record.outcome, record.reason) == ("aborted", "lock-lost")
+    assert store.holder(lock_key(job.name)) is None
 
 
 class HangingExtend(MemoryStore):
