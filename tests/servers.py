@@ -308,26 +308,52 @@ class RedisSentinel:
         self.wait_settled()
 
     def wait_settled(self, timeout: float = 60) -> None:
-        """Until both replicas are online at the primary and every Sentinel knows them all."""
+        """Until both replicas are online at the primary and every Sentinel knows them all.
+
+        On a loaded machine the Sentinels (a second's silence calls a server down) may fail
+        over before the group first settles: the servers' roles then follow what the
+        Sentinels agree on. A group that does not settle raises with what it last saw and
+        the end of each Sentinel's log."""
         import redis
 
         deadline = time.monotonic() + timeout
+        seen: object = "nothing answered"
         while time.monotonic() < deadline:
             with contextlib.suppress(redis.RedisError):
-                with redis.Redis(port=self.primary.port) as primary:
-                    info = primary.info("replication")
-                states = [info.get(f"slave{n}", {}).get("state") for n in range(2)]
                 known = []
                 for port in self.sentinel_ports:
                     with redis.Redis(port=port) as sentinel:
                         known.append(sentinel.sentinel_master(self.SERVICE))  # type: ignore[no-untyped-call]
+                self._follow({int(m.get("port", 0)) for m in known})
+                with redis.Redis(port=self.primary.port) as primary:
+                    info = primary.info("replication")
+                states = [info.get(f"slave{n}", {}).get("state") for n in range(2)]
+                seen = (f"primary {self.primary.port} ({info.get('role')}), replica states "
+                        f"{states}, Sentinels {[_sentinel_view(m) for m in known]}")  # fmt: skip
                 if states == ["online", "online"] and all(
                     int(m.get("num-slaves", 0)) == 2 and int(m.get("num-other-sentinels", 0)) == 2
                     for m in known
                 ):
                     return
             time.sleep(0.1)
-        raise ServerUnavailable(f"the Sentinel group did not settle in {timeout}s")
+        logs = "; ".join(
+            f"{log.name}: " + " | ".join(log.read_text(errors="replace").splitlines()[-4:])
+            for log in sorted(self.dir.glob("sentinel-*.log"))
+        )
+        raise ServerUnavailable(
+            f"the Sentinel group did not settle in {timeout}s: {seen}; logs: {logs}"
+        )
+
+    def _follow(self, ports: set[int]) -> None:
+        """When every Sentinel names a replica as primary (a failover during start-up), that
+        replica becomes ``primary`` and the old primary one of ``replicas``."""
+        if len(ports) != 1 or ports == {self.primary.port}:
+            return
+        (port,) = ports
+        for index, replica in enumerate(self.replicas):
+            if replica.port == port:
+                self.replicas[index], self.primary = self.primary, replica
+                return
 
     def cut_off_replicas(self) -> None:
         """The replicas freeze and the primary drops their links: writes from now on live on
@@ -387,6 +413,11 @@ class RedisSentinel:
                     os.kill(replica.process.pid, signal.SIGCONT)
             replica.remove()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _sentinel_view(master: dict[str, object]) -> str:
+    return (f"{master.get('port')}: flags {master.get('flags')}, {master.get('num-slaves')} "
+            f"replicas, {master.get('num-other-sentinels')} other Sentinels")  # fmt: skip
 
 
 def _cluster_ok(info: object) -> bool:
