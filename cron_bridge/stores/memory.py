@@ -114,6 +114,13 @@ class MemoryStore(Store):
             held = self._keys.get(key)
             return held[0] if held is not None and held[1] > self._clock.now() else None
 
+    def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
+        with self._lock:
+            self.stats.add()
+            now = self._clock.now()
+            held = [self._keys.get(occurrence.claim_key) for occurrence in occurrences]
+            return [h[0] if h is not None and h[1] > now else None for h in held]
+
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         with self._lock:
             self.stats.add()

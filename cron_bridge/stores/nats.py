@@ -311,6 +311,16 @@ class NatsStore(Store):
 
         return self._run(work)
 
+    def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
+        async def work() -> list[str | None]:
+            now = await self._now_ms()
+            found = await _bounded(self._read(self._keys, _enc(o.claim_key)) for o in occurrences)
+            owners = [entry[1].get("o") if entry is not None and _expires(entry[1]) > now
+                      else None for entry in found]  # fmt: skip
+            return [owner if isinstance(owner, str) else None for owner in owners]
+
+        return self._run(work, size=len(occurrences)) if occurrences else []
+
     def put_control(self, group: str, key: str, value: str | None) -> None:
         name = f"ctl.{_enc(group)}.{_enc(key)}"
 

@@ -344,6 +344,17 @@ class PostgresStore(Store):
         rows = self._call(lambda conn: conn.execute(statement, (key,)).fetchall())
         return str(rows[0][0]) if rows else None
 
+    def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
+        if not occurrences:
+            return []
+        keys = [occurrence.claim_key for occurrence in occurrences]
+        statement = self._sql(
+            "SELECT key, owner FROM {claims} WHERE key = ANY(%s) AND expires_at > now()"
+        )
+        rows = self._call(lambda conn: conn.execute(statement, (keys,)).fetchall())
+        owners = {str(key): str(owner) for key, owner in rows}
+        return [owners.get(key) for key in keys]
+
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         if not jobs:
             return {}

@@ -257,6 +257,23 @@ class RedisStore(Store):
         owner = self._call(lambda client: client.get(self._key(key)))
         return None if owner is None else _text(owner)
 
+    def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
+        if not occurrences:
+            return []
+        keys = [self._key(occurrence.claim_key) for occurrence in occurrences]
+        if not self._cluster:
+            values = self._call(lambda client: client.mget(keys))
+        else:  # the keys live on several nodes: one pipeline, split by node
+
+            def work(client: Client) -> list[Any]:
+                pipe = client.pipeline(transaction=False)
+                for key in keys:
+                    pipe.get(key)
+                return pipe.execute()
+
+            values = self._call(work, pipelines=1, commands=0)
+        return [None if value is None else _text(value) for value in values]
+
     def put_control(self, group: str, key: str, value: str | None) -> None:
         name = self._key(f"controls:{group}")  # one hash per group
         if value is None:

@@ -27,6 +27,7 @@ __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
 _ONE_MS = timedelta(milliseconds=1)
+_PARAMETERS = 500  # bound parameters per statement (SQLite before 3.32 allows 999)
 
 SCHEMA_VERSION = 1
 _DDL = f"""
@@ -212,6 +213,25 @@ class SQLiteStore(Store):
             write=False,
         )
         return str(rows[0][0]) if rows else None
+
+    def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
+        keys = [occurrence.claim_key for occurrence in occurrences]
+        now = self._now_ms()
+
+        def work(conn: sqlite3.Connection) -> dict[str, str]:
+            owners: dict[str, str] = {}
+            for start in range(0, len(keys), _PARAMETERS):
+                part = keys[start : start + _PARAMETERS]
+                rows = conn.execute(
+                    f"SELECT key, owner FROM claims WHERE key IN ({','.join('?' * len(part))})"
+                    " AND expires_ms > ?",
+                    [*part, now],
+                ).fetchall()
+                owners.update((str(key), str(owner)) for key, owner in rows)
+            return owners
+
+        owners = self._run(work, write=False) if keys else {}
+        return [owners.get(key) for key in keys]
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         def work(conn: sqlite3.Connection) -> dict[str, datetime]:

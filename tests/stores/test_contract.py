@@ -112,6 +112,28 @@ def test_the_claim_holder_can_be_read_back(store: Store) -> None:
     assert store.claimed_by(occ()) == "beat-1"
 
 
+def test_many_claim_holders_are_read_back_in_a_few_round_trips(store: Store) -> None:
+    """``claimed_by_many`` answers ``claimed_by`` for each of 1,200 occurrences (more than one
+    SQLite statement holds) in order, None where nobody claimed it or the claim expired, in
+    one round trip (one per node of the 3-node Redis Cluster)."""
+    batch = [occ(f"job-{i % 7}", T0 + timedelta(minutes=i)) for i in range(1200)]
+    assert all(store.claim_many(batch[0:400:2], "beat-a"))
+    assert all(store.claim_many(batch[801::3], "beat-b"))
+    assert store.claim(batch[1], "gone", ttl=timedelta(milliseconds=100))
+    time.sleep(0.3)
+    before = store.stats.round_trips
+    owners = store.claimed_by_many(batch)
+    assert store.stats.round_trips - before <= 3
+    expected = [
+        "beat-a" if i < 400 and i % 2 == 0 else "beat-b" if i > 800 and (i - 801) % 3 == 0
+        else None for i in range(1200)
+    ]  # fmt: skip
+    assert owners == expected
+    assert [store.claimed_by(batch[i]) for i in (0, 1, 2, 801, 802)] == [
+        "beat-a", None, "beat-a", "beat-b", None]  # fmt: skip
+    assert store.claimed_by_many([]) == []
+
+
 def test_a_claim_advances_the_last_claimed_occurrence_and_never_moves_it_back(
     store: Store,
 ) -> None:
