@@ -64,6 +64,7 @@ input[type=password] { font: inherit; padding: .4rem; width: 100%; max-width: 22
 .m { fill: #9ca3af; } .m.completed { fill: #16a34a; } .m.running { fill: #2563eb; }
 .m.queued { fill: #93c5fd; } .m.failed, .m.aborted { fill: #dc2626; }
 .m.missed { fill: #ea580c; } .m.skipped-overlap { fill: #ca8a04; } .m.paused { fill: #7c3aed; }
+.m.unrecorded { fill: #7f1d1d; }
 svg.strip { display: block; max-width: 100%; height: auto; margin-top: .25rem; }
 .legend { font-size: .8rem; color: var(--muted); display: flex; flex-wrap: wrap; gap: .2rem .8rem; }
 figure.chart { margin: .5rem 0 1rem; max-width: 36rem; }
@@ -189,11 +190,23 @@ def _header(view: View, path: str, csrf: str, now: datetime) -> str:
 </header>"""
 
 
-def _marks(store: Store, name: str) -> tuple[list[RunRecord], list[strips.Mark]]:
-    """A job's newest records and its last occurrences as drawn (running ones included)."""
+def _marks(
+    store: Store, name: str, job: Job | None, now: datetime
+) -> tuple[list[RunRecord], list[strips.Mark]]:
+    """A job's newest records and its last occurrences as drawn (running ones included, and,
+    for a scheduled cluster job of this namespace, the ones no record names, from their
+    claims: one more read, only when there are such occurrences)."""
     records = store.history(name, _RECORDS_PER_STRIP)
     running = strips.parse_holder(name, store.holder(lock_key(name)))
-    return records, strips.marks(records, running, limit=STRIP_OCCURRENCES)
+    found = strips.marks(records, running, limit=STRIP_OCCURRENCES)
+    if job is None or job.external or not job.is_cluster:
+        return records, found
+    missing = strips.unrecorded(found, records, job.schedule, name, now, limit=STRIP_OCCURRENCES)
+    if missing:
+        owners = store.claimed_by_many(missing)
+        found += strips.unrecorded_marks(missing, owners, now, job.misfire_grace)
+        found = sorted(found, key=lambda m: m.scheduled_at)[-STRIP_OCCURRENCES:]
+    return records, found
 
 
 def _next(upcoming: datetime | None, now: datetime, paused: bool) -> str:
@@ -251,7 +264,7 @@ def overview_page(view: View, path: str, csrf: str) -> str:
     rows = []
     paused = control.paused(store)
     for info, job in sorted(view.jobs(), key=lambda pair: pair[0].name):
-        records, found = _marks(store, info.name)
+        records, found = _marks(store, info.name, job, now)
         last = _last_run(records)
         link = f"{escape(path)}/jobs/{quote(info.name, safe='')}{view.query()}"
         if last is not None:
@@ -338,7 +351,7 @@ def job_page(
     and pause buttons."""
     now = datetime.now(UTC)
     store = view.store
-    records, found = _marks(store, info.name)
+    records, found = _marks(store, info.name, job, now)
     # Runs in flight (no record yet) among the records, everything by occurrence, newest first.
     in_flight = [(m.occurrence_id.rpartition("@")[2], _flight_row(m)) for m in found
                  if m.state == "running"]  # fmt: skip

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -310,6 +311,22 @@ _LOOK_BACK = (
     timedelta(days=5 * 366),
     timedelta(days=30 * 366),
 )
+
+
+def latest_occurrences(
+    schedule: Schedule, start: datetime, end: datetime, n: int
+) -> list[datetime]:
+    """The latest ``n`` occurrences in ``(start, end]``, oldest first, reading back from
+    ``end`` a span four times longer each time (from a minute) until it holds ``n`` or reaches
+    ``start``: a frequent job that stopped long ago is not walked back to its first run."""
+    start, end = _aware_utc(start), _aware_utc(end)
+    span = timedelta(minutes=1)
+    while True:
+        since = max(start, end - span)
+        found = deque(schedule.occurrences(since, end), maxlen=n)
+        if len(found) >= n or since == start:
+            return list(found)
+        span *= 4
 
 
 def previous_occurrence(schedule: Schedule, at: datetime) -> datetime | None:

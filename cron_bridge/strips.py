@@ -3,24 +3,39 @@ over time, as inline SVG (no script, no external asset).
 
 An occurrence's state comes from every record written for it: the worker's or the inline
 run's last outcome wins over the beat's ``enqueued``, a completion over everything, and a run
-in flight (the holder of the job's overlap lock names it) shows as ``running``.
+in flight (the holder of the job's overlap lock names it) shows as ``running``. An occurrence
+the schedule had and no record names is drawn from its claim: ``claimed`` while a replica
+holds it (it has not written yet, or died before it enqueued), ``unrecorded`` when nobody
+claimed it once ``misfire_grace`` has passed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from html import escape
 
-from cron_bridge.jobs import Occurrence
+from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.schedules import Schedule, latest_occurrences
 from cron_bridge.stores.base import RunRecord
 
-__all__ = ["STATES", "Mark", "Running", "chart", "legend", "marks", "parse_holder", "strip"]
+__all__ = [
+    "STATES",
+    "Mark",
+    "Running",
+    "chart",
+    "legend",
+    "marks",
+    "parse_holder",
+    "strip",
+    "unrecorded",
+    "unrecorded_marks",
+]
 
 # Drawn states, in the legend's order.
 STATES = ("completed", "running", "queued", "failed", "aborted", "missed", "skipped-overlap",
-          "paused", "claimed")  # fmt: skip
+          "paused", "claimed", "unrecorded")  # fmt: skip
 _AS_STATE = {"skipped-paused": "paused", "skipped-completed": "completed", "enqueued": "queued"}
 _FINAL = ("failed", "aborted", "skipped-overlap", "skipped-paused", "missed", "skipped-completed")
 _MARK_W, _GAP, _STRIP_H = 6, 1, 16
@@ -45,11 +60,14 @@ class Mark:
     replica: str | None = None
     duration_ms: float | None = None
     lag_ms: float | None = None  # from its scheduled time to the start of its first run
+    note: str | None = None
 
     def title(self) -> str:
         text = f"{self.scheduled_at.strftime('%Y-%m-%d %H:%M:%S')} UTC: {self.state}"
         if self.replica:
             text += f" on {self.replica}"
+        if self.note:
+            text += f" ({self.note})"
         if self.duration_ms is not None:
             text += f", ran {_ms(self.duration_ms)}"
         if self.lag_ms is not None:
@@ -115,6 +133,47 @@ def _mark(
     if queued:
         return Mark(occurrence_id, scheduled, "queued", queued[-1].replica)
     return Mark(occurrence_id, scheduled, "claimed")
+
+
+def unrecorded(
+    found: Sequence[Mark], records: Sequence[RunRecord], schedule: Schedule, job: str,
+    now: datetime, *, limit: int = 50,
+) -> list[Occurrence]:  # fmt: skip
+    """The occurrences ``schedule`` had up to ``now`` that no drawn mark names, oldest first:
+    the latest ``limit`` since the oldest mark, and since the oldest record (every record of
+    an occurrence due after it is among ``records``, which are the newest by start). Nothing
+    before the job's first drawn occurrence; the schedule is the job's current one."""
+    if not found:
+        return []
+    start = found[0].scheduled_at
+    if records:
+        start = max(start, min(r.started_at for r in records))
+    shown = {m.occurrence_id for m in found}
+    due = (Occurrence(job=job, scheduled_at=at)
+           for at in latest_occurrences(schedule, start, now, limit))  # fmt: skip
+    return [occurrence for occurrence in due if occurrence.id not in shown]
+
+
+def unrecorded_marks(
+    occurrences: Sequence[Occurrence], owners: Sequence[str | None], now: datetime,
+    grace: timedelta,
+) -> list[Mark]:  # fmt: skip
+    """Marks for occurrences no record names, from their claims' owners: ``claimed`` while
+    one holds it; ``unrecorded`` when none does once ``grace`` has passed (before, a late
+    replica may still claim it)."""
+    drawn = []
+    for occurrence, owner in zip(occurrences, owners, strict=True):
+        at = occurrence.scheduled_at
+        if owner is not None:
+            note = "nothing recorded: not written yet, or it died before it enqueued"
+            drawn.append(Mark(occurrence.id, at, "claimed", owner[:200], note=note))
+        elif now - at >= CLAIM_TTL:
+            drawn.append(Mark(occurrence.id, at, "unrecorded",
+                              note="no record; its claim, if any, expired after 48 h"))  # fmt: skip
+        elif now - at > grace:
+            note = "nobody claimed it: no replica was up when it was due, or the store was down"
+            drawn.append(Mark(occurrence.id, at, "unrecorded", note=note))
+    return drawn
 
 
 def strip(found: Sequence[Mark], *, label: str) -> str:

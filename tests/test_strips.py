@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from cron_bridge import catalog, declare
+from cron_bridge.dashboard import _marks
 from cron_bridge.jobs import Occurrence
-from cron_bridge.stores import MemoryStore, RunRecord
-from cron_bridge.strips import marks, parse_holder, strip
+from cron_bridge.schedules import Cron, Every, latest_occurrences
+from cron_bridge.stores import MemoryStore, RunRecord, SQLiteStore
+from cron_bridge.strips import marks, parse_holder, strip, unrecorded, unrecorded_marks
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -21,6 +24,12 @@ def record(second: int, outcome: str, *, attempt: int = 1, after: float = 0.05,
         trigger="schedule", replica=replica, started_at=at + timedelta(seconds=after),
         attempt=attempt, duration_ms=duration,
     )  # fmt: skip
+
+
+def completed(job: str, at: datetime, *, after_ms: float = 0) -> RunRecord:
+    return RunRecord(job=job, occurrence_id=Occurrence(job=job, scheduled_at=at).id,
+                     outcome="completed", trigger="schedule", replica="r1",
+                     started_at=at + timedelta(milliseconds=after_ms))  # fmt: skip
 
 
 def test_each_occurrence_takes_the_state_of_its_run_not_of_the_replicas_that_stood_aside() -> None:
@@ -55,6 +64,80 @@ def test_a_run_in_flight_is_running_until_it_completes() -> None:
     assert [m.state for m in marks([record(0, "failed")], running)] == ["running"]
     assert [m.state for m in marks([record(0, "completed")], running)] == ["completed"]
     assert [m.state for m in marks([], running)] == ["running"], "no record yet (inline)"
+
+
+def test_the_latest_occurrences_are_read_back_from_the_end_not_walked_from_the_start() -> None:
+    """A job every second that stopped two days ago: its last 50 occurrences; a daily one:
+    its last 50 days; neither before ``start``, and nothing when none is due."""
+    end = T0 + timedelta(days=2)
+    assert latest_occurrences(Every("1s"), T0, end, 50) == [
+        end - timedelta(seconds=49 - i) for i in range(50)]  # fmt: skip
+    daily = latest_occurrences(Cron("0 3 * * *"), T0 - timedelta(days=400), end, 50)
+    assert len(daily) == 50 and daily[-1] == datetime(2026, 6, 3, 3, 0, tzinfo=UTC)
+    assert daily[0] == daily[-1] - timedelta(days=49)
+    assert latest_occurrences(Cron("0 3 * * *"), T0, end, 50) == [
+        datetime(2026, 6, 2, 3, 0, tzinfo=UTC), datetime(2026, 6, 3, 3, 0, tzinfo=UTC)]  # fmt: skip
+    assert latest_occurrences(Every("1h"), T0, T0 + timedelta(minutes=59), 50) == []
+
+
+def test_occurrences_no_record_names_are_drawn_from_their_claims() -> None:
+    """Between and after the recorded occurrences: one a replica claimed and wrote nothing for
+    is ``claimed`` with that replica, one nobody claimed is ``unrecorded`` once its grace has
+    passed, and one still inside its grace is not drawn yet."""
+    records = [record(n, "completed") for n in range(10) if n not in (3, 6)]
+    found = marks(reversed(records))
+    now = T0 + timedelta(seconds=12)
+    missing = unrecorded(found, records, Every("1s"), "sync", now)
+    assert [o.scheduled_at for o in missing] == [
+        T0 + timedelta(seconds=n) for n in (3, 6, 10, 11, 12)]  # fmt: skip
+    owners = ["r2", None, None, None, "r3"]
+    drawn = unrecorded_marks(missing, owners, now, timedelta(seconds=1))
+    assert [(m.scheduled_at.second, m.state, m.replica) for m in drawn] == [
+        (3, "claimed", "r2"), (6, "unrecorded", None), (10, "unrecorded", None),
+        (12, "claimed", "r3")]  # fmt: skip
+    assert "nobody claimed it" in drawn[1].title()
+    assert unrecorded([], [], Every("1s"), "sync", now) == [], "no first occurrence to start at"
+
+
+def test_an_occurrence_older_than_its_claims_lifetime_says_its_claim_may_have_expired() -> None:
+    daily = Cron("0 3 * * *")
+    day = [datetime(2026, 6, d, 3, 0, tzinfo=UTC) for d in range(1, 7)]
+    records = [completed("nightly", at) for at in (day[0], day[1], day[3])]
+    now = day[5] + timedelta(minutes=1)
+    missing = unrecorded(marks(records), records, daily, "nightly", now)
+    assert [o.scheduled_at for o in missing] == [day[2], day[4], day[5]]
+    drawn = unrecorded_marks(missing, [None, None, None], now, timedelta(seconds=30))
+    assert [m.note for m in drawn] == [
+        "no record; its claim, if any, expired after 48 h",
+        "nobody claimed it: no replica was up when it was due, or the store was down",
+        "nobody claimed it: no replica was up when it was due, or the store was down",
+    ]
+
+
+def test_the_dashboard_strip_shows_a_winner_that_died_before_writing_anything(
+    tmp_path: Path,
+) -> None:
+    """On a real SQLite store: a replica claimed an occurrence and died before it enqueued
+    (a claim, no record); another occurrence nobody claimed. The strip draws both, with one
+    read of the claims; an instance-scope job (nothing is claimed) draws neither."""
+    store = SQLiteStore(f"{tmp_path}/store.db")
+    job = declare("sync", every="1s", target="inline", handler=lambda ctx: None,
+                  misfire_grace="2s")  # fmt: skip
+    now = datetime.now(UTC).replace(microsecond=0)
+    times = [now - timedelta(seconds=10 - n) for n in range(10)]
+    kept = [n for n in range(10) if n not in (4, 7)]
+    store.record_many([completed("sync", times[n], after_ms=5) for n in kept])
+    assert store.claim(Occurrence(job="sync", scheduled_at=times[4]), "beat-died")
+    before = store.stats.round_trips
+    _, found = _marks(store, "sync", job, now)
+    assert store.stats.round_trips - before == 3, "history, lock holder, claims"
+    states = {m.scheduled_at: (m.state, m.replica) for m in found}
+    assert states[times[4]] == ("claimed", "beat-died")
+    assert states[times[7]] == ("unrecorded", None)
+    assert [states[times[n]][0] for n in kept] == ["completed"] * 8
+    local = declare("sync", every="1s", target="inline", handler=lambda ctx: None,
+                    scope="instance")  # fmt: skip
+    assert {m.state for m in _marks(store, "sync", local, now)[1]} == {"completed"}
 
 
 def test_lock_owners_that_are_not_runs_of_the_job_are_ignored() -> None:
