@@ -3,10 +3,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# The lowest Celery the Celery adapter declares, for the celery beat twin test.
+# The lowest Celery the Celery adapter declares, for the celery beat twin test, with a kombu
+# from before 5.7 (no publish batch: the adapter sends each message on its own there).
 CELERY_FLOOR := 5.3.0
+KOMBU_FLOOR := 5.3
 FLOOR  := .venv-celery-floor
-FLOOR_STAMP := $(FLOOR)/.installed-$(CELERY_FLOOR)
+FLOOR_STAMP := $(FLOOR)/.installed-$(CELERY_FLOOR)-$(KOMBU_FLOOR)
 
 .PHONY: demo test lint typecheck docs pytest bench chaos clean
 
@@ -35,7 +37,7 @@ $(FLOOR_STAMP): $(STAMP) adapters/celery/pyproject.toml
 	test -x $(FLOOR)/bin/python || $(PYTHON) -m venv $(FLOOR)
 	$(FLOOR)/bin/python -m pip install --quiet --upgrade pip
 	$(FLOOR)/bin/python -m pip install --quiet "celery[redis]==$(CELERY_FLOOR)" ephem \
-		-e ".[redis]" -e adapters/celery "celery==$(CELERY_FLOOR)"
+		-e ".[redis]" -e adapters/celery "celery==$(CELERY_FLOOR)" "kombu==$(KOMBU_FLOOR).*"
 	touch $(FLOOR_STAMP)
 
 # The end-to-end tests mostly wait on sleeps and servers, so they run side by side (each

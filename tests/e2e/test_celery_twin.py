@@ -3,7 +3,8 @@
 broker database; what reaches the broker is compared field by field, entry by entry.
 
 Run with the Celery this environment has and with the lowest Celery the adapter declares
-(``.venv-celery-floor``, made by ``make test``).
+(``.venv-celery-floor``, made by ``make test``), there with kombu 5.3: the adapter's path
+without kombu's publish batch (5.7) sends each message on its own.
 """
 
 from __future__ import annotations
@@ -138,6 +139,10 @@ def celery_python(request: pytest.FixtureRequest) -> str:
     if not FLOOR.exists():
         unavailable("the lowest Celery the adapter declares", FileNotFoundError(
             f"{FLOOR} is missing: `make test` creates it"))  # fmt: skip
+    batches = "import kombu; print(hasattr(kombu.Producer, 'batch'))"
+    done = subprocess.run([str(FLOOR), "-c", batches], capture_output=True, text=True,
+                          check=True, timeout=60)  # fmt: skip
+    assert done.stdout.strip() == "False", "the floor's kombu should predate the publish batch"
     return str(FLOOR)
 
 
