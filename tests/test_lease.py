@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cron_bridge import Aborted, JobContext, declare
-from cron_bridge.context import AbortSignal
+from cron_bridge.context import AbortSignal, Trigger
 from cron_bridge.guard import Guard
 from cron_bridge.jobs import Job, Occurrence, lock_key
 from cron_bridge.lease import Lease
@@ -34,18 +34,6 @@ class FrozenAfterAcquire(MemoryStore):
         return granted
 
 
-def test_a_lease_that_ran_out_before_the_handler_starts_never_starts_it() -> None:
-    """The lease counts from before the request: a run that got its answer too late is
-    recorded aborted (lock-lost) and its handler is never called."""
-    calls: list[str] = []
-    store = FrozenAfterAcquire()
-    job = job_of("frozen.job", lambda ctx: calls.append(ctx.occurrence_id))
-    record = Guard(store, "r1").run(job, Occurrence(job=job.name, scheduled_at=AT),
-                                    trigger="schedule")  # fmt: skip
-    assert calls == []
-    assert (record.outcome, record.reason) == ("aborted", "lock-lost")
-
-
 class FrozenWhileAskingIfCompleted(MemoryStore):
     """The lock is granted in time, then the process freezes while it reads the completion
     mark (a queue delivery reads it under the lock) until the lock's lifetime is over."""
@@ -55,16 +43,23 @@ class FrozenWhileAskingIfCompleted(MemoryStore):
         return super().finished(occurrence)
 
 
-def test_a_lease_that_runs_out_after_the_lock_was_taken_never_starts_the_handler() -> None:
-    """The last look at the lease is right before the handler, after every step that follows
-    the acquire: a delivery frozen while it asked whether the occurrence completed is
-    recorded aborted (lock-lost) and its handler is never called, and the lock it may still
+@pytest.mark.parametrize(
+    ("frozen", "trigger"),
+    [(FrozenAfterAcquire, "schedule"), (FrozenWhileAskingIfCompleted, "queue")],
+    ids=["answer-to-the-acquire", "reading-the-completion-mark"],
+)
+def test_a_lease_that_ran_out_before_the_handler_starts_never_starts_it(
+    frozen: type[MemoryStore], trigger: Trigger
+) -> None:
+    """The lease counts from before the request, and the last look at it is right before the
+    handler, after every step that follows the acquire: a run frozen in any of them is
+    recorded aborted (lock-lost), its handler is never called, and the lock it may still
     hold is released."""
     calls: list[str] = []
-    store = FrozenWhileAskingIfCompleted()
-    job = job_of("frozen.queue", lambda ctx: calls.append(ctx.occurrence_id))
+    store = frozen()
+    job = job_of("frozen.job", lambda ctx: calls.append(ctx.occurrence_id))
     record = Guard(store, "r1").run(job, Occurrence(job=job.name, scheduled_at=AT),
-                                    trigger="queue")  # fmt: skip
+                                    trigger=trigger)  # fmt: skip
     assert calls == []
     assert (record.outcome, record.reason) == ("aborted", "lock-lost")
     assert store.holder(lock_key(job.name)) is None
