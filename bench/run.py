@@ -142,10 +142,24 @@ def repeated_burst(library: str, jobs: int, replicas: int, store: str, broker: s
 
 
 def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker: str) -> Result:
-    """``jobs`` cluster jobs all due at one second, on ``replicas`` beats."""
+    """``jobs`` cluster jobs all due at one second, on ``replicas`` beats. A burst that came
+    due before every beat had started (importing 10,000 tasks on each of 5 replicas sharing
+    2 cores can outlast the allowance) is run again once, on a fresh store, with twice the
+    allowance; the result says which allowance it had."""
+    startup = 4 + jobs * replicas / 2500  # seconds to import the app and arm the jobs
+    found = _burst(library, jobs, replicas, store, broker, startup)
+    if found["late_start"]:
+        print(f"burst: a beat started after the burst was due ({startup:.0f} s allowed); "
+              "again with twice the time", flush=True)  # fmt: skip
+        found = _burst(library, jobs, replicas, _fresh(store), broker, 2 * startup)
+    return found
+
+
+def _burst(
+    library: str, jobs: int, replicas: int, store: str, broker: str, startup: float
+) -> Result:
     queue = f"burst-{uuid.uuid4().hex[:6]}"
     folder = log_dir()
-    startup = 4 + jobs * replicas / 2500  # seconds to import the app and arm the jobs
     due = float(int(time.time() + startup) + 2)
     values = {
         "BENCH_LIB": library, "BENCH_N": str(jobs), "BENCH_QUEUE": queue,
@@ -183,7 +197,7 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
     store_calls = at_due.store_calls_since()
     return {
         "library": library, "jobs": jobs, "replicas": replicas, "complete": complete,
-        "late_start": late_start, "sent": len(sniffer.arrivals),
+        "late_start": late_start, "startup_s": round(startup, 1), "sent": len(sniffer.arrivals),
         "p50_ms": quantile(lags, 0.5) * 1000, "p99_ms": quantile(lags, 0.99) * 1000,
         "max_ms": max(lags, default=float("nan")) * 1000,
         "claim_round_trips": [_round_trips(beat.output()) for beat in beats],
