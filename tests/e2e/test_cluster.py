@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -46,6 +48,20 @@ def start_beats(app: str, url: str, folder: Path, env: dict[str, str], count: in
     ]
 
 
+@contextlib.contextmanager
+def live_beats(
+    app: str, url: str, folder: Path, env: dict[str, str]
+) -> Iterator[list[BeatProcess]]:
+    """Three beats, started and live in the store; stopped (killed if need be) on the way out."""
+    beats = start_beats(app, url, folder, env)
+    try:
+        wait_until_live(url, len(beats))
+        yield beats
+    finally:
+        for beat in beats:
+            beat.ensure_stopped()
+
+
 def wait_until_live(url: str, count: int) -> None:
     store = store_from_url(url)
     try:
@@ -62,18 +78,13 @@ def test_three_replicas_run_every_occurrence_exactly_once(
     the skips from the losers' ledgers: the store holds no record per lost claim."""
     kit = make_kit(kind, request, tmp_path)
     notes = tmp_path / "journal.jsonl"
-    beats = start_beats("tests.apps.many", kit.url, tmp_path, command_env(notes))
-    try:
-        wait_until_live(kit.url, 3)
+    with live_beats("tests.apps.many", kit.url, tmp_path, command_env(notes)) as beats:
         began = time.time()
         time.sleep(20)
         ended = time.time()
         assert all(b.process and b.process.poll() is None for b in beats), "a beat died"
         for beat in beats:
             beat.terminate()
-    finally:
-        for beat in beats:
-            beat.ensure_stopped()
     store = kit.open()
     outcomes = outcomes_by_occurrence(store, JOBS)
     window = seconds_between(began + 1, ended - 1)
@@ -109,9 +120,7 @@ def test_a_replica_killed_halfway_doubles_nothing(
     skipped for overlap while the overlap lock of a run it died in was still held."""
     kit = make_kit(kind, request, tmp_path)
     notes = tmp_path / "journal.jsonl"
-    beats = start_beats("tests.apps.many", kit.url, tmp_path, command_env(notes))
-    try:
-        wait_until_live(kit.url, 3)
+    with live_beats("tests.apps.many", kit.url, tmp_path, command_env(notes)) as beats:
         began = time.time()
         time.sleep(10)
         beats[0].kill()
@@ -121,9 +130,6 @@ def test_a_replica_killed_halfway_doubles_nothing(
         ended = time.time()
         for beat in beats:
             beat.terminate()
-    finally:
-        for beat in beats:
-            beat.ensure_stopped()
     store = kit.open()
     outcomes = outcomes_by_occurrence(store, JOBS)
     assert all(c["completed"] <= 1 for c in outcomes.values())
@@ -242,15 +248,10 @@ def test_overlapping_runs_are_skipped_across_replicas(
     """A 2.5 s job every second on 3 beats: no two runs overlap; the rest are skipped-overlap."""
     url = f"{redis_server.url}?prefix=overlap{time.time_ns()}:"
     notes = tmp_path / "journal.jsonl"
-    beats = start_beats("tests.apps.overlap", url, tmp_path, command_env(notes))
-    try:
-        wait_until_live(url, 3)
+    with live_beats("tests.apps.overlap", url, tmp_path, command_env(notes)) as beats:
         time.sleep(10)
         for beat in beats:
             beat.terminate()
-    finally:
-        for beat in beats:
-            beat.ensure_stopped()
     lines = journal.read(notes)
     starts = {line["occurrence_id"]: line["at"] for line in lines if line["event"] == "start"}
     ends = {line["occurrence_id"]: line["at"] for line in lines if line["event"] == "end"}
