@@ -204,7 +204,7 @@ def _marks(
     missing = strips.unrecorded(found, records, job.schedule, name, now, limit=STRIP_OCCURRENCES)
     if missing:
         owners = store.claimed_by_many(missing)
-        found += strips.unrecorded_marks(missing, owners, now, job.misfire_grace)
+        found += strips.unrecorded_marks(missing, owners, now, job.misfire_grace, job.fire_at)
         found = sorted(found, key=lambda m: m.scheduled_at)[-STRIP_OCCURRENCES:]
     return records, found
 

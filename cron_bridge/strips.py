@@ -11,7 +11,7 @@ claimed it once ``misfire_grace`` has passed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from html import escape
@@ -156,11 +156,12 @@ def unrecorded(
 
 def unrecorded_marks(
     occurrences: Sequence[Occurrence], owners: Sequence[str | None], now: datetime,
-    grace: timedelta,
+    grace: timedelta, fire_at: Callable[[datetime], datetime] = lambda at: at,
 ) -> list[Mark]:  # fmt: skip
     """Marks for occurrences no record names, from their claims' owners: ``claimed`` while
-    one holds it; ``unrecorded`` when none does once ``grace`` has passed (before, a late
-    replica may still claim it)."""
+    one holds it; ``unrecorded`` when none does once ``grace`` has passed since it was fired
+    (``fire_at``: its scheduled time plus its share of the job's jitter); before, a late
+    replica may still claim it."""
     drawn = []
     for occurrence, owner in zip(occurrences, owners, strict=True):
         at = occurrence.scheduled_at
@@ -170,7 +171,7 @@ def unrecorded_marks(
         elif now - at >= CLAIM_TTL:
             drawn.append(Mark(occurrence.id, at, "unrecorded",
                               note="no record; its claim, if any, expired after 48 h"))  # fmt: skip
-        elif now - at > grace:
+        elif now - fire_at(at) > grace:
             note = "nobody claimed it: no replica was up when it was due, or the store was down"
             drawn.append(Mark(occurrence.id, at, "unrecorded", note=note))
     return drawn

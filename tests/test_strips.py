@@ -96,6 +96,10 @@ def test_occurrences_no_record_names_are_drawn_from_their_claims() -> None:
         (3, "claimed", "r2"), (6, "unrecorded", None), (10, "unrecorded", None),
         (12, "claimed", "r3")]  # fmt: skip
     assert "nobody claimed it" in drawn[1].title()
+    # Jittered: fired up to a minute after its scheduled time, its grace counts from then.
+    later = unrecorded_marks(missing, owners, now, timedelta(seconds=1),
+                             lambda at: at + timedelta(seconds=30))  # fmt: skip
+    assert [(m.scheduled_at.second, m.state) for m in later] == [(3, "claimed"), (12, "claimed")]
     assert unrecorded([], [], Every("1s"), "sync", now) == [], "no first occurrence to start at"
 
 
