@@ -191,17 +191,19 @@ def _header(view: View, path: str, csrf: str, now: datetime) -> str:
 
 
 def _marks(
-    store: Store, name: str, job: Job | None, now: datetime
+    store: Store, name: str, job: Job | None, now: datetime, *, after_newest: bool = False
 ) -> tuple[list[RunRecord], list[strips.Mark]]:
     """A job's newest records and its last occurrences as drawn (running ones included, and,
     for a scheduled cluster job of this namespace, the ones no record names, from their
-    claims: one more read, only when there are such occurrences)."""
+    claims: one more read, only when there are such occurrences). ``after_newest``: only
+    those due after its newest recorded one (the overview, which draws every job)."""
     records = store.history(name, _RECORDS_PER_STRIP)
     running = strips.parse_holder(name, store.holder(lock_key(name)))
     found = strips.marks(records, running, limit=STRIP_OCCURRENCES)
     if job is None or job.external or not job.is_cluster:
         return records, found
-    missing = strips.unrecorded(found, records, job.schedule, name, now, limit=STRIP_OCCURRENCES)
+    missing = strips.unrecorded(found, records, job.schedule, name, now,
+                                limit=STRIP_OCCURRENCES, after_newest=after_newest)  # fmt: skip
     if missing:
         owners = store.claimed_by_many(missing)
         found += strips.unrecorded_marks(missing, owners, now, job.misfire_grace, job.fire_at)
@@ -264,7 +266,7 @@ def overview_page(view: View, path: str, csrf: str) -> str:
     rows = []
     paused = control.paused(store)
     for info, job in sorted(view.jobs(), key=lambda pair: pair[0].name):
-        records, found = _marks(store, info.name, job, now)
+        records, found = _marks(store, info.name, job, now, after_newest=True)
         last = _last_run(records)
         link = f"{escape(path)}/jobs/{quote(info.name, safe='')}{view.query()}"
         if last is not None:

@@ -101,6 +101,11 @@ def test_occurrences_no_record_names_are_drawn_from_their_claims() -> None:
                              lambda at: at + timedelta(seconds=30))  # fmt: skip
     assert [(m.scheduled_at.second, m.state) for m in later] == [(3, "claimed"), (12, "claimed")]
     assert unrecorded([], [], Every("1s"), "sync", now) == [], "no first occurrence to start at"
+    # The overview asks only for those after the newest mark: none while the next is not due.
+    tail = unrecorded(found, records, Every("1s"), "sync", now, after_newest=True)
+    assert [o.scheduled_at.second for o in tail] == [10, 11, 12]
+    early = T0 + timedelta(seconds=9, milliseconds=500)
+    assert unrecorded(found, records, Every("1s"), "sync", early, after_newest=True) == []
 
 
 def test_an_occurrence_older_than_its_claims_lifetime_says_its_claim_may_have_expired() -> None:
@@ -139,6 +144,10 @@ def test_the_dashboard_strip_shows_a_winner_that_died_before_writing_anything(
     assert states[times[4]] == ("claimed", "beat-died")
     assert states[times[7]] == ("unrecorded", None)
     assert [states[times[n]][0] for n in kept] == ["completed"] * 8
+    overview = {
+        m.scheduled_at: m.state for m in _marks(store, "sync", job, now, after_newest=True)[1]
+    }
+    assert times[4] not in overview and times[7] not in overview, "the overview: after the newest"
     local = declare("sync", every="1s", target="inline", handler=lambda ctx: None,
                     scope="instance")  # fmt: skip
     assert {m.state for m in _marks(store, "sync", local, now)[1]} == {"completed"}
