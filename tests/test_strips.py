@@ -128,7 +128,9 @@ def test_the_dashboard_strip_shows_a_winner_that_died_before_writing_anything(
 ) -> None:
     """On a real SQLite store: a replica claimed an occurrence and died before it enqueued
     (a claim, no record); another occurrence nobody claimed. The strip draws both, with one
-    read of the claims; an instance-scope job (nothing is claimed) draws neither."""
+    read of the claims, the owner bounded and escaped (it is store data); the overview draws
+    neither (they are not after the newest mark); an instance-scope job (nothing is claimed)
+    draws neither."""
     store = SQLiteStore(f"{tmp_path}/store.db")
     job = declare("sync", every="1s", target="inline", handler=lambda ctx: None,
                   misfire_grace="2s")  # fmt: skip
@@ -136,12 +138,15 @@ def test_the_dashboard_strip_shows_a_winner_that_died_before_writing_anything(
     times = [now - timedelta(seconds=10 - n) for n in range(10)]
     kept = [n for n in range(10) if n not in (4, 7)]
     store.record_many([completed("sync", times[n], after_ms=5) for n in kept])
-    assert store.claim(Occurrence(job="sync", scheduled_at=times[4]), "beat-died")
+    hostile = "beat-died<script>x</script>" + "y" * 500  # a claim's owner is store data
+    assert store.claim(Occurrence(job="sync", scheduled_at=times[4]), hostile)
     before = store.stats.round_trips
     _, found = _marks(store, "sync", job, now)
     assert store.stats.round_trips - before == 3, "history, lock holder, claims"
     states = {m.scheduled_at: (m.state, m.replica) for m in found}
-    assert states[times[4]] == ("claimed", "beat-died")
+    assert states[times[4]] == ("claimed", hostile[:200])
+    drawn = strip(found, label="sync")
+    assert "<script>" not in drawn and "beat-died&lt;script&gt;" in drawn
     assert states[times[7]] == ("unrecorded", None)
     assert [states[times[n]][0] for n in kept] == ["completed"] * 8
     overview = {
