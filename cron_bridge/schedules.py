@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import deque
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
@@ -129,7 +130,7 @@ class Cron:
         ConfigError: a bad field, an expression that never fires, an unknown zone.
     """
 
-    __slots__ = ("_every_hour", "_fields", "_zone", "day_or", "expr", "tz")
+    __slots__ = ("_every_hour", "_fields", "_walls", "_walls_lock", "_zone", "day_or", "expr", "tz")
 
     def __init__(self, expr: str, *, tz: str = "UTC", day_or: bool = True) -> None:
         if not isinstance(expr, str):
@@ -156,6 +157,12 @@ class Cron:
         self._fields = fields
         hour_texts = {str(hour) for hour in hours}
         self._every_hour = "*" in hour_texts or hour_texts == {str(h) for h in range(24)}
+        # Parsed once and moved with set_current: parsing is half of what a look costs.
+        self._walls = croniter(fields, datetime(2000, 1, 1), day_or=self.day_or)
+        self._walls_lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _cron, (self.expr, self.tz, self.day_or)
 
     def __repr__(self) -> str:
         day_rule = "" if self.day_or else ", day_or=False"
@@ -178,17 +185,18 @@ class Cron:
         # Wall times earlier than ``after``'s own can still fire after it when a fold is near:
         # their second pass comes later. Start that far back; the loop discards the rest.
         wall = after.astimezone(self._zone).replace(tzinfo=None) - self._fold_margin(after)
-        walls = croniter(self._fields, wall - timedelta(minutes=1), day_or=self.day_or)
         best: datetime | None = None
-        while True:
-            instants = self._instants(walls.get_next(datetime))
-            # The first instant of successive wall times never goes down, so once it passes
-            # the best candidate nothing later can beat it.
-            if best is not None and instants[0] >= best:
-                return best
-            for instant in instants:
-                if instant > after and (best is None or instant < best):
-                    best = instant
+        with self._walls_lock:
+            self._walls.set_current(wall - timedelta(minutes=1), force=True)
+            while True:
+                instants = self._instants(self._walls.get_next(datetime))
+                # The first instant of successive wall times never goes down, so once it
+                # passes the best candidate nothing later can beat it.
+                if best is not None and instants[0] >= best:
+                    return best
+                for instant in instants:
+                    if instant > after and (best is None or instant < best):
+                        best = instant
 
     def occurrences(self, start: datetime, end: datetime) -> Iterator[datetime]:
         return _iterate(self, start, end)
@@ -225,6 +233,11 @@ class Cron:
             else:
                 low = middle
         return high.replace(microsecond=0)
+
+
+def _cron(expr: str, tz: str, day_or: bool) -> Cron:
+    """Rebuilds a pickled ``Cron`` (its parsed fields and their lock stay behind)."""
+    return Cron(expr, tz=tz, day_or=day_or)
 
 
 class Every:

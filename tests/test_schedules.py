@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import pickle
+import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -266,3 +269,37 @@ def test_cron_properties(
     if not every_hour:
         walls = [t.astimezone(zone).replace(tzinfo=None) for t in times]
         assert len(walls) == len(set(walls)), (expr, tz)
+
+
+def test_one_cron_shared_by_threads_answers_each_as_it_would_alone() -> None:
+    """A ``Cron`` keeps its parsed fields and moves them for each look, under a lock: eight
+    threads asking one schedule at once (the beat's timer, the dashboard, the HTTP API) get
+    what each would get alone. It pickles as its expression, zone and day rule."""
+    cron = Cron("7,37 */2 * * 1-5", tz="Europe/Warsaw")
+    starts = [datetime(2026, 3, 1, tzinfo=UTC) + timedelta(hours=7 * n) for n in range(8)]
+    alone = [list(itertools.islice(cron.occurrences(s, s + timedelta(days=60)), 200))
+             for s in starts]  # fmt: skip
+    results: dict[int, list[datetime]] = {}
+    barrier = threading.Barrier(len(starts))
+
+    def walk(index: int) -> None:
+        fresh = Cron("7,37 */2 * * 1-5", tz="Europe/Warsaw")
+        assert fresh == cron
+        barrier.wait()
+        start = starts[index]
+        results[index] = list(itertools.islice(cron.occurrences(start, start + timedelta(days=60)),
+                                               200))  # fmt: skip
+
+    threads = [threading.Thread(target=walk, args=(i,)) for i in range(len(starts))]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        sys.setswitchinterval(switch)
+    assert [results[i] for i in range(len(starts))] == alone
+    copy = pickle.loads(pickle.dumps(cron))
+    assert copy == cron and copy.next_after(starts[0]) == cron.next_after(starts[0])
