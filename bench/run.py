@@ -425,6 +425,7 @@ def main() -> None:
         "guard",
         "wait",
         "budget",
+        "schedules",
     ]
     parser.add_argument("--only", choices=sections, action="append")
     args = parser.parse_args()
@@ -519,12 +520,18 @@ def main() -> None:
         from bench.wait import wait_cost
 
         results["wait"] = wait_cost()
+    if "schedules" in only:
+        from bench.schedules import measure
+
+        results["schedules"] = measure()
+        print("schedules", results["schedules"], flush=True)
     out = REPO / "bench" / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
     measured = {"command": results["command"], "started": results["started"]}
     previous.setdefault("measured", {}).update(
         {name: measured for name in ("bare_us", "burst", "lose", "stores", "scale", "peers",
-                                     "failover", "idle", "guard", "wait", "budget")
+                                     "failover", "idle", "guard", "wait", "budget",
+                                     "schedules")
          if name in results}
     )  # fmt: skip
     previous.update(results)
