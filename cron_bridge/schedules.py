@@ -148,18 +148,17 @@ class Cron:
                 value=expr,
             )
         try:
-            hours = croniter(fields).expanded[1]
-            croniter(fields, datetime(2000, 1, 1), day_or=self.day_or).get_next(datetime)
+            # Parsed (and checked to fire) once per expression, then moved with set_current
+            # for each look: parsing is half of what a look would cost.
+            self._walls, self._walls_lock = _parsed(fields, self.day_or)
         except CroniterError as exc:
             reason = "never fires" if "next date" in str(exc) else f"bad expression ({exc})"
             raise ConfigError(reason, option="cron", value=expr) from exc
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"bad expression ({exc})", option="cron", value=expr) from exc
         self._fields = fields
-        hour_texts = {str(hour) for hour in hours}
+        hour_texts = {str(hour) for hour in self._walls.expanded[1]}
         self._every_hour = "*" in hour_texts or hour_texts == {str(h) for h in range(24)}
-        # Parsed once and moved with set_current: parsing is half of what a look costs.
-        self._walls, self._walls_lock = _parsed(fields, self.day_or)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _cron, (self.expr, self.tz, self.day_or)
@@ -239,8 +238,13 @@ class Cron:
 def _parsed(fields: str, day_or: bool) -> tuple[croniter, threading.Lock]:
     """Parsed fields and the lock for moving them, shared by the schedules with the same
     expression (a croniter is about a kilobyte; 100,000 daily jobs have at most 1,440
-    distinct ``M H * * *``). A schedule keeps what it was given if the entry is evicted."""
-    return croniter(fields, datetime(2000, 1, 1), day_or=day_or), threading.Lock()
+    distinct ``M H * * *``). A schedule keeps what it was given if the entry is evicted.
+
+    Raises what croniter raises for a bad expression, or for one that never fires (the first
+    look, from 2000-01-01); nothing is kept for those."""
+    walls = croniter(fields, datetime(2000, 1, 1), day_or=day_or)
+    walls.get_next(datetime)
+    return walls, threading.Lock()
 
 
 def _cron(expr: str, tz: str, day_or: bool) -> Cron:
