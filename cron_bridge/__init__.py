@@ -11,11 +11,13 @@ from cron_bridge.errors import (
     ConfigError,
     CronBridgeError,
     InvalidMessage,
+    RefusedTask,
     StoreUnavailable,
 )
 from cron_bridge.jobs import Backoff, Job, Occurrence, declare
 from cron_bridge.registry import Registry, cluster_task, default_registry
 from cron_bridge.schedules import Cron, Every, Schedule
+from cron_bridge.storable import storable
 from cron_bridge.stored import Schedules
 from cron_bridge.stores import Store, store_from_url
 
@@ -32,6 +34,7 @@ __all__ = [
     "Job",
     "JobContext",
     "Occurrence",
+    "RefusedTask",
     "Registry",
     "RunResult",
     "Schedule",
@@ -41,6 +44,7 @@ __all__ = [
     "cluster_task",
     "declare",
     "default_registry",
+    "storable",
     "store_from_url",
 ]
 

@@ -30,7 +30,8 @@ from cron_bridge.errors import ConfigError, CronBridgeError, StoreUnavailable
 from cron_bridge.http import check_secret
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.registry import default_registry
-from cron_bridge.schedules import parse_duration
+from cron_bridge.schedules import Schedule, parse_duration
+from cron_bridge.stored import Schedules
 from cron_bridge.stores import RunRecord, Store, store_from_url
 
 if TYPE_CHECKING:
@@ -452,12 +453,7 @@ def history(
             if occurrence.job != name:
                 fail(f"occurrence {occurrence_id!r} is not one of {name!r}")
         window = parse_duration(since, option="since"), parse_duration(grace, option="grace")
-        schedule = None
-        if audit_window and app:
-            jobs = {job.name: job for job in load_app(app)}
-            if name not in jobs:
-                fail(f"no job called {name!r} in {' '.join(app)}")
-            schedule = jobs[name].schedule
+        jobs = {job.name: job for job in load_app(app)} if audit_window and app else {}
         opened = open_existing_store(store)
         if opened is None:
             fail("no store: give --store or set CRON_BRIDGE_STORE")
@@ -469,6 +465,7 @@ def history(
                 _show_occurrence(occurrence_report(opened, occurrence), as_json)
                 return
             if audit_window:
+                schedule = _audited_schedule(opened, name, jobs, app)
                 now = datetime.now(UTC)
                 found = audit(opened, name, now - window[0], now - window[1], schedule)
                 _show_audit(found, as_json)
@@ -480,6 +477,24 @@ def history(
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
     print_table(_record_rows(records))
+
+
+def _audited_schedule(
+    store: Store, name: str, jobs: dict[str, Job], app: tuple[str, ...]
+) -> Schedule | None:
+    """The schedule ``--audit`` holds the records against: the job's in ``-A``, else the
+    stored schedule's of that name; None (records alone) without either."""
+    if name in jobs:
+        return jobs[name].schedule
+    spec = Schedules(store).get(name)
+    if spec is not None:
+        try:
+            return spec.job().schedule
+        except ConfigError as exc:
+            log.warning("the stored schedule %s cannot be read: %s", name, exc)
+    if app:
+        fail(f"no job called {name!r} in {' '.join(app)} or among the stored schedules")
+    return None
 
 
 def _next_run(job: Job, now: datetime) -> str | None:

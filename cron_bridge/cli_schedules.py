@@ -9,7 +9,15 @@ from typing import Any, TypeVar
 import click
 
 from cron_bridge import control
-from cron_bridge.cli import main, one_line_errors, open_store, print_table, store_option
+from cron_bridge.cli import (
+    load_app,
+    main,
+    one_line_errors,
+    open_store,
+    optional_app_option,
+    print_table,
+    store_option,
+)
 from cron_bridge.errors import ConfigError
 from cron_bridge.stored import LIBRARIES, Schedules, StoredSchedule
 
@@ -62,6 +70,13 @@ def _given(values: dict[str, Any]) -> dict[str, Any]:
     return options | {k: v for k, v in fields.items() if v is not None}
 
 
+_app = optional_app_option(
+    "The module that declares the task (repeatable; default $CRON_BRIDGE_APP): imported to "
+    "check that stored schedules may name it (@cluster_task, @storable or "
+    "CRON_BRIDGE_STORED_TASKS); without it only CRON_BRIDGE_STORED_TASKS can agree."
+)
+
+
 def _echo(spec: StoredSchedule) -> None:
     click.echo(json.dumps(spec.to_json()))
 
@@ -77,11 +92,15 @@ def schedule() -> None:
               "a Dramatiq actor name, an RQ function's dotted path.")  # fmt: skip
 @click.option("--library", required=True, type=click.Choice(LIBRARIES))
 @_spec_options
+@_app
 @store_option
-def add(name: str, task: str, library: str, store: str | None, **values: Any) -> None:
+def add(name: str, task: str, library: str, app: tuple[str, ...], store: str | None,
+        **values: Any) -> None:  # fmt: skip
     """Store a new schedule (one of --cron, --every, --at)."""
     with one_line_errors():
         given = _given(values)
+        if app:
+            load_app(app)
         opened = open_store(store)
         try:
             spec = Schedules(opened).add(name, task=task, library=library,
@@ -96,12 +115,15 @@ def add(name: str, task: str, library: str, store: str | None, **values: Any) ->
 @click.option("--task", default=None)
 @click.option("--library", default=None, type=click.Choice(LIBRARIES))
 @_spec_options
+@_app
 @store_option
-def update(name: str, task: str | None, library: str | None, store: str | None,
-           **values: Any) -> None:  # fmt: skip
+def update(name: str, task: str | None, library: str | None, app: tuple[str, ...],
+           store: str | None, **values: Any) -> None:  # fmt: skip
     """Change some of a stored schedule's options; the others stay."""
     with one_line_errors():
         given = _given(values)
+        if app:
+            load_app(app)
         if task is not None:
             given["task"] = task
         if library is not None:

@@ -6,6 +6,7 @@
     ├── ConfigError            a bad declaration, option or URL (also a ValueError)
     ├── StoreUnavailable       the store could not be reached or answered with an error
     ├── InvalidMessage         a queue message whose cron-bridge metadata is not ours to run
+    │   └── RefusedTask        a stored schedule naming a task it may not name (not retried)
     └── Aborted                a cooperative stop asked through ``ctx.signal``
 """
 
@@ -13,7 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Aborted", "ConfigError", "CronBridgeError", "InvalidMessage", "StoreUnavailable"]
+__all__ = [
+    "Aborted",
+    "ConfigError",
+    "CronBridgeError",
+    "InvalidMessage",
+    "RefusedTask",
+    "StoreUnavailable",
+]
 
 
 class CronBridgeError(Exception):
@@ -77,6 +85,13 @@ class InvalidMessage(CronBridgeError):
 
     The worker refuses it before the handler runs and before anything is recorded: whoever
     can write to the broker cannot make a run count under another job's name.
+    """
+
+
+class RefusedTask(InvalidMessage):
+    """A stored schedule's delivery that names a task stored schedules may not name here
+    (``cron_bridge.storable``), or a schedule that is gone: nothing was imported or called,
+    the delivery is recorded ``failed`` with the reason, and the queue must not retry it.
     """
 
 

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from cron_bridge.adapters import find_adapter
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Backoff, Job, declare
+from cron_bridge.storable import agree
 
 __all__ = ["Registry", "cluster_task", "default_registry"]
 
@@ -160,6 +161,7 @@ def cluster_task(
             **options,
         )
         wrapped: T = adapter.wrap(obj, job)
+        agree(adapter.name, ref.task)  # stored schedules may name a task declared in code
         jobs.add(
             replace(job, handler=_callable(wrapped, job.name)), origin=f"{adapter.name}:{ref.task}"
         )

@@ -21,12 +21,15 @@ import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from cron_bridge import control
 from cron_bridge.adapters import get_adapter
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Backoff, Job, declare
+from cron_bridge.schedules import parse_duration
+from cron_bridge.storable import refusal
 from cron_bridge.stores.base import Store
 
 __all__ = ["LIBRARIES", "Schedules", "StoredSchedule", "StoredSync"]
@@ -39,6 +42,9 @@ LIBRARIES = ("celery", "rq", "dramatiq")
 TASK_MAX = 300
 SPEC_MAX = 64 * 1024  # bytes of JSON per schedule
 _SCHEDULE_OPTIONS = ("cron", "every", "at", "tz", "start", "end", "jitter")
+# Every replica follows the stored schedules once a second, and whoever holds the secret must
+# not be able to make one schedule flood the broker (every="1ms" is a thousand sends a second).
+MIN_EVERY = timedelta(seconds=1)
 _RUN_OPTIONS = ("attempts", "misfire", "misfire_grace", "overlap", "lock_ttl", "timeout")
 
 
@@ -94,11 +100,32 @@ class StoredSchedule:
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"must be JSON ({exc})", job=self.name, option=option,
                                   value=getattr(self, option)) from None  # fmt: skip
+        if "every" in self.options:
+            _check_every(self.name, self.options["every"])
         task = self.task if worker else _stored_task(self)
         kwargs = self.kwargs if worker else {"schedule": self.name}
         return declare(self.name, target="queue", adapter=self.library, task=task,
                        queue=self.queue, kwargs=kwargs, backoff=_backoff(self),
                        **self.options)  # fmt: skip
+
+
+def _check_every(name: str, every: object) -> None:
+    try:
+        interval = parse_duration(every, option="every")  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise exc.for_job(name) from None
+    if interval < MIN_EVERY:
+        raise ConfigError(f"a stored schedule runs at most once every {MIN_EVERY.seconds}s",
+                          job=name, option="every", value=every)  # fmt: skip
+
+
+def _check_storable(spec: StoredSchedule) -> None:
+    """Refuse, before anything is written, a task this process knows stored schedules may
+    not name (``cron_bridge.storable``); the workers check it again on every delivery."""
+    why = refusal(spec.library, spec.task)
+    if why is not None:
+        raise ConfigError(f"{why} (in the process that adds it, too)", job=spec.name,
+                          option="task", value=spec.task)  # fmt: skip
 
 
 def _stored_task(spec: StoredSchedule) -> str:
@@ -154,6 +181,7 @@ class Schedules:
                               kwargs={} if kwargs is None else kwargs, queue=queue,
                               backoff=_backoff_json(backoff))  # fmt: skip
         spec.job()  # validates, naming the option, before anything is written
+        _check_storable(spec)
         if self.get(name) is not None:
             raise ConfigError("a stored schedule of this name exists; update it", job=name,
                               option="name", value=name)  # fmt: skip
@@ -188,6 +216,8 @@ class Schedules:
                 options[key] = value
         spec = StoredSchedule(**{**current.to_json(), **fields, "options": options})
         spec.job()
+        if (spec.library, spec.task) != (current.library, current.task):
+            _check_storable(spec)  # a new name is checked as when added
         self._write(spec, by=by, action="schedule updated",
                     reason=f"{_summary(current)} -> {_summary(spec)}")  # fmt: skip
         return spec

@@ -18,6 +18,12 @@ __all__ = ["beats", "clock", "queue"]  # fixtures
 RQ = {"library": "rq", "task": "proj.tasks.report"}
 
 
+@pytest.fixture(autouse=True)
+def _storable_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tasks these tests name are agreed to the way a team without them at hand does."""
+    monkeypatch.setenv("CRON_BRIDGE_STORED_TASKS", "proj.*")
+
+
 @pytest.mark.parametrize(
     ("options", "option"),
     [
@@ -33,6 +39,8 @@ RQ = {"library": "rq", "task": "proj.tasks.report"}
         ({"every": "1m", "kwargs": ["not", "an", "object"]}, "kwargs"),
         ({"every": "1m", "kwargs": {"when": float("nan")}}, "kwargs"),
         ({"every": "1m", "queue": 7}, "queue"),
+        ({"every": "1ms"}, "every"),  # at most once a second
+        ({"every": 0.5}, "every"),
     ],
 )
 def test_a_bad_stored_schedule_names_the_option_and_writes_nothing(

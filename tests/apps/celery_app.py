@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import Celery
 
-from cron_bridge import JobContext, cluster_task
+from cron_bridge import JobContext, cluster_task, storable
 from tests.apps import scenarios
 
 app = Celery("cbtest", broker=os.environ.get("CB_TEST_BROKER", "redis://127.0.0.1:6379/0"))
@@ -49,6 +49,7 @@ else:
 import cron_bridge_celery.stored  # noqa: E402, F401
 
 
+@storable
 @app.task(name="cb.stored_report")
 def stored_report(*args: Any, **kwargs: Any) -> str:
     from celery import current_task
@@ -56,3 +57,23 @@ def stored_report(*args: Any, **kwargs: Any) -> str:
     from tests.apps.stored_tasks import write
 
     return write((current_task.request.headers or {}).get("cron_bridge"), args, kwargs)
+
+
+# A task with a schedule of its own (yearly, never armed here) that stored schedules also run,
+# per tenant: called with ctx under the stored schedule's own guard.
+@cluster_task(name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", external=True)
+@app.task(name="cb.decorated_report")
+def decorated_report(ctx: JobContext, **kwargs: Any) -> str:
+    from tests.apps import journal
+
+    journal.write("ran", ctx, kwargs=kwargs, decorated=True)
+    return "done"
+
+
+@app.task(name="cb.unmarked")
+def unmarked(*args: Any, **kwargs: Any) -> str:
+    """A task of the app that nobody agreed stored schedules may run."""
+    from tests.apps.stored_tasks import write
+
+    write({"occurrence_id": "unmarked"}, args, kwargs)
+    return "ran"

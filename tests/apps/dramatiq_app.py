@@ -9,7 +9,7 @@ import dramatiq
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.brokers.redis import RedisBroker
 
-from cron_bridge import JobContext, cluster_task
+from cron_bridge import JobContext, cluster_task, storable
 from tests.apps import scenarios
 
 _url = os.environ.get("CB_TEST_BROKER", "redis://127.0.0.1:6379/0")
@@ -51,6 +51,7 @@ else:
 import cron_bridge_dramatiq.stored  # noqa: E402, F401
 
 
+@storable
 @dramatiq.actor(actor_name="cb.stored_report", queue_name=scenarios.QUEUE)
 def stored_report(*args: Any, **kwargs: Any) -> str:
     from dramatiq.middleware import CurrentMessage
@@ -59,3 +60,23 @@ def stored_report(*args: Any, **kwargs: Any) -> str:
 
     message = CurrentMessage.get_current_message()
     return write(message.options.get("cron_bridge") if message else None, args, kwargs)
+
+
+# An actor with a schedule of its own (yearly, never armed here) that stored schedules also
+# run, per tenant: called with ctx under the stored schedule's own guard.
+@cluster_task(name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", external=True)
+@dramatiq.actor(actor_name="cb.decorated_report", queue_name=scenarios.QUEUE)
+def decorated_report(ctx: JobContext, **kwargs: Any) -> str:
+    from tests.apps import journal
+
+    journal.write("ran", ctx, kwargs=kwargs, decorated=True)
+    return "done"
+
+
+@dramatiq.actor(actor_name="cb.unmarked", queue_name=scenarios.QUEUE)
+def unmarked(*args: Any, **kwargs: Any) -> str:
+    """An actor of the app that nobody agreed stored schedules may run."""
+    from tests.apps.stored_tasks import write
+
+    write({"occurrence_id": "unmarked"}, args, kwargs)
+    return "ran"

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from cron_bridge import JobContext, cluster_task
-from tests.apps import scenarios
+from tests.apps import journal, scenarios, stored_tasks
+
+__all__ = ["stored_tasks"]  # imported for its @storable task, as a worker preloads it
 
 if scenarios.SCENARIO == "async":
 
@@ -22,3 +24,19 @@ else:
     )
     def job(ctx: JobContext, **kwargs: Any) -> str:
         return scenarios.handle(ctx, **kwargs)
+
+
+# A function with a schedule of its own (yearly, never armed here) that stored schedules also
+# run, per tenant: called with ctx under the stored schedule's own guard.
+@cluster_task(name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", external=True,
+              queue=scenarios.QUEUE)  # fmt: skip
+def decorated_report(ctx: JobContext, **kwargs: Any) -> str:
+    journal.write("ran", ctx, kwargs=kwargs, decorated=True)
+    return "done"
+
+
+def unmarked(*args: Any, **kwargs: Any) -> str:
+    """A function of the app, loaded in the worker, that nobody agreed stored schedules may
+    run."""
+    stored_tasks.write({"occurrence_id": "unmarked"}, args, kwargs)
+    return "ran"

@@ -1,5 +1,6 @@
-"""Plain tasks the workers know, for stored schedules: no cron-bridge decorator on them. Each
-writes down the occurrence it ran, found through its queue library's own current message."""
+"""Plain tasks the workers know, for stored schedules: marked ``@storable``, no schedule of
+their own. Each writes down the occurrence it ran, found through its queue library's own
+current message."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from cron_bridge import storable
 from tests.apps import journal
 
 
@@ -20,6 +22,7 @@ def write(meta: Mapping[str, Any] | None, args: tuple[Any, ...], kwargs: dict[st
     return "reported"
 
 
+@storable
 def report(*args: Any, **kwargs: Any) -> str:
     """The RQ task (by dotted path)."""
     from rq import get_current_job

@@ -129,6 +129,9 @@ class Worker(Service):
     library: str = ""
     queue: str = ""
     broker: str = ""
+    # RQ: a module the worker imports before it forks its work horses (``rq worker -c``, where
+    # RQ reads its settings), as a project does so that its tasks are loaded there.
+    preload: str = ""
 
     def argv(self) -> list[str]:
         bin_dir = Path(sys.executable).parent
@@ -143,7 +146,8 @@ class Worker(Service):
                     # RQ worker names are global in the broker's Redis, and a killed worker's
                     # stays registered for minutes: the queue (unique per test) keeps them apart.
                     "--with-scheduler", "--name", f"{self.name}-{self.queue}-{self.starts}",
-                    "--serializer", "rq.serializers.JSONSerializer"]  # fmt: skip
+                    "--serializer", "rq.serializers.JSONSerializer",
+                    *(["-c", self.preload] if self.preload else [])]  # fmt: skip
         if self.library == "dramatiq":
             return [str(bin_dir / "dramatiq"), "tests.apps.dramatiq_app", "--processes", "1",
                     "--threads", "2", "--queues", self.queue]  # fmt: skip

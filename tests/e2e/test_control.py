@@ -164,8 +164,10 @@ def test_the_json_api_manages_stored_schedules_behind_the_secret(tmp_path: Path)
 def _served_beat(tmp_path: Path) -> tuple[BeatProcess, str]:
     """A beat of tests.apps.cli_app serving HTTP with the test secret; its base URL."""
     port = free_port()
+    # The stored schedules these tests add name proj.reports tasks, which no module here has.
+    env = command_env(CRON_BRIDGE_STORED_TASKS="proj.reports.*")
     beat = BeatProcess(
-        "api", tmp_path, command_env(), app="tests.apps.cli_app",
+        "api", tmp_path, env, app="tests.apps.cli_app",
         store_url=f"sqlite:///{tmp_path}/s.db",
         extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
     ).start()  # fmt: skip

@@ -43,7 +43,8 @@ def test_a_stored_schedule_is_added_updated_and_removed_while_three_beats_run(
                       CB_TEST_SCENARIO="long", CB_TEST_JOB=f"cb.job-{queue}")  # fmt: skip
     beats = [BeatProcess(f"b{i}", tmp_path, env, app=app, store_url=kit.url)
              for i in range(3)]  # fmt: skip
-    worker = Worker("w", tmp_path, env, library=library, queue=queue, broker=redis_server.url)
+    worker = Worker("w", tmp_path, env, library=library, queue=queue, broker=redis_server.url,
+                    preload=app)  # fmt: skip
 
     def runs() -> Counter[str]:
         return Counter(str(line["occurrence_id"]) for line in journal.read(path))
@@ -54,8 +55,8 @@ def test_a_stored_schedule_is_added_updated_and_removed_while_three_beats_run(
         worker.start()
         time.sleep(2)
         done = cli("schedule", "add", "tenant.report", "--library", library, "--task", task,
-                   "--every", "2s", "--queue", queue, "--kwargs", '{"tenant": 7}', env=env,
-                   cwd=tmp_path)  # fmt: skip
+                   "--every", "2s", "--queue", queue, "--kwargs", '{"tenant": 7}', "-A", app,
+                   env=env, cwd=tmp_path)  # fmt: skip
         assert done.returncode == 0, done.stderr
         wait_for(lambda: len(runs()) >= 4, 30, "four runs every 2 s")
         done = cli("schedule", "update", "tenant.report", "--every", "3s", env=env,

@@ -20,6 +20,7 @@ from celery.local import PromiseProxy, Proxy
 
 from cron_bridge.adapters import Dispatch, Senders, TaskRef
 from cron_bridge.jobs import Job
+from cron_bridge.storable import HANDLER_ATTR
 from cron_bridge.worker import META_KEY, run_delivery
 
 __all__ = ["CeleryAdapter"]
@@ -184,6 +185,7 @@ def _install(task: Any, job: Job) -> None:
 
     run.__name__ = getattr(original, "__name__", "run")
     run.__doc__ = getattr(original, "__doc__", None)
+    setattr(run, HANDLER_ATTR, original)  # what a stored schedule naming the task calls
     task.run = run
     # Messages never carry ctx (the worker makes it), so Celery must not check the call
     # against the handler's own signature, which starts with ctx.

@@ -18,6 +18,7 @@ from dramatiq.middleware import CurrentMessage
 
 from cron_bridge.adapters import Dispatch, Senders, TaskRef
 from cron_bridge.jobs import Job
+from cron_bridge.storable import HANDLER_ATTR
 from cron_bridge.worker import META_KEY, run_delivery
 
 __all__ = ["DramatiqAdapter"]
@@ -80,6 +81,7 @@ class DramatiqAdapter:
             delivery.raise_if_failed()
             return delivery.value
 
+        setattr(run, HANDLER_ATTR, original)  # what a stored schedule naming it calls
         actor.fn = run
         return actor
 

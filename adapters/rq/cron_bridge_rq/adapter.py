@@ -30,6 +30,7 @@ from rq.serializers import JSONSerializer
 from cron_bridge.adapters import Dispatch, TaskRef
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.storable import HANDLER_ATTR
 from cron_bridge.worker import META_KEY, run_delivery
 
 __all__ = ["RQAdapter", "rq_intervals", "rq_job_id"]
@@ -105,6 +106,7 @@ class RQAdapter:
             delivery.raise_if_failed()
             return delivery.value
 
+        setattr(run, HANDLER_ATTR, original)  # what a stored schedule naming it calls
         return run
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:

@@ -1,17 +1,26 @@
 """The RQ task of stored schedules: the beat enqueues ``run_stored(schedule=<name>)``; the
-worker reads the schedule from the store, imports its function by dotted path and runs it
-under the guard, as a decorated job's wrapper does."""
+worker reads the schedule from the store and, when stored schedules may name its function
+(``cron_bridge.storable``), imports it by dotted path and runs it under the guard.
+
+The function's module is imported only when it is loaded in the worker already or
+``CRON_BRIDGE_STORED_TASKS`` names it, and what is found must be a function defined there
+under that name (``proj.tasks.system``, where ``proj.tasks`` did ``from os import system``,
+is refused).
+"""
 
 from __future__ import annotations
 
+import importlib
+import sys
+import types
 from typing import Any
 
 from rq import get_current_job
-from rq.utils import import_attribute
 
-from cron_bridge.errors import InvalidMessage
-from cron_bridge.stored import Schedules
-from cron_bridge.worker import META_KEY, run_delivery, worker_store
+from cron_bridge.errors import RefusedTask
+from cron_bridge.storable import listed
+from cron_bridge.stored_worker import run_stored as run_stored_schedule
+from cron_bridge.worker import META_KEY
 
 __all__ = ["run_stored"]
 
@@ -20,20 +29,47 @@ def run_stored(schedule: str) -> Any:
     """Run the stored schedule called ``schedule`` for the occurrence in this job's meta.
 
     Raises:
-        InvalidMessage: no such schedule (removed since it was enqueued), or not an RQ one.
+        RefusedTask: no such schedule, not an RQ one, or a function stored schedules may not
+            name (recorded ``failed``, and not retried by RQ).
     """
-    if not isinstance(schedule, str):
-        raise InvalidMessage("run_stored: the schedule name is not text")
-    spec = Schedules(worker_store()).get(schedule)
-    if spec is None or spec.library != "rq":
-        raise InvalidMessage(f"{schedule!r:.200}: no stored RQ schedule of this name (removed?)")
-    job = spec.job(worker=True)
-    func = import_attribute(spec.task)
     current = get_current_job()
     meta = current.meta.get(META_KEY) if current is not None else None
-    retries_left = current.retries_left if current is not None else None
-    attempt = job.attempts - retries_left if retries_left is not None else 1
-    delivery = run_delivery(job, meta, attempt=max(1, attempt),
-                            call=lambda ctx: func(*spec.args, **spec.kwargs))  # fmt: skip
+
+    def attempt(job: Any) -> int:
+        retries_left = current.retries_left if current is not None else None
+        return max(1, job.attempts - retries_left) if retries_left is not None else 1
+
+    try:
+        _, delivery = run_stored_schedule("rq", schedule, meta, attempt=attempt, resolve=_function)
+    except RefusedTask:
+        if current is not None:
+            current.retries_left = 0  # a refusal is final: RQ's Retry must not bring it back
+        raise
     delivery.raise_if_failed()
     return delivery.value
+
+
+def _function(path: str) -> Any:
+    """The function at dotted ``path``, importing its module only where that is allowed."""
+    module_name, _, name = path.rpartition(".")
+    if not module_name or not name.isidentifier():
+        raise LookupError(f"{path!r:.200} is not a function's dotted path")
+    module = sys.modules.get(module_name)
+    if module is None:
+        if not listed(path):
+            raise LookupError(
+                f"this worker has not loaded {module_name!r:.200}, and CRON_BRIDGE_STORED_TASKS "
+                "does not name it: import the module in the worker or list it there"
+            )
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise LookupError(f"cannot import {module_name!r:.200}: {exc}") from None
+    func = getattr(module, name, None)
+    if (
+        not isinstance(func, types.FunctionType)
+        or func.__module__ != module_name
+        or func.__qualname__ != name
+    ):
+        raise LookupError(f"{path!r:.200} is not a function defined in {module_name!r:.200}")
+    return func
