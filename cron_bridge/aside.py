@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cron_bridge import untrusted
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
 from cron_bridge.stores.base import RunRecord, Store
@@ -86,8 +87,9 @@ class Span:
         if not isinstance(raw, list) or len(raw) != 4:
             return None
         start, end, lost, jobs = raw
-        ints = all(type(v) is int and 0 <= v < 2**53 for v in (start, lost))
-        if not ints or not (end is None or (type(end) is int and start <= end < 2**53)):
+        top = untrusted.MAX_EPOCH_MS
+        ints = all(type(v) is int and 0 <= v <= top for v in (start, lost))
+        if not ints or not (end is None or (type(end) is int and start <= end <= top)):
             return None
         if not isinstance(jobs, str) or not _DIGEST.fullmatch(jobs):
             return None
@@ -258,7 +260,7 @@ def _parse(replica: str, text: str) -> _Replica | None:
     if not 0 < len(replica) <= _REPLICA_MAX or len(text) > 100 * MAX_SPANS + 200:
         return None
     try:
-        data = json.loads(text)
+        data = untrusted.loads(text)
     except ValueError:
         return None
     if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(data.get("spans"), list):
@@ -345,7 +347,7 @@ def _read_jobs(store: Store, jobs: str) -> frozenset[str] | None:
     """A job set by its digest; None when it is "every job" (too large to list, or lost)."""
     text = store.control(JOBS_GROUP, jobs)
     try:
-        data = json.loads(text) if text is not None else None
+        data = untrusted.loads(text) if text is not None else None
     except ValueError:
         data = None
     names = data.get("names") if isinstance(data, dict) else None

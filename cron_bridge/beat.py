@@ -50,6 +50,7 @@ _ONE_MS = timedelta(milliseconds=1)
 F = TypeVar("F", bound=Callable[..., Any])
 
 UNCLAIMED_KEPT = 1000  # per job, occurrences remembered while the store is unreachable
+FAILING_TICKS = 3  # ticks failed in a row (about a second apart) that make health fail
 
 
 def make_replica_id() -> str:
@@ -148,6 +149,8 @@ class Beat:
         self._next_heartbeat: datetime | None = None
         self._catalog = Publisher(self.store)  # the jobs, for dashboards of other processes
         self._armed = False
+        self._failed_ticks = 0  # in a row; health fails from FAILING_TICKS on
+        self._last_failure = ""
 
     # -- jobs ---------------------------------------------------------------------------
 
@@ -329,14 +332,21 @@ class Beat:
         return self._armed
 
     def health(self) -> dict[str, Any]:
-        """Whether the timer loop runs and the store answered last time it was asked."""
+        """Whether the timer loop runs (and has not failed its last ``FAILING_TICKS`` ticks)
+        and the store answered last time it was asked."""
         thread = self._thread
-        return {
+        alive = thread is not None and thread.is_alive() and not self._stopping.is_set()
+        failing = self._failed_ticks >= FAILING_TICKS
+        found: dict[str, Any] = {
             "replica": self.replica_id,
-            "running": thread is not None and thread.is_alive() and not self._stopping.is_set(),
+            "running": alive and not failing,
             "store_reachable": not self._store_down,
             "clock_offset_ms": self.clock.offset_ms,
         }
+        if failing:
+            found["failing"] = (f"the loop failed {self._failed_ticks} ticks in a row "
+                                f"({self._last_failure}); see the beat's log")  # fmt: skip
+        return found
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -356,9 +366,18 @@ class Beat:
         while not self._stopping.is_set():
             try:
                 self._tick()
-            except Exception:  # the loop must outlive any single bad tick
-                log.exception("the beat loop failed a tick; going on")
+            except Exception as exc:  # the loop must outlive any single bad tick
+                self._failed_ticks += 1
+                self._last_failure = type(exc).__name__  # health is public: no message
+                if self._failed_ticks == 1 or self._failed_ticks % 60 == 0:
+                    log.exception("the beat loop failed %d tick(s) in a row; going on",
+                                  self._failed_ticks)  # fmt: skip
                 self._stopping.wait(1.0)
+            else:
+                if self._failed_ticks:
+                    log.warning("the beat loop runs again after %d failed tick(s)",
+                                self._failed_ticks)  # fmt: skip
+                self._failed_ticks = 0
 
     def _tick(self) -> None:
         wake_at = self.run_pending()

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from cron_bridge import untrusted
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job
 from cron_bridge.stores.base import Store
@@ -57,7 +58,7 @@ class JobInfo:
     def parse(cls, name: str, text: str) -> JobInfo | None:
         """An entry read from the store, or None when it is not one we would write."""
         try:
-            data: Any = json.loads(text)
+            data: Any = untrusted.loads(text)
         except ValueError:
             return None
         if not isinstance(data, dict) or not NAME_PATTERN.fullmatch(name):

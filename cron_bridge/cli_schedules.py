@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cron_bridge import control
+from cron_bridge import control, untrusted
 from cron_bridge.cli import (
     load_app,
     main,
@@ -19,7 +19,7 @@ from cron_bridge.cli import (
     store_option,
 )
 from cron_bridge.errors import ConfigError
-from cron_bridge.stored import LIBRARIES, Schedules, StoredSchedule
+from cron_bridge.stored import LIBRARIES, SPEC_MAX, Schedules, StoredSchedule
 
 __all__ = ["schedule"]
 
@@ -51,7 +51,7 @@ def _json(value: str | None, option: str, kind: type) -> Any:
     if value is None:
         return None
     try:
-        parsed = json.loads(value)
+        parsed = untrusted.loads(value, max_bytes=SPEC_MAX)
     except ValueError as exc:
         raise ConfigError(f"expected JSON ({exc})", option=option, value=value[:80]) from None
     if not isinstance(parsed, kind):

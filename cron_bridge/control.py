@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from cron_bridge import untrusted
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
 from cron_bridge.stores.base import Store
@@ -111,7 +112,7 @@ def changes(store: Store, job: str) -> list[Change]:
     found = []
     for key, raw in sorted(store.controls(CHANGES.format(job=job)).items(), reverse=True):
         try:
-            data = json.loads(raw)
+            data = untrusted.loads(raw)
             found.append(
                 Change(
                     job=job,
@@ -122,7 +123,9 @@ def changes(store: Store, job: str) -> list[Change]:
                 )
             )
         except (ValueError, TypeError, KeyError, ConfigError) as exc:
-            log.warning("skipping an unreadable change record %.200r (%s)", key, exc)
+            untrusted.warn_once(log, CHANGES.format(job=job), key, raw,
+                                "skipping an unreadable change record %.200r (%.300s)", key,
+                                exc)  # fmt: skip
     return found
 
 
@@ -204,14 +207,14 @@ def paused(store: Store) -> dict[str, Pause]:
 
 def _read(job: str, raw: str) -> Pause:
     try:
-        data = json.loads(raw)
+        data = untrusted.loads(raw)
         since = datetime.fromisoformat(data["since"])
         if since.tzinfo is None:
             raise ValueError("since without a zone")
         return Pause(job=job, reason=_text(data["reason"], "reason", REASON_MAX, job),
                      by=_text(data["by"], "by", ACTOR_MAX, job), since=since)  # fmt: skip
     except (ValueError, TypeError, KeyError, ConfigError) as exc:
-        log.warning("the pause record of %.200r is unreadable (%s); the job stays paused",
-                    job, exc)  # fmt: skip
+        untrusted.warn_once(log, PAUSES, job, raw, "the pause record of %.200r is unreadable "
+                            "(%.300s); the job stays paused", job, exc)  # fmt: skip
         return Pause(job=job, reason="unreadable pause record", by="unknown",
                      since=datetime.fromtimestamp(0, UTC))  # fmt: skip

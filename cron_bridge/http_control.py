@@ -6,11 +6,10 @@ anything here runs."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from cron_bridge import control
+from cron_bridge import control, untrusted
 from cron_bridge.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -63,6 +62,9 @@ def control_response(
     return Response(200, body)
 
 
+JSON_DEPTH = 8  # a stored schedule's body is 3 deep; its kwargs may nest a little
+
+
 def _body(request: Request) -> dict[str, Any]:
     """A JSON body's object, or the form's fields; ConfigError for anything else."""
     if not request.headers.get("content-type", "").startswith("application/json"):
@@ -73,9 +75,9 @@ def _body(request: Request) -> dict[str, Any]:
 def json_object(request: Request) -> dict[str, Any]:
     """The JSON object of the body (empty: ``{}``); ConfigError for anything else."""
     try:
-        data = json.loads(request.body or b"{}")
-    except ValueError:
-        raise ConfigError("expected a JSON object", option="body", value="") from None
+        data = untrusted.loads(request.body or b"{}", max_depth=JSON_DEPTH)
+    except ValueError as exc:
+        raise ConfigError(f"expected a JSON object ({exc})", option="body", value="") from None
     if not isinstance(data, dict):
         raise ConfigError("expected a JSON object", option="body", value="")
     return data

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from cron_bridge import control
+from cron_bridge import control, untrusted
 from cron_bridge.adapters import get_adapter
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Backoff, Job, declare
@@ -111,7 +111,7 @@ class StoredSchedule:
 
 def _check_every(name: str, every: object) -> None:
     try:
-        interval = parse_duration(every, option="every")  # type: ignore[arg-type]
+        interval = parse_duration(every, option="every")
     except ConfigError as exc:
         raise exc.for_job(name) from None
     if interval < MIN_EVERY:
@@ -237,22 +237,15 @@ class Schedules:
         """One stored schedule (one store read: what a worker does for each delivery); None
         when there is none or it cannot be read."""
         raw = self.store.control(GROUP, name)
-        if raw is None:
-            return None
-        try:
-            return StoredSchedule.from_json(json.loads(raw))
-        except (TypeError, ValueError) as exc:
-            log.warning("the stored schedule %.200r is unreadable (%s)", name, exc)
-            return None
+        return None if raw is None else _read(name, raw)
 
     def list(self) -> dict[str, StoredSchedule]:
         """Every stored schedule that can be read (an unreadable one is logged and left out)."""
         found = {}
         for name, raw in self.store.controls(GROUP).items():
-            try:
-                found[name] = StoredSchedule.from_json(json.loads(raw))
-            except (TypeError, ValueError) as exc:
-                log.warning("the stored schedule %.200r is unreadable (%s); skipped", name, exc)
+            spec = _read(name, raw)
+            if spec is not None:
+                found[name] = spec
         return found
 
     def _write(
@@ -270,6 +263,20 @@ class Schedules:
 
     def _bump(self) -> None:
         self.store.put_control(VERSION_GROUP, "version", f"{time.time_ns()}:{uuid.uuid4().hex}")
+
+
+def _read(name: str, raw: str) -> StoredSchedule | None:
+    """The schedule a record holds; None, warned once, when it cannot be read (written by
+    something else, damaged, or hostile: nested, huge, of the wrong types)."""
+    try:
+        spec = StoredSchedule.from_json(untrusted.loads(raw, max_bytes=SPEC_MAX))
+        if spec.name != name:
+            raise ValueError(f"it is kept under another name, {spec.name!r:.200}")
+    except (TypeError, ValueError) as exc:
+        untrusted.warn_once(log, GROUP, name, raw, "the stored schedule %.200r is unreadable "
+                            "(%.300s); skipped", name, exc)  # fmt: skip
+        return None
+    return spec
 
 
 def _backoff_json(backoff: Backoff | dict[str, Any] | None) -> dict[str, Any] | None:
@@ -315,8 +322,9 @@ class StoredSync:
         for name, spec in specs.items():
             try:
                 jobs[name] = spec.job()
-            except ConfigError as exc:  # written by something else, or for another version
-                log.warning("stored schedule %s is not run: %s", name, exc)
+            except Exception as exc:  # noqa: BLE001 - a record is hostile: whatever it makes a declaration raise, it alone is skipped
+                untrusted.warn_once(log, "stored-job", name, spec, "stored schedule %.200s is "
+                                    "not run: %.300s", name, exc)  # fmt: skip
         changed = {n: j for n, j in jobs.items() if self.jobs.get(n) != j}
         gone = set(self.jobs) - set(jobs)
         self.jobs = jobs

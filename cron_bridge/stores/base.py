@@ -28,14 +28,27 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Self, TypeVar, get_args
 
+from cron_bridge import untrusted
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.schedules import EPOCH
 
-__all__ = ["Outcome", "ReplicaInfo", "RunRecord", "Store", "StoreStats", "readable"]
+__all__ = [
+    "REPLICA_TTL_MAX",
+    "Outcome",
+    "ReplicaInfo",
+    "RunRecord",
+    "Store",
+    "StoreStats",
+    "last_claimed_times",
+    "live_replica",
+    "readable",
+]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _TEXT_MAX = 1000  # job names, occurrence ids, triggers and replica ids are far shorter
+LONG_TEXT_MAX = 4000  # a record's reason and error, as kept and shown
 
 Outcome = Literal[
     "enqueued",
@@ -80,6 +93,8 @@ class RunRecord:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"run record: {name} must be text, got {value!r:.80}")
+            if value is not None and len(value) > LONG_TEXT_MAX:  # a traceback, a huge message
+                object.__setattr__(self, name, value[: LONG_TEXT_MAX - 1] + "…")
         if self.outcome not in _OUTCOMES:
             raise ValueError(f"run record: unknown outcome {self.outcome!r:.80}")
         if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 1:
@@ -119,6 +134,21 @@ _FIELDS = tuple(f.name for f in fields(RunRecord))
 _OUTCOMES = frozenset(get_args(Outcome))
 
 
+def last_claimed_times(rows: Iterable[tuple[str, object]], where: str) -> dict[str, datetime]:
+    """Each job's last claimed occurrence from ``(job, epoch ms)`` pairs read from a store; a
+    value no replica would write (a float, out of range, not a number) is left out, warned
+    once: the job is then caught up on as if the store had no record of it."""
+    found = {}
+    for job, ms in rows:
+        at = untrusted.instant(ms)
+        if at is None:
+            untrusted.warn_once(log, where, job, ms, "ignoring the last claimed occurrence of "
+                                "%.200r in %s: %.40r is no time", job, where, ms)  # fmt: skip
+            continue
+        found[job] = at
+    return found
+
+
 def readable(raw: Iterable[T], parse: Callable[[T], RunRecord], where: str) -> list[RunRecord]:
     """The records of ``raw`` that ``parse`` can read; each one it cannot is logged and left
     out, so one bad record (written by a hostile or broken peer) never stops history, audit
@@ -128,7 +158,8 @@ def readable(raw: Iterable[T], parse: Callable[[T], RunRecord], where: str) -> l
         try:
             found.append(parse(item))
         except (ValueError, TypeError, KeyError) as exc:
-            log.warning("skipping a run record in %s that cannot be read: %s", where, exc)
+            untrusted.warn_once(log, "runs", where, item, "skipping a run record in %s that "
+                                "cannot be read: %.300s", where, exc)  # fmt: skip
     return found
 
 
@@ -144,6 +175,42 @@ class ReplicaInfo:
     id: str
     expires_at: datetime
     clock_offset_ms: float | None = None
+
+
+_ONE_MS = timedelta(milliseconds=1)
+REPLICA_TTL_MAX = timedelta(days=1)
+"""A heartbeat's lifetime is three heartbeat intervals: one promising more than this was not
+written by a beat, and is neither shown nor kept."""
+REPLICA_ID_MAX = 300
+
+
+def live_replica(
+    replica: object, expires_ms: object, now_ms: float, offset: object = None
+) -> ReplicaInfo | None:
+    """The replica a heartbeat row names when it is alive at ``now_ms`` and one a beat could
+    have written: a short text id, an expiry in epoch ms within ``REPLICA_TTL_MAX`` of now, a
+    finite clock offset (else none). None for anything else (logged once)."""
+    if isinstance(replica, bytes):
+        replica = replica.decode(errors="replace")
+    try:
+        expires = float(expires_ms)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        expires = math.nan
+    limit = now_ms + REPLICA_TTL_MAX / _ONE_MS
+    if not (isinstance(replica, str) and 0 < len(replica) <= REPLICA_ID_MAX):
+        said = "skipping a replica heartbeat with a bad id %.80r"
+        untrusted.warn_once(log, "replicas", repr(replica)[:80], expires_ms, said, replica)
+        return None
+    if not now_ms < expires <= limit:  # NaN compares false
+        if math.isfinite(expires) and expires <= now_ms:
+            return None  # simply gone
+        said = "skipping the heartbeat of %.200r: it promises life until %.40r"
+        untrusted.warn_once(log, "replicas", replica, expires_ms, said, replica, expires_ms)
+        return None
+    number = isinstance(offset, int | float) and not isinstance(offset, bool)
+    known = float(offset) if number and math.isfinite(offset) else None  # type: ignore[arg-type]
+    at = EPOCH + round(expires) * _ONE_MS
+    return ReplicaInfo(id=replica, expires_at=at, clock_offset_ms=known)
 
 
 class StoreStats:

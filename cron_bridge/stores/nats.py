@@ -31,10 +31,19 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
+from cron_bridge import untrusted
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, readable, ttl_ms
+from cron_bridge.stores.base import (
+    ReplicaInfo,
+    RunRecord,
+    Store,
+    last_claimed_times,
+    live_replica,
+    readable,
+    ttl_ms,
+)
 
 __all__ = ["NatsStore"]
 
@@ -200,7 +209,7 @@ class NatsStore(Store):
         if msg.headers and msg.headers.get("KV-Operation") in ("DEL", "PURGE"):
             return None
         try:
-            value = json.loads(msg.data or b"{}")
+            value = untrusted.loads(msg.data or b"{}")
         except ValueError:
             value = {}
         return int(msg.seq), value if isinstance(value, dict) else {}, msg.time
@@ -378,11 +387,9 @@ class NatsStore(Store):
             return await _bounded(self._read(self._state, f"last.{_enc(job)}") for job in jobs)
 
         found = self._run(work)
-        return {
-            job: EPOCH + int(entry[1]["ms"]) * _ONE_MS
-            for job, entry in zip(jobs, found, strict=True)
-            if entry is not None and isinstance(entry[1].get("ms"), int)
-        }
+        pairs = [(job, entry[1].get("ms")) for job, entry in zip(jobs, found, strict=True)
+                 if entry is not None and isinstance(entry[1], dict)]  # fmt: skip
+        return last_claimed_times(pairs, "last claimed")
 
     def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
         async def work() -> bool:
@@ -459,7 +466,7 @@ class NatsStore(Store):
             return items[-want:][::-1]
 
         items = self._run(work, trips=3)
-        return readable(items, lambda raw: RunRecord.from_json(json.loads(raw)), subject)
+        return readable(items, lambda raw: RunRecord.from_json(untrusted.loads(raw)), subject)
 
     def heartbeat(
         self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
@@ -474,17 +481,17 @@ class NatsStore(Store):
         return self._run(work, trips=3)
 
     def replicas(self) -> list[ReplicaInfo]:
-        async def work() -> tuple[int, dict[str, dict[str, Any]]]:
+        async def work() -> tuple[int, dict[str, Any]]:
             now = await self._now_ms()
             watcher = await self._state.watch("rep.*", ignore_deletes=True)
-            found: dict[str, dict[str, Any]] = {}
+            found: dict[str, Any] = {}
             try:
                 while True:
                     entry = await watcher.updates(timeout=self._timeout)
                     if entry is None:
                         return now, found
                     try:
-                        value = json.loads(entry.value or b"{}")
+                        value = untrusted.loads(entry.value or b"{}")
                         found[_dec(entry.key.partition(".")[2])] = value
                     except ValueError:
                         continue
@@ -494,12 +501,11 @@ class NatsStore(Store):
         now, found = self._run(work, trips=2)
         live = []
         for replica, value in sorted(found.items()):
-            if not isinstance(value, dict) or _expires(value) <= now:
+            if not isinstance(value, dict):
                 continue
-            offset = value.get("off")
-            known = float(offset) if isinstance(offset, int | float) else None
-            expires_at = EPOCH + _expires(value) * _ONE_MS
-            live.append(ReplicaInfo(id=replica, expires_at=expires_at, clock_offset_ms=known))
+            info = live_replica(replica, value.get("x"), now, value.get("off"))
+            if info is not None:
+                live.append(info)
         return live
 
     def close(self) -> None:

@@ -18,8 +18,16 @@ from urllib.parse import urlsplit
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.redaction import redact_url
-from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, readable, ttl_ms
+from cron_bridge.stores.base import (
+    REPLICA_TTL_MAX,
+    ReplicaInfo,
+    RunRecord,
+    Store,
+    last_claimed_times,
+    live_replica,
+    readable,
+    ttl_ms,
+)
 from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
 
 try:
@@ -364,7 +372,7 @@ class PostgresStore(Store):
                 (list(jobs),),
             ).fetchall()
         )
-        return {job: EPOCH + ms * _ONE_MS for job, ms in rows}
+        return last_claimed_times(rows, "last claimed")
 
     def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
         return bool(
@@ -433,14 +441,18 @@ class PostgresStore(Store):
 
     def replicas(self) -> list[ReplicaInfo]:
         statement = self._sql(
-            "SELECT id, expires_at, clock_offset_ms FROM {replicas} WHERE expires_at > now()"
+            "SELECT id, extract(epoch FROM expires_at) * 1000,"
+            " extract(epoch FROM clock_timestamp()) * 1000, clock_offset_ms FROM {replicas}"
+            " WHERE expires_at > now() AND expires_at <= now() + %s * interval '1 millisecond'"
             " ORDER BY id"
         )
-        rows = self._call(lambda conn: conn.execute(statement).fetchall())
-        return [
-            ReplicaInfo(id=rid, expires_at=expires, clock_offset_ms=offset)
-            for rid, expires, offset in rows
+        rows = self._call(
+            lambda conn: conn.execute(statement, (ttl_ms(REPLICA_TTL_MAX),)).fetchall()
+        )
+        found = [
+            live_replica(rid, expires, float(now), offset) for rid, expires, now, offset in rows
         ]
+        return [info for info in found if info is not None]
 
     def close(self) -> None:
         with self._lock:

@@ -24,10 +24,20 @@ from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from cron_bridge import untrusted
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, readable, ttl_ms
+from cron_bridge.stores.base import (
+    REPLICA_TTL_MAX,
+    ReplicaInfo,
+    RunRecord,
+    Store,
+    last_claimed_times,
+    live_replica,
+    readable,
+    ttl_ms,
+)
 
 try:
     import redis
@@ -299,11 +309,8 @@ class RedisStore(Store):
         if not jobs:
             return {}
         values = self._call(lambda client: client.hmget(self._key("last"), list(jobs)))
-        return {
-            job: EPOCH + int(ms) * _ONE_MS
-            for job, ms in zip(jobs, values, strict=True)
-            if ms is not None
-        }
+        pairs = [(job, ms) for job, ms in zip(jobs, values, strict=True) if ms is not None]
+        return last_claimed_times(pairs, "last claimed")
 
     def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
         return bool(
@@ -360,9 +367,8 @@ class RedisStore(Store):
         self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
     ) -> datetime | None:
         def work(client: Client) -> Any:
-            expires = self._run_script(
-                client, "heartbeat", [self._key("replicas")], [replica, ttl_ms(ttl)]
-            )
+            expires = self._run_script(client, "heartbeat", [self._key("replicas")],
+                                       [replica, ttl_ms(ttl), ttl_ms(REPLICA_TTL_MAX)])  # fmt: skip
             if clock_offset_ms is not None:  # one key per replica, gone with it
                 client.set(self._key(f"clock:{replica}"), repr(float(clock_offset_ms)),
                            px=ttl_ms(ttl))  # fmt: skip
@@ -372,11 +378,13 @@ class RedisStore(Store):
         return EPOCH + (expires_ms - ttl_ms(ttl)) * _ONE_MS  # the server's TIME
 
     def replicas(self) -> list[ReplicaInfo]:
+        limit = [ttl_ms(REPLICA_TTL_MAX)]
         flat = self._call(
-            lambda client: self._run_script(client, "replicas", [self._key("replicas")], [])
+            lambda client: self._run_script(client, "replicas", [self._key("replicas")], limit)
         )
+        now_ms = float(flat[0])
         pairs = sorted(
-            (_text(replica), ms) for replica, ms in zip(flat[::2], flat[1::2], strict=True)
+            (_text(replica), ms) for replica, ms in zip(flat[1::2], flat[2::2], strict=True)
         )
 
         def offsets_of(client: Client) -> list[Any]:
@@ -386,11 +394,11 @@ class RedisStore(Store):
             return list(pipe.execute())
 
         offsets = self._call(offsets_of, pipelines=1, commands=0) if pairs else []
-        return [
-            ReplicaInfo(id=replica, expires_at=EPOCH + int(float(ms)) * _ONE_MS,
-                        clock_offset_ms=_offset(offset))
+        found = [
+            live_replica(replica, ms, now_ms, _offset(offset))
             for (replica, ms), offset in zip(pairs, offsets or [None] * len(pairs), strict=True)
-        ]  # fmt: skip
+        ]
+        return [info for info in found if info is not None]
 
     def close(self) -> None:
         with self._lock:
@@ -421,7 +429,7 @@ def _text(value: str | bytes) -> str:
 
 
 def _record_from_json(item: bytes | str) -> RunRecord:
-    return RunRecord.from_json(json.loads(item))
+    return RunRecord.from_json(untrusted.loads(item))
 
 
 def _offset(raw: bytes | str | None) -> float | None:

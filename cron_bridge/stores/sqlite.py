@@ -20,7 +20,16 @@ from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, readable, ttl_ms
+from cron_bridge.stores.base import (
+    REPLICA_TTL_MAX,
+    ReplicaInfo,
+    RunRecord,
+    Store,
+    last_claimed_times,
+    live_replica,
+    readable,
+    ttl_ms,
+)
 from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
 
 __all__ = ["SQLiteStore"]
@@ -239,7 +248,7 @@ class SQLiteStore(Store):
             rows = conn.execute(
                 f"SELECT job, scheduled_ms FROM last_claimed WHERE job IN ({marks})", list(jobs)
             ).fetchall()
-            return {job: EPOCH + ms * _ONE_MS for job, ms in rows}
+            return last_claimed_times(rows, "last claimed")
 
         return self._run(work, write=False) if jobs else {}
 
@@ -307,14 +316,23 @@ class SQLiteStore(Store):
     def heartbeat(
         self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
     ) -> datetime | None:
-        expires = self._now_ms() + ttl_ms(ttl)
-        self._run(
-            lambda conn: conn.execute(
+        now = self._now_ms()
+        expires = now + ttl_ms(ttl)
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
                 "INSERT INTO replicas VALUES (?, ?) ON CONFLICT (id) DO UPDATE"
                 " SET expires_ms = excluded.expires_ms",
                 (replica, expires),
             )
-        )
+            # A row no beat wrote (text, or life past the longest heartbeat) never ages out.
+            conn.execute(
+                "DELETE FROM replicas WHERE typeof(expires_ms) NOT IN ('integer', 'real')"
+                " OR expires_ms > ?",
+                (now + ttl_ms(REPLICA_TTL_MAX),),
+            )
+
+        self._run(work)
         return None  # processes on this host share its clock
 
     def replicas(self) -> list[ReplicaInfo]:
@@ -325,7 +343,8 @@ class SQLiteStore(Store):
             ).fetchall(),
             write=False,
         )
-        return [ReplicaInfo(id=rid, expires_at=EPOCH + ms * _ONE_MS) for rid, ms in rows]
+        found = [live_replica(rid, ms, now) for rid, ms in rows]
+        return [info for info in found if info is not None]
 
     def close(self) -> None:
         with self._lock:

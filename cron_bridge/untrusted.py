@@ -1,0 +1,111 @@
+"""Reading what comes from outside (store records, request bodies, CLI values): JSON of
+bounded size and depth, and a warning logged once per bad record instead of once per look.
+
+Every record in the store is hostile input, whoever wrote it: a stored schedule nested
+100,000 deep must not raise ``RecursionError`` through the beat loop, and a pause record
+that cannot be read must not write a warning every time a replica claims a batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import re
+import threading
+from collections import OrderedDict
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_EPOCH_MS", "instant", "loads", "warn_once"]
+
+MAX_DEPTH = 32  # nesting of arrays and objects; what cron-bridge writes stays under 6
+MAX_BYTES = 1 << 20
+
+# A string (its escapes included) or a bracket: the brackets outside strings give the depth.
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def loads(
+    text: str | bytes | bytearray, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH
+) -> Any:
+    """``json.loads`` for text nobody vouches for.
+
+    Raises:
+        ValueError: not JSON, longer than ``max_bytes``, nested deeper than ``max_depth``,
+            or holding ``NaN``, ``Infinity`` or a number too large for a float.
+    """
+    if isinstance(text, bytes | bytearray):
+        if len(text) > max_bytes:
+            raise ValueError(f"JSON of {len(text)} bytes, more than {max_bytes}")
+        text = bytes(text).decode("utf-8")  # UnicodeDecodeError is a ValueError
+    elif len(text) > max_bytes:  # characters: at least as many bytes
+        raise ValueError(f"JSON of {len(text)} characters, more than {max_bytes}")
+    _check_depth(text, max_depth)
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:  # cannot happen past the depth check; kept as a last line
+        raise ValueError("JSON nested too deep") from None
+
+
+def _check_depth(text: str, limit: int) -> None:
+    depth = 0
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                raise ValueError(f"JSON nested deeper than {limit}")
+        elif token in "]}":
+            depth -= 1
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"JSON with {name}")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"JSON number out of range: {text[:40]}")
+    return value
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last instant a datetime holds
+
+
+def instant(ms: object) -> datetime | None:
+    """The aware UTC time of ``ms`` (epoch milliseconds: a whole number, or its text), or None
+    when it is none or outside 1970 to 9999 (a float, ``9e18``, ``NaN``)."""
+    if isinstance(ms, bytes):
+        ms = ms.decode(errors="replace")
+    if isinstance(ms, str) and ms.isascii() and ms.isdigit() and len(ms) <= 16:
+        ms = int(ms)
+    if type(ms) is not int or not 0 <= ms <= MAX_EPOCH_MS:
+        return None
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+_SEEN_MAX = 10_000
+_seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+_lock = threading.Lock()
+
+
+def warn_once(
+    logger: logging.Logger, where: str, key: str, raw: object, message: str, *args: object
+) -> None:
+    """Log ``message`` at WARNING the first time this record (``where``, ``key`` and its
+    content ``raw``) is found bad; a record changed since is logged again. Remembers the last
+    ``_SEEN_MAX`` records."""
+    digest = hashlib.sha1(repr(raw).encode(errors="replace"), usedforsecurity=False).hexdigest()
+    seen = (where, key[:300], digest)
+    with _lock:
+        if seen in _seen:
+            _seen.move_to_end(seen)
+            return
+        _seen[seen] = None
+        if len(_seen) > _SEEN_MAX:
+            _seen.popitem(last=False)
+    logger.warning(message, *args)

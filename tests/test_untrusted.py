@@ -1,0 +1,50 @@
+"""JSON nobody vouches for: bounded in size and depth, no NaN or infinities, times in range;
+and a bad record warned about once, again only once it changed."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from cron_bridge import untrusted
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 33 + "]" * 33, '{"a":' * 40 + "1" + "}" * 40, "NaN", '{"x": Infinity}', "1e999",
+     '[-Infinity]', "9" * 5000, "x" * (untrusted.MAX_BYTES + 1), b"\xff{}", "[" * 100_000],
+)  # fmt: skip
+def test_what_a_hostile_writer_stores_is_a_value_error(text: str | bytes) -> None:
+    with pytest.raises(ValueError):
+        untrusted.loads(text)
+
+
+def test_brackets_inside_strings_do_not_count_and_ordinary_json_reads() -> None:
+    assert untrusted.loads('{"a": "' + "[" * 100 + '\\"]"}') == {"a": "[" * 100 + '"]'}
+    read = untrusted.loads(b'{"every": 2.5, "n": [1, [2, [3]]]}')
+    assert read == {"every": 2.5, "n": [1, [2, [3]]]}
+    assert untrusted.loads("[" * 32 + "]" * 32) is not None
+
+
+@pytest.mark.parametrize("ms", [9 * 10**18, -1, 1.5, "12ab", None, True, "9" * 20])
+def test_a_time_out_of_range_is_none(ms: object) -> None:
+    assert untrusted.instant(ms) is None
+
+
+def test_times_in_range_read_from_numbers_and_text() -> None:
+    assert untrusted.instant(0).isoformat() == "1970-01-01T00:00:00+00:00"  # type: ignore[union-attr]
+    assert untrusted.instant(b"1764583200000").year == 2025  # type: ignore[union-attr]
+    assert untrusted.instant(untrusted.MAX_EPOCH_MS).year == 9999  # type: ignore[union-attr]
+
+
+def test_a_bad_record_is_warned_about_once_until_it_changes(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    log = logging.getLogger("tests.untrusted")
+    for raw in ("bad", "bad", "bad", "worse", "worse"):
+        untrusted.warn_once(log, "pause", "job", raw, "unreadable: %s", raw)
+    untrusted.warn_once(log, "pause", "other", "bad", "unreadable other: %s", "bad")
+    assert [r.getMessage() for r in caplog.records] == [
+        "unreadable: bad", "unreadable: worse", "unreadable other: bad"]  # fmt: skip
