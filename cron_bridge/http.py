@@ -432,9 +432,12 @@ def asgi_app(
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         body = b""
-        more = scope["method"] in ("POST", "PUT", "PATCH")
+        refused = _refused_length(headers.get("content-length"))
+        more = refused is None and scope["method"] in ("POST", "PUT", "PATCH")
         while more:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went away (or the server's deadline cut it off)
             body += message.get("body", b"")
             more = message.get("more_body", False) and len(body) <= MAX_BODY
         client = scope.get("client") or ("unknown", 0)
@@ -443,7 +446,9 @@ def asgi_app(
             scope.get("query_string", b"").decode("latin-1"),
             client=str(client[0]), https=scope.get("scheme") == "https",
         )  # fmt: skip
-        if len(body) > MAX_BODY:
+        if refused is not None:
+            response = refused
+        elif len(body) > MAX_BODY:
             response = Response(413, {"error": "request body too large"})
         elif request.path == handler.health_path:
             response = handler.respond(request)  # no I/O: never waits behind other requests
@@ -462,6 +467,19 @@ def asgi_app(
         await send({"type": "http.response.body", "body": payload})
 
     return app
+
+
+def _refused_length(declared: str | None) -> Response | None:
+    """400 for a ``Content-Length`` that is not a length, 413 for one past ``MAX_BODY``,
+    answered at once, before any of the body is read; None when it may be read."""
+    if declared is None:
+        return None
+    text = declared.strip()
+    if not (text.isascii() and text.isdigit()):
+        return Response(400, {"error": "bad Content-Length"})
+    if len(text) > 18 or int(text) > MAX_BODY:
+        return Response(413, {"error": "request body too large"})
+    return None
 
 
 def _asgi_path(scope: Scope) -> str:
@@ -497,12 +515,10 @@ def wsgi_app(
         }
         if environ.get("CONTENT_TYPE"):
             headers["content-type"] = environ["CONTENT_TYPE"]
-        try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        if length > MAX_BODY:
-            response = Response(413, {"error": "request body too large"})
+        refused = _refused_length(environ.get("CONTENT_LENGTH") or None)
+        length = 0 if refused is not None else int(environ.get("CONTENT_LENGTH") or 0)
+        if refused is not None:
+            response = refused
         else:
             body = environ["wsgi.input"].read(length) if length > 0 else b""
             request = Request(

@@ -1,8 +1,12 @@
 """Serving the HTTP app from the beat process: uvicorn on its own thread, hardened.
 
-- Idle or slow clients are cut off: a connection must send a complete request within
-  ``HEADER_TIMEOUT`` of opening (and of its previous response), kept-alive connections close
-  after ``KEEP_ALIVE`` idle seconds, and at most ``MAX_CONNECTIONS`` are open at once.
+- Idle or slow clients are cut off: a connection must send a complete request, its body
+  included, within ``REQUEST_TIMEOUT`` of opening (and of its previous response),
+  kept-alive connections close after ``KEEP_ALIVE`` idle seconds, and at most
+  ``MAX_CONNECTIONS`` are open at once. A connection past that cap makes room by closing the
+  oldest one still waiting for its request, so sockets that send nothing (or a body that
+  never ends) can never keep the liveness probe out; only when every connection is busy
+  with a whole request is the new one closed.
 - ``/healthz`` is answered on the event loop (see ``cron_bridge.http.asgi_app``), so requests
   waiting for a run never hold up the liveness probe.
 - uvicorn's own access log is off: the app logs one escaped line per request.
@@ -23,7 +27,7 @@ __all__ = ["HttpServer", "serve"]
 
 log = logging.getLogger(__name__)
 
-HEADER_TIMEOUT = 10.0
+REQUEST_TIMEOUT = 10.0
 KEEP_ALIVE = 5.0
 MAX_CONNECTIONS = 1000
 
@@ -32,19 +36,37 @@ def _protocol_class() -> type:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class GuardedH11Protocol(H11Protocol):
-        """uvicorn's h11 protocol with a deadline for each complete request."""
+        """uvicorn's h11 protocol with a deadline for each complete request (body included)
+        and room made for a new connection at the cap."""
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(self.connections) > MAX_CONNECTIONS:
+            self._deadline: asyncio.TimerHandle | None = None
+            self._opened = time.monotonic()
+            if len(self.connections) > MAX_CONNECTIONS and not self._make_room():
                 transport.close()
                 return
-            self._deadline: asyncio.TimerHandle | None = None
             self._arm()
+
+        def _waiting(self) -> bool:
+            """No whole request yet (or, kept alive, none since the last response)."""
+            cycle = self.cycle
+            return cycle is None or cycle.response_complete or cycle.more_body
+
+        def _make_room(self) -> bool:
+            waiting = [c for c in self.connections
+                       if isinstance(c, GuardedH11Protocol) and c is not self
+                       and hasattr(c, "_opened") and c._waiting()]  # fmt: skip
+            if not waiting:
+                return False
+            oldest = min(waiting, key=lambda c: c._opened)
+            oldest.transport.close()
+            self.connections.discard(oldest)
+            return True
 
         def _arm(self) -> None:
             self._disarm()
-            self._deadline = self.loop.call_later(HEADER_TIMEOUT, self._too_slow)
+            self._deadline = self.loop.call_later(REQUEST_TIMEOUT, self._too_slow)
 
         def _disarm(self) -> None:
             deadline = getattr(self, "_deadline", None)
@@ -53,13 +75,14 @@ def _protocol_class() -> type:
                 self._deadline = None
 
         def _too_slow(self) -> None:
-            if self.cycle is None or self.cycle.response_complete:
+            if self._waiting():
                 self.transport.close()  # no complete request in time: a slow or idle client
 
         def handle_events(self) -> None:
             super().handle_events()
-            if self.cycle is not None and not self.cycle.response_complete:
-                self._disarm()  # a request arrived: its own handling takes over
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete and not cycle.more_body:
+                self._disarm()  # the whole request arrived: its own handling takes over
 
         def on_response_complete(self) -> None:
             super().on_response_complete()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cron_bridge.serve import HEADER_TIMEOUT
+from cron_bridge.serve import REQUEST_TIMEOUT
 from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
 from tests.servers import free_port
 
@@ -64,7 +64,7 @@ def test_idle_and_slow_sockets_are_cut_off_and_never_starve_the_probe(
         sock.sendall(b"GET /_scheduler/healthz HTTP/1.1\r\nHost: x\r\n")
     try:
         assert get(port, "/_scheduler/healthz")[0] == 200
-        time.sleep(HEADER_TIMEOUT + 3)
+        time.sleep(REQUEST_TIMEOUT + 3)
         assert get(port, "/_scheduler/healthz")[0] == 200
         closed = 0
         for sock in idle + slow:
@@ -77,6 +77,111 @@ def test_idle_and_slow_sockets_are_cut_off_and_never_starve_the_probe(
     finally:
         for sock in idle + slow:
             sock.close()
+
+
+def _slow_body(port: int, path: str = "/_scheduler/api/schedules") -> socket.socket:
+    """A connection that sends whole headers and the first bytes of a body it never ends."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 "Content-Length: 1000\r\n\r\n{\"name\": ".encode())  # fmt: skip
+    return sock
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closes ``sock`` (with or without an answer) within ``seconds``."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:  # closed with unread bytes of ours: a reset, not a FIN
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+def test_the_request_deadline_covers_the_body(served: tuple[BeatProcess, int]) -> None:
+    """A body that never ends is cut off at the request deadline, not held for a minute."""
+    _, port = served
+    sock = _slow_body(port)
+    began = time.monotonic()
+    try:
+        assert _closed_within(sock, REQUEST_TIMEOUT + 5)
+    finally:
+        sock.close()
+    assert REQUEST_TIMEOUT - 1 <= time.monotonic() - began <= REQUEST_TIMEOUT + 3
+
+
+def test_a_thousand_endless_bodies_never_keep_the_probe_out(
+    served: tuple[BeatProcess, int],
+) -> None:
+    """1,200 connections without a secret, each holding a body open past the connection cap:
+    /healthz answers throughout (the oldest waiting connection makes room), and every one of
+    them is closed once the deadline passes."""
+    _, port = served
+    slow = [_slow_body(port) for _ in range(1200)]
+    try:
+        for _ in range(5):
+            assert get(port, "/_scheduler/healthz")[0] == 200
+        time.sleep(REQUEST_TIMEOUT + 2)
+        assert get(port, "/_scheduler/healthz")[0] == 200
+        assert sum(_closed_within(sock, 5) for sock in slow) == len(slow)
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+@pytest.mark.parametrize(
+    ("length", "status"), [("99999999999999999999", 413), ("20000", 413), ("12abc", 400)]
+)
+def test_a_bad_content_length_is_answered_at_once(
+    served: tuple[BeatProcess, int], length: str, status: int
+) -> None:
+    """Before any of the body arrives: 413 for a length past the cap, 400 for no length."""
+    _, port = served
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    began = time.monotonic()
+    try:
+        sock.sendall(f"POST /_scheduler/api/schedules HTTP/1.1\r\nHost: x\r\n"
+                     f"Content-Length: {length}\r\n\r\n".encode())  # fmt: skip
+        answer = sock.recv(4096).decode(errors="replace")
+    finally:
+        sock.close()
+    assert answer.startswith(f"HTTP/1.1 {status} "), answer[:200]
+    assert time.monotonic() - began < 3
+
+
+def test_json_nested_deep_and_a_flooding_interval_get_400(
+    served: tuple[BeatProcess, int],
+) -> None:
+    """JSON a few thousand deep within 16 KiB, and every="1ms": 400 naming what is wrong, no
+    traceback in the beat's log."""
+    beat, port = served
+
+    def post(body: str) -> tuple[int, str]:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        headers = {"Content-Type": "application/json",
+                   "Authorization": "Bearer " + urllib.parse.quote(SECRET, safe="")}  # fmt: skip
+        connection.putrequest("POST", "/_scheduler/api/schedules")
+        for key, value in headers.items():
+            connection.putheader(key, value.encode() if key != "Authorization" else
+                                 b"Bearer " + SECRET.encode())  # fmt: skip
+        data = body.encode()
+        connection.putheader("Content-Length", str(len(data)))
+        connection.endheaders(data)
+        response = connection.getresponse()
+        text = response.read().decode()
+        connection.close()
+        return response.status, text
+
+    nested = '{"name": "deep", "kwargs": {"a": ' + "[" * 5000 + "]" * 5000 + "}}"
+    assert len(nested) < 16 * 1024
+    status, text = post(nested)
+    assert status == 400 and "nested" in text, text
+    spec = '{"name": "flood", "library": "rq", "task": "x.y", "every": "1ms"}'
+    status, text = post(spec)
+    assert status == 400 and "every" in text and "once every 1s" in text, text
+    assert "Traceback" not in beat.output() and "RecursionError" not in beat.output()
 
 
 def test_a_path_is_decoded_once_and_log_lines_cannot_be_forged(
