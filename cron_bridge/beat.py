@@ -36,7 +36,7 @@ from cron_bridge.planning import Planned, catch_up, plan, plan_one
 from cron_bridge.recording import Recorder, log_records
 from cron_bridge.registry import Registry, default_registry
 from cron_bridge.schedules import parse_duration
-from cron_bridge.stored import StoredSync
+from cron_bridge.stored_sync import StoredSync
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.base import RunRecord
 from cron_bridge.triggers import RunResult, Triggers

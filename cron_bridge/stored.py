@@ -19,25 +19,27 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from cron_bridge import control, untrusted
 from cron_bridge.adapters import get_adapter
-from cron_bridge.errors import ConfigError
+from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Backoff, Job, declare
 from cron_bridge.schedules import parse_duration
 from cron_bridge.storable import refusal
 from cron_bridge.stores.base import Store
 
-__all__ = ["LIBRARIES", "Schedules", "StoredSchedule", "StoredSync"]
+__all__ = ["FEED_GROUP", "LIBRARIES", "Schedules", "StoredSchedule", "announce", "feed_head"]
 
 log = logging.getLogger(__name__)
 
 GROUP = "schedule"
-VERSION_GROUP = "schedule-version"
+FEED_GROUP = "schedule-feed"
+FEED_KEPT = 10_000  # entries: hours of changes at one a second; a replica behind reads all
+FULL_EVERY_MINUTES = 10  # how often replicas read every schedule (cron_bridge.stored_sync)
+_TAKE_TRIES = 1_000  # feed numbers tried past the head hint before giving up
 LIBRARIES = ("celery", "rq", "dramatiq")
 TASK_MAX = 300
 SPEC_MAX = 64 * 1024  # bytes of JSON per schedule
@@ -182,10 +184,7 @@ class Schedules:
                               backoff=_backoff_json(backoff))  # fmt: skip
         spec.job()  # validates, naming the option, before anything is written
         _check_storable(spec)
-        if self.get(name) is not None:
-            raise ConfigError("a stored schedule of this name exists; update it", job=name,
-                              option="name", value=name)  # fmt: skip
-        self._write(spec, by=by, action="schedule added")
+        self._write(spec, by=by, action="schedule added", create=True)
         return spec
 
     def update(self, name: str, *, by: str = "python", **changes: Any) -> StoredSchedule:
@@ -228,7 +227,7 @@ class Schedules:
         if current is None:
             return None
         self.store.put_control(GROUP, name, None)
-        self._bump()
+        self._announce(name)
         control.log_change(self.store, name, "schedule removed", by=by,
                            reason=_summary(current))  # fmt: skip
         return current
@@ -249,20 +248,36 @@ class Schedules:
         return found
 
     def _write(
-        self, spec: StoredSchedule, *, by: str, action: str, reason: str | None = None
+        self,
+        spec: StoredSchedule,
+        *,
+        by: str,
+        action: str,
+        reason: str | None = None,
+        create: bool = False,
     ) -> None:
+        """Write ``spec``; with ``create``, only if no schedule has its name (of two
+        concurrent adds one wins, the other is told)."""
         raw = json.dumps(spec.to_json(), allow_nan=False)
         if len(raw.encode()) > SPEC_MAX:
             raise ConfigError(f"a stored schedule is at most {SPEC_MAX} bytes of JSON",
                               job=spec.name, option="kwargs", value=len(raw))  # fmt: skip
-        self.store.put_control(GROUP, spec.name, raw)
-        self._bump()
+        if not create:
+            self.store.put_control(GROUP, spec.name, raw)
+        elif not self.store.add_control(GROUP, spec.name, raw):
+            raise ConfigError("a stored schedule of this name exists; update it",
+                              job=spec.name, option="name", value=spec.name)  # fmt: skip
+        self._announce(spec.name)
         said = _summary(spec) if reason is None else reason
         control.log_change(self.store, spec.name, action, by=by,
                            reason=said[: control.REASON_MAX])  # fmt: skip
 
-    def _bump(self) -> None:
-        self.store.put_control(VERSION_GROUP, "version", f"{time.time_ns()}:{uuid.uuid4().hex}")
+    def _announce(self, name: str) -> None:
+        try:
+            announce(self.store, name)
+        except StoreUnavailable as exc:  # written: every replica sees it at its next full read
+            log.warning("stored schedule %s changed, but the replicas are not told (%s); they "
+                        "see it within %d minutes", name, exc, FULL_EVERY_MINUTES)  # fmt: skip
 
 
 def _read(name: str, raw: str) -> StoredSchedule | None:
@@ -291,42 +306,28 @@ def _summary(spec: StoredSchedule) -> str:
     return f"{spec.library} {spec.task} {when}"[: control.REASON_MAX]
 
 
-class StoredSync:
-    """A beat's view of the stored schedules: read the version at most once a second, and
-    the specs again when it moved."""
+def announce(store: Store, name: str) -> int:
+    """Append ``name`` to the feed; the number it got.
 
-    INTERVAL = 1.0
+    Raises:
+        StoreUnavailable: the store could not be reached (the change itself is written: every
+            replica sees it at its next full read).
+    """
+    number = feed_head(store) + 1
+    entry = json.dumps({"name": name, "at": time.time()})
+    for _ in range(_TAKE_TRIES):
+        if store.add_control(FEED_GROUP, f"seq:{number}", entry):
+            break
+        number += 1  # another writer took it: the next one
+    else:
+        raise StoreUnavailable(f"the schedule feed has no free number near {number}")
+    store.put_control(FEED_GROUP, "head", str(number))
+    if number > FEED_KEPT:
+        store.put_control(FEED_GROUP, f"seq:{number - FEED_KEPT}", None)
+    return number
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._version: str | None = None
-        self._next = 0.0
-        self.jobs: dict[str, Job] = {}
 
-    def due(self, now: float) -> bool:
-        return now >= self._next
-
-    def poll(self, now: float) -> tuple[dict[str, Job], set[str]] | None:
-        """The stored jobs to (re)schedule and the names to drop, when the version moved;
-        None when nothing changed.
-
-        Raises:
-            StoreUnavailable: the store could not be reached (asked again next second).
-        """
-        self._next = now + self.INTERVAL
-        version = self.store.controls(VERSION_GROUP).get("version")
-        if version == self._version:
-            return None
-        specs = Schedules(self.store).list()
-        jobs = {}
-        for name, spec in specs.items():
-            try:
-                jobs[name] = spec.job()
-            except Exception as exc:  # noqa: BLE001 - a record is hostile: whatever it makes a declaration raise, it alone is skipped
-                untrusted.warn_once(log, "stored-job", name, spec, "stored schedule %.200s is "
-                                    "not run: %.300s", name, exc)  # fmt: skip
-        changed = {n: j for n, j in jobs.items() if self.jobs.get(n) != j}
-        gone = set(self.jobs) - set(jobs)
-        self.jobs = jobs
-        self._version = version
-        return changed, gone
+def feed_head(store: Store) -> int:
+    """The feed's last number, as its ``head`` hint says (0 for none or a bad one)."""
+    raw = store.control(FEED_GROUP, "head")
+    return int(raw) if raw is not None and raw.isascii() and raw.isdigit() and len(raw) < 16 else 0

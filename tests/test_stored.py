@@ -3,12 +3,14 @@ by field, removed; followed by a beat on a fake clock."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 
 from cron_bridge import Backoff, Beat, ConfigError, control
-from cron_bridge.stored import Schedules
+from cron_bridge.stored import FEED_GROUP, Schedules
+from cron_bridge.stored_sync import FULL_EVERY, StoredSync
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
 from tests.test_beat import ListQueue, beats, clock, eventually, queue
@@ -50,7 +52,7 @@ def test_a_bad_stored_schedule_names_the_option_and_writes_nothing(
     with pytest.raises(ConfigError) as caught:
         Schedules(store).add("tenant.7", **{**RQ, **options})  # type: ignore[arg-type]
     assert (caught.value.job, caught.value.option) == ("tenant.7", option)
-    assert Schedules(store).list() == {} and store.controls("schedule-version") == {}
+    assert Schedules(store).list() == {} and store.controls(FEED_GROUP) == {}
 
 
 def test_add_update_remove_and_the_change_log() -> None:
@@ -126,3 +128,72 @@ def test_a_beat_follows_a_stored_schedule_and_drops_it(
 def has(beat: Beat, name: str, clock: FakeClock) -> bool:
     clock.advance(timedelta(milliseconds=10))
     return name in {job.name for job in beat.jobs()}
+
+
+class CountingStore(MemoryStore):
+    """A memory store that counts the control records read, to show what a look costs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: list[str] = []
+
+    def control(self, group: str, key: str) -> str | None:
+        self.read.append(f"{group}/{key}")
+        return super().control(group, key)
+
+    def controls(self, group: str) -> dict[str, str]:
+        found = super().controls(group)
+        self.read.extend(f"{group}/{key}" for key in found)
+        return found
+
+
+def test_a_change_costs_what_it_changes_not_a_read_of_every_schedule() -> None:
+    """1,000 stored schedules: a look while nothing changed reads one feed entry; a change
+    reads its feed entry and its one schedule; a record written past the feed is found by the
+    full read, the safety net."""
+    store = CountingStore()
+    schedules = Schedules(store)
+    for n in range(1000):
+        schedules.add(f"tenant-{n}.report", every="1h", **RQ)
+    sync = StoredSync(store)
+    changed, gone = sync.poll(0.0)  # type: ignore[misc]
+    assert len(changed) == 1000 and gone == set() and sync.full_reads == 1
+    store.read.clear()
+    assert sync.poll(1.0) is None
+    assert store.read == ["schedule-feed/seq:1001"]  # one small read while nothing changes
+    schedules.update("tenant-7.report", every="2h")
+    schedules.remove("tenant-8.report")
+    store.read.clear()
+    changed, gone = sync.poll(2.0)  # type: ignore[misc]
+    assert set(changed) == {"tenant-7.report"} and gone == {"tenant-8.report"}
+    assert sorted(store.read) == sorted(["schedule-feed/seq:1001", "schedule-feed/seq:1002",
+                                         "schedule-feed/seq:1003", "schedule/tenant-7.report",
+                                         "schedule/tenant-8.report"])  # fmt: skip
+    # Written straight into the store, not announced: seen by the next full read.
+    store.put_control("schedule", "tenant-8.report", store.control("schedule", "tenant-9.report")
+                      .replace("tenant-9", "tenant-8"))  # type: ignore[union-attr]  # fmt: skip
+    assert sync.poll(3.0) is None
+    changed, gone = sync.poll(3.0 + FULL_EVERY)  # type: ignore[misc]
+    assert set(changed) == {"tenant-8.report"} and sync.full_reads == 2
+
+
+def test_two_adds_of_one_name_at_once_one_wins_and_one_is_told() -> None:
+    store = MemoryStore()
+    barrier = threading.Barrier(2)
+    said: list[str] = []
+
+    def add(every: str) -> None:
+        barrier.wait()
+        try:
+            Schedules(store).add("tenant.7", every=every, **RQ)
+            said.append("added")
+        except ConfigError as exc:
+            said.append("exists" if "exists" in str(exc) else str(exc))
+
+    threads = [threading.Thread(target=add, args=(e,)) for e in ("1h", "2h")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(said) == ["added", "exists"]
+    assert [c.action for c in control.changes(store, "tenant.7")] == ["schedule added"]

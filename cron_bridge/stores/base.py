@@ -328,6 +328,14 @@ class Store(ABC):
             self.put_control(group, key, value)
 
     @abstractmethod
+    def add_control(self, group: str, key: str, value: str) -> bool:
+        """Create the control record ``key`` of ``group`` with ``value`` unless it exists.
+
+        Atomic: of concurrent callers for one key at most one gets True, and a record that
+        exists is left as it is (False). A deleted record can be created again.
+        """
+
+    @abstractmethod
     def controls(self, group: str) -> dict[str, str]:
         """Every control record of ``group``, by key, in one round trip."""
 

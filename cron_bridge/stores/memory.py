@@ -98,6 +98,15 @@ class MemoryStore(Store):
             else:
                 self._controls[group][key] = value
 
+    def add_control(self, group: str, key: str, value: str) -> bool:
+        with self._lock:
+            self.stats.add()
+            records = self._controls[group]
+            if key in records:
+                return False
+            records[key] = value
+            return True
+
     def controls(self, group: str) -> dict[str, str]:
         with self._lock:
             self.stats.add()

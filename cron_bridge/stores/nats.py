@@ -341,6 +341,20 @@ class NatsStore(Store):
 
         self._run(work)
 
+    def add_control(self, group: str, key: str, value: str) -> bool:
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        name = f"ctl.{_enc(group)}.{_enc(key)}"
+
+        async def work() -> bool:
+            try:  # create: refused by the server when the key holds a value
+                await self._state.create(name, value.encode())
+            except KeyWrongLastSequenceError:
+                return False
+            return True
+
+        return self._run(work)
+
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if not values:
             return

@@ -327,6 +327,14 @@ class PostgresStore(Store):
         )
         self._call(lambda conn: conn.execute(statement, (group, key, value)))
 
+    def add_control(self, group: str, key: str, value: str) -> bool:
+        statement = self._sql(
+            "INSERT INTO {controls} (grp, key, value) VALUES (%s, %s, %s) ON CONFLICT (grp, key) "
+            "DO NOTHING RETURNING 1"
+        )
+        rows = self._call(lambda conn: conn.execute(statement, (group, key, value)).fetchall())
+        return bool(rows)
+
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if not values:
             return

@@ -291,6 +291,10 @@ class RedisStore(Store):
         else:
             self._call(lambda client: client.hset(name, key, value))
 
+    def add_control(self, group: str, key: str, value: str) -> bool:
+        name = self._key(f"controls:{group}")
+        return bool(self._call(lambda client: client.hsetnx(name, key, value)))
+
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if values:
             name = self._key(f"controls:{group}")

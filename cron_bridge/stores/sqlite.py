@@ -187,6 +187,12 @@ class SQLiteStore(Store):
                 "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET "
                 "value = excluded.value", (group, key, value)))  # fmt: skip
 
+    def add_control(self, group: str, key: str, value: str) -> bool:
+        rows = self._run(lambda conn: conn.execute(
+            "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO NOTHING RETURNING key",
+            (group, key, value)).fetchall())  # fmt: skip
+        return bool(rows)
+
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if values:
             rows = [(group, key, value) for key, value in values.items()]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cron_bridge.storable import ENV
-from cron_bridge.stored import GROUP, VERSION_GROUP, StoredSchedule
+from cron_bridge.stored import GROUP, StoredSchedule, announce
 from cron_bridge.stores import store_from_url
 from tests.apps import journal
 from tests.conftest import make_kit
@@ -113,7 +113,7 @@ def test_stored_schedules_run_only_agreed_tasks_on_real_workers(
             spec = StoredSchedule(name=name, library=library, task=task, args=args,
                                   options={"every": "2s"}, queue=queue)  # fmt: skip
             store.put_control(GROUP, name, json.dumps(spec.to_json()))
-        store.put_control(VERSION_GROUP, "version", uuid.uuid4().hex)
+            announce(store, name)  # as a writer of the store can: followed within a second
 
         def refused(name: str) -> bool:
             return any(r.reason == "refused" for r in store.history(name, 50))

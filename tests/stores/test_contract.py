@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import threading
 import time
@@ -289,3 +290,55 @@ def test_control_records_are_set_many_at_once(kit: StoreKit) -> None:
     assert reader.controls("jobs") == values
     if kit.kind in ("redis", "sqlite", "postgres"):
         assert writer.stats.round_trips - trips <= 2
+
+
+def test_a_control_record_is_added_once_and_again_after_it_is_deleted(kit: StoreKit) -> None:
+    store = kit.open()
+    assert store.add_control("schedule", "tenant.7", '{"v": 1}') is True
+    assert store.add_control("schedule", "tenant.7", '{"v": 2}') is False
+    assert store.control("schedule", "tenant.7") == '{"v": 1}'  # left as it was
+    store.put_control("schedule", "tenant.7", None)
+    assert store.add_control("schedule", "tenant.7", '{"v": 3}') is True
+    assert store.control("schedule", "tenant.7") == '{"v": 3}'
+
+
+def test_sixteen_threads_add_one_control_record_and_exactly_one_wins(kit: StoreKit) -> None:
+    stores = [kit.open() for _ in range(16)] if kit.kind != "memory" else [kit.open()] * 16
+    barrier = threading.Barrier(16)
+    results: list[bool] = []
+
+    def add(index: int) -> None:
+        barrier.wait()
+        results.append(stores[index].add_control("schedule", "same", f'{{"by": {index}}}'))
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(results) == [False] * 15 + [True]
+
+
+def test_concurrent_writers_take_consecutive_feed_numbers_and_lose_none(kit: StoreKit) -> None:
+    """Eight writers announcing 25 changes each at once: the numbers 1 to 200, each once,
+    each naming a change that was made (the feed the replicas follow)."""
+    from cron_bridge.stored import FEED_GROUP, announce
+
+    stores = [kit.open() for _ in range(8)] if kit.kind != "memory" else [kit.open()] * 8
+    barrier = threading.Barrier(8)
+    numbers: list[int] = []
+
+    def write(index: int) -> None:
+        barrier.wait()
+        for n in range(25):
+            numbers.append(announce(stores[index], f"tenant-{index}.s{n}"))
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert sorted(numbers) == list(range(1, 201))
+    feed = stores[0].controls(FEED_GROUP)
+    named = {json.loads(feed[f"seq:{n}"])["name"] for n in range(1, 201)}
+    assert named == {f"tenant-{i}.s{n}" for i in range(8) for n in range(25)}

@@ -21,7 +21,7 @@ from cron_bridge import Beat, aside, catalog, control, declare, untrusted
 from cron_bridge.cli import main
 from cron_bridge.http import wsgi_app
 from cron_bridge.storable import ENV
-from cron_bridge.stored import GROUP, VERSION_GROUP, StoredSchedule
+from cron_bridge.stored import FEED_GROUP, GROUP, StoredSchedule
 from cron_bridge.stores import Store
 from tests.conftest import StoreKit
 from tests.e2e.test_http import SECRET
@@ -114,6 +114,10 @@ def _write_everything_hostile(kit: StoreKit, store: Store) -> None:
                       control.CHANGES.format(job="hostile.tick")):  # fmt: skip
             store.put_control(group, f"bad.{key}", raw)
     store.put_control(control.PAUSES, "hostile.stored", json.dumps({"since": MARKUP}))
+    # The change feed the replicas follow: entries of every kind, and a head that is none.
+    store.put_control(FEED_GROUP, "head", MARKUP)
+    for number, raw in enumerate(HOSTILE.values(), start=1):
+        store.put_control(FEED_GROUP, f"seq:{number}", raw)
     # The other kinds of record: run records of the job that runs, heartbeats, catch-up.
     for values in [
         {"raw": DEEP}, {"raw": MEGA}, {"raw": "NaN"},
@@ -126,7 +130,6 @@ def _write_everything_hostile(kit: StoreKit, store: Store) -> None:
         _raw_run(kit, store, "hostile.tick", values)
     _raw_replicas(kit, store)
     _raw_last_claimed(kit, store, "hostile.tick")
-    store.put_control(VERSION_GROUP, "version", "v-hostile")
 
 
 def _page(app: Callable[..., Any], path: str) -> tuple[str, str]:
@@ -202,7 +205,7 @@ def test_a_beat_whose_loop_keeps_failing_says_so_in_its_health(
         broken = True
 
         def controls(self, group: str) -> dict[str, str]:
-            if self.broken and group == VERSION_GROUP:
+            if self.broken and group == GROUP:
                 raise RuntimeError("an answer nobody expected")
             return super().controls(group)
 

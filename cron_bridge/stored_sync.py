@@ -1,0 +1,120 @@
+"""How replicas follow the stored schedules: through the change feed (``stored.announce``),
+so that a change costs what it changes, not a read of every schedule on every replica.
+
+A replica reads every schedule once at start and then every ``FULL_EVERY`` as a safety net
+(a record written past the feed, an entry pruned while it was frozen). In between, once a
+second, it asks for the entry after the last it saw (one small read while nothing changes)
+and, for each new entry, reads that one schedule again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cron_bridge import untrusted
+from cron_bridge.jobs import NAME_PATTERN, Job
+from cron_bridge.stored import FEED_GROUP, FULL_EVERY_MINUTES, Schedules, StoredSchedule, feed_head
+from cron_bridge.stores.base import Store
+
+__all__ = ["FULL_EVERY", "StoredSync"]
+
+log = logging.getLogger(__name__)
+
+FULL_EVERY = FULL_EVERY_MINUTES * 60.0  # seconds between full reads, the safety net
+FOLLOWED_EACH = 1_000  # entries followed per look; more wait for the next look
+
+
+class StoredSync:
+    """A beat's view of the stored schedules, followed through the feed once a second."""
+
+    INTERVAL = 1.0
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._seen: int | None = None  # the last feed number applied; None: read everything
+        self._next = 0.0
+        self._next_full = 0.0
+        self.jobs: dict[str, Job] = {}
+        self.full_reads = 0
+        self.followed = 0
+
+    def due(self, now: float) -> bool:
+        return now >= self._next
+
+    def poll(self, now: float) -> tuple[dict[str, Job], set[str]] | None:
+        """The stored jobs to (re)schedule and the names to drop since the last look; None
+        when nothing changed.
+
+        Raises:
+            StoreUnavailable: the store could not be reached (asked again next second).
+        """
+        self._next = now + self.INTERVAL
+        if self._seen is None or now >= self._next_full:
+            return self._read_all(now)
+        names = self._follow()
+        if not names:
+            return None
+        schedules = Schedules(self.store)
+        changed: dict[str, Job] = {}
+        gone: set[str] = set()
+        for name in names:
+            spec = schedules.get(name)
+            job = None if spec is None else _job(spec)
+            if job is None:
+                if self.jobs.pop(name, None) is not None:
+                    gone.add(name)
+            elif self.jobs.get(name) != job:
+                self.jobs[name] = changed[name] = job
+        return (changed, gone) if changed or gone else None
+
+    def _read_all(self, now: float) -> tuple[dict[str, Job], set[str]]:
+        head = feed_head(self.store)  # before the read: what comes after is followed again
+        jobs = {}
+        for name, spec in Schedules(self.store).list().items():
+            job = _job(spec)
+            if job is not None:
+                jobs[name] = job
+        changed = {n: j for n, j in jobs.items() if self.jobs.get(n) != j}
+        gone = set(self.jobs) - set(jobs)
+        self.jobs = jobs
+        self._seen = head
+        self._next_full = now + FULL_EVERY
+        self.full_reads += 1
+        return changed, gone
+
+    def _follow(self) -> list[str]:
+        """The names of the feed's entries after the last seen, oldest first (each once)."""
+        assert self._seen is not None
+        names: dict[str, None] = {}
+        for _ in range(FOLLOWED_EACH):
+            raw = self.store.control(FEED_GROUP, f"seq:{self._seen + 1}")
+            if raw is None:
+                break
+            self._seen += 1
+            self.followed += 1
+            name = _entry_name(raw)
+            if name is not None:
+                names[name] = None
+        return list(names)
+
+
+def _entry_name(raw: str) -> str | None:
+    try:
+        data = untrusted.loads(raw, max_bytes=4096)
+        name = data.get("name") if isinstance(data, dict) else None
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+            raise ValueError("no schedule name")
+    except ValueError as exc:
+        untrusted.warn_once(log, FEED_GROUP, raw[:100], raw, "skipping a schedule feed entry "
+                            "%.100r: %s", raw, exc)  # fmt: skip
+        return None
+    return name
+
+
+def _job(spec: StoredSchedule) -> Job | None:
+    try:
+        return spec.job()
+    except Exception as exc:  # noqa: BLE001 - a record is hostile: whatever it makes a declaration raise, it alone is skipped
+        untrusted.warn_once(log, "stored-job", spec.name, spec, "stored schedule %.200s is not "
+                            "run: %.300s", spec.name, exc)  # fmt: skip
+        return None
