@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 import redis
@@ -224,3 +225,49 @@ class AtDue:
             "controls": delta.get("hset", 0),
             "writes": sum(delta.get(name, 0) for name in WRITES) + delta.get("set", 0),
         }
+
+
+class CountingProxy:
+    """A TCP proxy on loopback in front of a store server, counting the bytes the server
+    sends through it: what one replica, given the proxy's port, reads from its store."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import socket
+
+        self._target = (host, port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self.received = 0  # bytes from the server to the client
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._target)
+            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
+
+    def _pump(self, source: Any, sink: Any, counted: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if counted:
+                    with self._lock:
+                        self.received += len(data)
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()

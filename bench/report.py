@@ -223,6 +223,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
     parts += _stores_section(results)
     parts += _scale_section(results, before)
     parts += _schedules_section(results)
+    parts += _tenants_section(results)
     parts += _budget_section(results)
     peers = results.get("peers")
     if peers:
@@ -551,5 +552,52 @@ def _scale_section(results: dict[str, Any], before: dict[str, Any]) -> list[str]
         f"window after {join['share_s']} s. Occurrences each replica enqueued in the run: "
         + " / ".join(str(n) for n in join["enqueued_per_replica"])
         + " (the fourth joined 10 s after the others started).",
+        "",
+    ]
+
+
+def _tenants_section(results: dict[str, Any]) -> list[str]:
+    found = results.get("tenants")
+    if not found:
+        return []
+    rows = [
+        [r["store"], f"{r['schedules']:,}", r["replicas"], r.get("load_s", ""),
+         " / ".join(str(v) for v in r.get("cpu_ms_per_change", [])),
+         " / ".join(f"{v:,}" for v in r.get("read_bytes_per_change", [])),
+         r.get("follow_p50_ms", ""), r.get("follow_p90_ms", ""), r.get("follow_max_ms", ""),
+         " / ".join(str(v) for v in r.get("idle_cpu_s", [])),
+         " / ".join(str(v) for v in r.get("peak_rss_mb", [])),
+         "" if r.get("complete") else "incomplete"]
+        for r in found
+    ]  # fmt: skip
+    return [
+        "## Stored schedules at tenant scale",
+        "",
+        _measured(results, "tenants"),
+        "",
+        "N stored schedules (one per tenant, yearly: none comes due) followed by 3 replicas, "
+        "then one change a second for 30 s (`Schedules.update` of a tenant's cron). Per "
+        "replica: the load at start (all replicas, seconds), CPU per change and bytes the "
+        "store sent per change (each less the same time idle; the bytes counted by a loopback "
+        "proxy in front of the store per replica), how long until the slowest replica "
+        "scheduled the change, and the CPU of 30 s with no change.",
+        "",
+        _table(
+            [
+                "store",
+                "N",
+                "R",
+                "load s",
+                "CPU ms / change",
+                "bytes / change",
+                "follow p50 ms",
+                "p90 ms",
+                "max ms",
+                "idle CPU s / 30 s",
+                "RSS MB",
+                "",
+            ],
+            rows,
+        ),
         "",
     ]

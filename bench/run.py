@@ -426,6 +426,7 @@ def main() -> None:
         "wait",
         "budget",
         "schedules",
+        "tenants",
     ]
     parser.add_argument("--only", choices=sections, action="append")
     args = parser.parse_args()
@@ -525,13 +526,17 @@ def main() -> None:
 
         results["schedules"] = measure()
         print("schedules", results["schedules"], flush=True)
+    if "tenants" in only:
+        from bench import tenants
+
+        results["tenants"] = tenants.measure((2000, 10_000) if args.quick else tenants.SIZES)
     out = REPO / "bench" / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
     measured = {"command": results["command"], "started": results["started"]}
     previous.setdefault("measured", {}).update(
         {name: measured for name in ("bare_us", "burst", "lose", "stores", "scale", "peers",
                                      "failover", "idle", "guard", "wait", "budget",
-                                     "schedules")
+                                     "schedules", "tenants")
          if name in results}
     )  # fmt: skip
     previous.update(results)

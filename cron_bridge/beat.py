@@ -33,7 +33,7 @@ from cron_bridge.dispatch import Dispatcher
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Job, declare
 from cron_bridge.planning import Planned, catch_up, plan, plan_one
-from cron_bridge.recording import Recorder, log_records
+from cron_bridge.recording import LOGGED_EACH, Recorder, log_records
 from cron_bridge.registry import Registry, default_registry
 from cron_bridge.schedules import parse_duration
 from cron_bridge.stored_sync import StoredSync
@@ -255,6 +255,12 @@ class Beat:
         entry = (job.fire_at(scheduled), next(self._sequence), job.name, generation, scheduled)
         heapq.heappush(self._heap, entry)
         self._armed_at[job.name] = scheduled
+        if len(self._heap) > 2 * len(self._jobs) + 1024:
+            # Entries of replaced or removed jobs wait in the heap until they come due, and a
+            # yearly stored schedule changed every minute would otherwise keep them all.
+            self._heap = [e for e in self._heap if e[3] == self._generation.get(e[2], 0)
+                          and e[2] in self._jobs]  # fmt: skip
+            heapq.heapify(self._heap)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -430,10 +436,12 @@ class Beat:
         if found is None:
             return
         changed, gone = found
+        each = len(changed) + len(gone) <= LOGGED_EACH  # at start, thousands: one line
         for name in gone & self._from_store:
             self.remove(name)
             self._from_store.discard(name)
-            log.info("stored schedule %s removed", name)
+            if each:
+                log.info("stored schedule %s removed", name)
         for name, job in changed.items():
             if name in self._jobs and name not in self._from_store:
                 log.warning("stored schedule %s is not run: a job declared in code has its "
@@ -441,7 +449,11 @@ class Beat:
                 continue
             self.replace(job)
             self._from_store.add(name)
-            log.info("stored schedule %s: %s", name, job.schedule.describe())
+            if each:
+                log.info("stored schedule %s: %s", name, job.schedule.describe())
+        if not each:
+            log.info("%d stored schedule(s) scheduled or changed, %d removed; %d in all",
+                     len(changed), len(gone), len(self._from_store))  # fmt: skip
 
     def _pop_due(self, now: datetime) -> list[tuple[Job, datetime]]:
         due = []
