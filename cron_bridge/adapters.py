@@ -99,6 +99,9 @@ class Adapter(Protocol):
     def wrap(self, obj: Any, job: Job) -> Any:
         """What ``@cluster_task`` returns for ``obj``: the task, now running under the guard."""
 
+    # Optional: ``declared_in(modules) -> list[Job]``, the jobs the library's own schedule
+    # declarations in those imported modules make (Celery's ``beat_schedule``), for listings.
+
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         """Send each dispatch to its job's queue, by name, over one connection.
 

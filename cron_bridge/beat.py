@@ -158,6 +158,11 @@ class Beat:
         with self._lock:
             return list(self._jobs.values())
 
+    @property
+    def stored_jobs(self) -> frozenset[str]:
+        """The names of the jobs this beat runs from stored schedules (``cron_bridge.stored``)."""
+        return frozenset(self._from_store)
+
     def _swept(self) -> list[str]:
         """The jobs this replica claims on their schedules (its ledger's job set)."""
         return [job.name for job in self.jobs() if job.is_cluster and not job.external]
@@ -173,7 +178,7 @@ class Beat:
                 self._arm(job, since or self.clock.now())
             elif since is not None:
                 self._arm_from[job.name] = since
-        self._catalog.changed()
+        self._catalog.changed(job.name)
         self._ledger.jobs_changed(self.clock.now())
         self._wake.set()
 
@@ -206,7 +211,7 @@ class Beat:
             self._arm_from.pop(name, None)
             self._armed_at.pop(name, None)
             self._generation[name] = self._generation.get(name, 0) + 1
-        self._catalog.changed()
+        self._catalog.changed(name)
         self._ledger.jobs_changed(self.clock.now())
         self._wake.set()
         return job

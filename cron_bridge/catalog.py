@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -24,7 +24,7 @@ from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job
 from cron_bridge.stores.base import Store
 
-__all__ = ["GROUP", "JobInfo", "Publisher", "publish", "read"]
+__all__ = ["GROUP", "JobInfo", "Publisher", "publish", "publish_some", "read"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,19 @@ def publish(store: Store, jobs: Iterable[Job], *, now: datetime | None = None) -
     return len(changed)
 
 
+def publish_some(store: Store, jobs: Sequence[Job], *, now: datetime | None = None) -> int:
+    """Write the entries of ``jobs`` (a few that changed), without reading the catalog.
+
+    Raises:
+        StoreUnavailable: the store did not answer.
+    """
+    today = (now or datetime.now(UTC)).date().isoformat()
+    entries = {job.name: JobInfo.of(job, today).text() for job in jobs}
+    if entries:
+        store.put_controls(GROUP, entries)
+    return len(entries)
+
+
 def read(store: Store) -> dict[str, JobInfo]:
     """The namespace's jobs, by name (malformed entries left out).
 
@@ -129,36 +142,53 @@ def _recent(seen: str, today: date) -> bool:
 
 
 class Publisher:
-    """Publishes a beat's jobs in the background: at start, then at most every 30 s after its
-    jobs changed. A store that does not answer is asked again at the next chance."""
+    """Publishes a beat's jobs in the background: all of them at start and once a day (the
+    entries' ``seen``), and at most every 30 s the entries of the jobs that changed since,
+    so that a stored schedule changed every second costs its own entry, not a read of the
+    whole catalog. A store that does not answer is asked again at the next chance."""
 
     INTERVAL = 30.0
+    FULL_INTERVAL = 6 * 3600.0  # a whole publish: well within the entries' daily refresh
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._dirty = True
+        self._lock = threading.Lock()
+        self._full = True
+        self._names: set[str] = set()  # changed since the last publish
         self._next = 0.0
+        self._next_full = 0.0
         self._thread: threading.Thread | None = None
 
-    def changed(self) -> None:
-        self._dirty = True
+    def changed(self, name: str) -> None:
+        """The job called ``name`` was added, replaced or removed."""
+        with self._lock:
+            self._names.add(name)
 
     def maybe_publish(self, jobs: Callable[[], list[Job]]) -> None:
         now = time.monotonic()
         busy = self._thread is not None and self._thread.is_alive()
-        if not self._dirty or busy or now < self._next:
-            return
-        self._dirty = False
+        with self._lock:
+            full = self._full or now >= self._next_full
+            if busy or now < self._next or not (full or self._names):
+                return
+            names, self._names, self._full = self._names, set(), False
         self._next = now + self.INTERVAL
-        self._thread = threading.Thread(target=self._publish, args=(jobs(),), daemon=True,
-                                        name="cron-bridge-catalog")  # fmt: skip
+        if full:
+            self._next_full = now + self.FULL_INTERVAL
+            listed = jobs()
+        else:
+            listed = [job for job in jobs() if job.name in names]
+        self._thread = threading.Thread(target=self._publish, args=(listed, full, names),
+                                        daemon=True, name="cron-bridge-catalog")  # fmt: skip
         self._thread.start()
 
-    def _publish(self, jobs: list[Job]) -> None:
+    def _publish(self, jobs: list[Job], full: bool, names: set[str]) -> None:
         try:
-            written = publish(self.store, jobs)
+            written = publish(self.store, jobs) if full else publish_some(self.store, jobs)
         except StoreUnavailable as exc:
-            self._dirty = True
+            with self._lock:
+                self._full = self._full or full
+                self._names |= names
             log.debug("jobs not published yet: %s", exc)
             return
         if written:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from cron_bridge import aside, control
+from cron_bridge.adapters import installed_adapters
 from cron_bridge.audit import Audit, OccurrenceReport, audit, occurrence_report
 from cron_bridge.beat import Beat
 from cron_bridge.bounded import NEVER
@@ -319,30 +320,38 @@ def _serve_http(
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job, in a list.")
 def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
-    """List the jobs with their schedules, next and last runs."""
+    """List the jobs with their schedules, next and last runs: those the modules declare
+    (``@cluster_task``, a Celery app's ``beat_schedule``) and the stored schedules."""
     with one_line_errors():
-        jobs = load_app(app)
+        sources = _listed_jobs(load_app(app), app)
         opened = open_existing_store(store)
-        now = datetime.now(UTC)
-        rows: list[dict[str, Any]] = []
-        paused = control.paused(opened) if opened else {}
-        for job in sorted(jobs, key=lambda j: j.name):
-            last = opened.history(job.name, 1) if opened else []
-            pause = paused.get(job.name)
-            rows.append(
-                {
-                    "name": job.name,
-                    "schedule": job.schedule.describe(),
-                    "timezone": job.schedule.tz,
-                    "scope": job.scope,
-                    "target": _target(job),
-                    "next": _next_run(job, now),
-                    "last": last[0].to_json() if last else None,
-                    "paused": pause.to_json() if pause else None,
-                }
-            )
-        if opened:
-            opened.close()
+        try:
+            if opened is not None:
+                sources += _stored_jobs(opened, {job.name for job, _ in sources})
+            now = datetime.now(UTC)
+            rows: list[dict[str, Any]] = []
+            paused = control.paused(opened) if opened else {}
+            for job, source in sorted(sources, key=lambda pair: pair[0].name):
+                last = opened.history(job.name, 1) if opened else []
+                pause = paused.get(job.name)
+                target = _target(job)
+                rows.append(
+                    {
+                        "name": job.name,
+                        "schedule": job.schedule.describe(),
+                        "timezone": job.schedule.tz,
+                        "scope": job.scope,
+                        "target": f"stored:{target}" if source == "stored" else target,
+                        "source": source,
+                        "next": _next_run(job, now),
+                        "last": last[0].to_json() if last else None,
+                        "paused": pause.to_json() if pause else None,
+                    }
+                )
+        finally:
+            if opened:
+                opened.close()
+        jobs = [job for job, _ in sources]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -477,6 +486,37 @@ def history(
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
     print_table(_record_rows(records))
+
+
+def _listed_jobs(jobs: list[Job], modules: tuple[str, ...]) -> list[tuple[Job, str]]:
+    """The jobs of the modules with where each was declared: ``code`` (``@cluster_task``), or
+    the queue library's own schedule (an adapter's ``declared_in``, e.g. ``beat_schedule``)."""
+    found = [(job, "code") for job in jobs]
+    loaded = [sys.modules[name] for name in modules if name in sys.modules]
+    names = {job.name for job in jobs}
+    for adapter in installed_adapters():
+        declared_in = getattr(adapter, "declared_in", None)
+        if declared_in is None:
+            continue
+        for job in declared_in(loaded):
+            if job.name not in names:
+                names.add(job.name)
+                found.append((job, str(getattr(adapter, "declared_as", adapter.name))))
+    return found
+
+
+def _stored_jobs(store: Store, declared: set[str]) -> list[tuple[Job, str]]:
+    """The stored schedules a beat would run beside ``declared`` (a name declared in code
+    wins), as jobs; one that cannot be read is left out, as the beat leaves it out."""
+    found = []
+    for name, spec in Schedules(store).list().items():
+        if name in declared:
+            continue
+        try:
+            found.append((spec.job(), "stored"))
+        except ConfigError as exc:
+            log.warning("stored schedule %s is not run: %s", name, exc)
+    return found
 
 
 def _audited_schedule(

@@ -10,7 +10,7 @@ seconds while nobody is typing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING
@@ -162,7 +162,11 @@ class View:
     def jobs(self) -> list[tuple[JobInfo, Job | None]]:
         if self.name is None:
             today = datetime.now(UTC).date().isoformat()
-            return [(JobInfo.of(job, today), job) for job in self.beat.jobs()]
+            stored = self.beat.stored_jobs
+            found = [(JobInfo.of(job, today), job) for job in self.beat.jobs()]
+            # Marked as the CLI's list marks them: a schedule kept in the store, not in code.
+            return [(replace(info, target=f"stored:{info.target}") if info.name in stored
+                     else info, job) for info, job in found]  # fmt: skip
         return [(info, None) for info in catalog.read(self.store).values()]
 
 

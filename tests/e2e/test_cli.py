@@ -34,6 +34,55 @@ def test_list_prints_the_documented_columns(tmp_path: Path, env: dict[str, str])
     assert {row["name"]: row["timezone"] for row in as_json}["billing.broken"] == "Europe/Warsaw"
 
 
+def test_list_shows_a_beat_schedule_and_the_stored_schedules_beside_declared_jobs(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A Celery app's beat_schedule entries, as ``-S cron_bridge`` runs them, and the stored
+    schedules of the store (one named like a job in code is the code's, listed once)."""
+    env = {**env, "CRON_BRIDGE_STORED_TASKS": "proj.*"}
+    for name in ("tenant-1.report", "cache.warm"):
+        done = cli(
+            "schedule",
+            "add",
+            name,
+            "--library",
+            "rq",
+            "--task",
+            "proj.reports.report",
+            "--cron",
+            "0 6 * * *",
+            "--tz",
+            "Europe/Warsaw",
+            env=env,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+    done = cli("list", "-A", "tests.apps.celery_beat_app", "-A", APP, "--json", env=env,
+               cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert {n for n, r in rows.items() if r["source"] == "beat_schedule"} == {
+        "every-minute-ee043e", "every-second-f9497f", "every-two-seconds-33a0f5"}  # fmt: skip
+    assert rows["every-minute-ee043e"]["timezone"] == "Europe/Warsaw"
+    assert rows["every-minute-ee043e"]["schedule"] == "* * * * *"
+    assert rows["cache.warm"]["source"] == "code"  # the code's job, not the stored one
+    stored = rows["tenant-1.report"]
+    assert (stored["source"], stored["target"], stored["timezone"]) == (
+        "stored", "stored:rq:default", "Europe/Warsaw")  # fmt: skip
+    assert stored["next"].endswith("T05:00:00+00:00")  # 06:00 in Warsaw in December
+    # Without the module that declares cache.warm, its stored schedule is what a beat runs.
+    table = cli("list", "-A", "tests.apps.celery_beat_app", env=env, cwd=tmp_path).stdout
+    expected = [("cache.warm", "stored:rq:default"),
+                ("every-minute-ee043e", "celery-beat-schedule:default"),
+                ("every-second-f9497f", "celery-beat-schedule:default"),
+                ("every-two-seconds-33a0f5", "celery-beat-schedule:default"),
+                ("tenant-1.report", "stored:rq:default")]  # fmt: skip
+    rows_shown = table.splitlines()[1:]
+    assert len(rows_shown) == len(expected), table
+    for row, (name, target) in zip(rows_shown, expected, strict=True):
+        assert row.split()[0] == name and f" {target} " in row, row
+
+
 def test_several_apps_come_from_repeated_options_or_the_environment(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 from celery import Celery
@@ -22,6 +23,7 @@ from cron_bridge.adapters import Dispatch, Senders, TaskRef
 from cron_bridge.jobs import Job
 from cron_bridge.storable import HANDLER_ATTR
 from cron_bridge.worker import META_KEY, run_delivery
+from cron_bridge_celery.scheduler import beat_schedule_jobs
 
 __all__ = ["CeleryAdapter"]
 
@@ -30,6 +32,7 @@ class CeleryAdapter:
     """Celery tasks: ``@app.task``, ``@shared_task`` and the lazy proxy of an unfinalized app."""
 
     name = "celery"
+    declared_as = "beat_schedule"  # where declared_in's jobs come from, for listings
     stored_task = "cron_bridge.stored"  # the task stored schedules are sent to, by name
 
     def __init__(self) -> None:
@@ -58,6 +61,10 @@ class CeleryAdapter:
         else:
             _install(obj, job)
         return obj
+
+    def declared_in(self, modules: Sequence[ModuleType]) -> list[Job]:
+        """The ``beat_schedule`` entries of the Celery apps in ``modules``, as jobs."""
+        return beat_schedule_jobs(modules)
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         results: list[Exception | None] = [None] * len(dispatches)

@@ -13,7 +13,9 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
+from types import ModuleType
 from typing import Any, NoReturn
 
 from celery import Celery
@@ -29,7 +31,7 @@ from cron_bridge.stores import store_from_url
 from cron_bridge_celery.schedules import to_schedule
 from cron_bridge_celery.sender import SENDER, BeatScheduleSender
 
-__all__ = ["ClusterScheduler", "entry_job", "job_name"]
+__all__ = ["ClusterScheduler", "beat_schedule_jobs", "entry_job", "job_name"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,32 @@ def entry_job(name: str, entry: ScheduleEntry, app_zone: tzinfo | None) -> Job:
     except ConfigError as exc:
         raise ConfigError(exc.reason, job=entry.name, option=exc.option or "schedule",
                           value=entry.schedule) from None  # fmt: skip
+
+
+def beat_schedule_jobs(modules: Sequence[ModuleType]) -> list[Job]:
+    """The jobs ``celery beat -S cron_bridge`` makes of the ``beat_schedule`` of each Celery
+    app these modules define, for listings (``cron-bridge list``); an entry that cannot be
+    read is left out with a warning (``celery beat`` would refuse to start on it)."""
+    apps: list[Celery] = []
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, Celery) and all(value is not app for app in apps):
+                apps.append(value)
+    jobs = []
+    for app in apps:
+        zone = app.timezone
+        for key, raw in (app.conf.beat_schedule or {}).items():
+            try:
+                task = raw["task"]
+                schedule = to_schedule(raw["schedule"], app_zone=zone)
+                queue = (raw.get("options") or {}).get("queue")
+                queue = queue if isinstance(queue, str) else None
+                job = Job(name=job_name(str(key)), schedule=schedule, adapter=SENDER, task=task,
+                          queue=queue)  # fmt: skip
+                jobs.append(job)
+            except (ConfigError, KeyError, TypeError, AttributeError) as exc:
+                log.warning("beat_schedule entry %.200r cannot be listed: %s", key, exc)
+    return jobs
 
 
 class ClusterScheduler(Scheduler):  # type: ignore[misc]

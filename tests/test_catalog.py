@@ -1,0 +1,56 @@
+"""The catalog a beat publishes for dashboards of other processes: every job at start, then
+only the entries of the jobs that changed, without reading the whole catalog again."""
+
+from __future__ import annotations
+
+import time
+
+from cron_bridge import catalog, declare
+from cron_bridge.catalog import Publisher
+from cron_bridge.jobs import Job
+from cron_bridge.stores import MemoryStore
+
+
+class WatchedStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__(allow_local_cluster=True)
+        self.groups_read: list[str] = []
+        self.written: list[str] = []
+
+    def controls(self, group: str) -> dict[str, str]:
+        self.groups_read.append(group)
+        return super().controls(group)
+
+    def put_controls(self, group: str, values: dict[str, str]) -> None:  # type: ignore[override]
+        self.written.extend(values)
+        super().put_controls(group, values)
+
+
+def _job(name: str, every: str = "1h") -> Job:
+    return declare(name, every=every, target="inline", handler=lambda ctx: None)
+
+
+def _published(publisher: Publisher, jobs: list[Job]) -> None:
+    publisher.maybe_publish(lambda: jobs)
+    thread = publisher._thread
+    assert thread is not None
+    thread.join(10)
+
+
+def test_a_change_publishes_its_entry_alone() -> None:
+    store = WatchedStore()
+    jobs = [_job(f"tenant-{n}") for n in range(500)]
+    publisher = Publisher(store)
+    _published(publisher, jobs)
+    assert len(catalog.read(store)) == 500 and store.groups_read == [catalog.GROUP, catalog.GROUP]
+    store.groups_read.clear()
+    store.written.clear()
+    jobs[7] = _job("tenant-7", every="2h")
+    publisher.changed("tenant-7")
+    publisher._next = 0.0  # the 30 s between publishes, passed
+    _published(publisher, jobs)
+    assert store.written == ["tenant-7"] and store.groups_read == []
+    assert catalog.read(store)["tenant-7"].schedule == "every 2h"
+    before = time.monotonic()
+    publisher.maybe_publish(lambda: jobs)  # nothing changed: nothing to do
+    assert publisher._next <= before + Publisher.INTERVAL and store.written == ["tenant-7"]
