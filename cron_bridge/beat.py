@@ -293,6 +293,8 @@ class Beat:
             self._thread = threading.Thread(target=self._loop, name="cron-bridge-beat", daemon=True)
         if self.handle_signals:
             self._install_signal_handlers()
+        if self._stored is not None:
+            self._stored.listen(self._wake.set)
         log.info(
             "beat %s started with %d jobs on %s", self.replica_id, len(self._jobs), self.store.url
         )
@@ -316,6 +318,8 @@ class Beat:
             return
         self._stopping.set()
         self._wake.set()
+        if self._stored is not None:
+            self._stored.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         self._dispatcher.drain(self.shutdown_timeout)

@@ -322,6 +322,7 @@ def announce(store: Store, name: str) -> int:
     else:
         raise StoreUnavailable(f"the schedule feed has no free number near {number}")
     store.put_control(FEED_GROUP, "head", str(number))
+    store.notify(FEED_GROUP)  # replicas that listen follow at once; the others within a second
     if number > FEED_KEPT:
         store.put_control(FEED_GROUP, f"seq:{number - FEED_KEPT}", None)
     return number

@@ -2,14 +2,17 @@
 so that a change costs what it changes, not a read of every schedule on every replica.
 
 A replica reads every schedule once at start and then every ``FULL_EVERY`` as a safety net
-(a record written past the feed, an entry pruned while it was frozen). In between, twice a
-second, it asks for the entry after the last it saw (one small read while nothing changes)
-and, for each new entry, reads that one schedule again.
+(a record written past the feed, an entry pruned while it was frozen). In between, once a
+second, and at once when the store pushes a change (Redis pub/sub, PostgreSQL
+``LISTEN``/``NOTIFY``; NATS, SQLite and memory stores are polled), it asks for the entry
+after the last it saw (one small read while nothing changes) and, for each new entry, reads
+that one schedule again.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from cron_bridge import untrusted
 from cron_bridge.jobs import NAME_PATTERN, Job
@@ -25,9 +28,10 @@ FOLLOWED_EACH = 1_000  # entries followed per look; more wait for the next look
 
 
 class StoredSync:
-    """A beat's view of the stored schedules, followed through the feed twice a second."""
+    """A beat's view of the stored schedules, followed through the feed: pushed by the store
+    where it can, looked at once a second besides."""
 
-    INTERVAL = 0.5  # a change is followed within a second, this and the work included
+    INTERVAL = 1.0  # the look when nothing pushes (and besides a push, in case it was lost)
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -37,6 +41,22 @@ class StoredSync:
         self.jobs: dict[str, Job] = {}
         self.full_reads = 0
         self.followed = 0
+        self._stop_listening: Callable[[], None] | None = None
+
+    def listen(self, wake: Callable[[], None]) -> None:
+        """Look at once, and call ``wake``, whenever the store pushes a change (Redis and
+        PostgreSQL do); the look once a second goes on besides."""
+
+        def pushed() -> None:
+            self._next = 0.0
+            wake()
+
+        self._stop_listening = self.store.listen(FEED_GROUP, pushed)
+
+    def stop(self) -> None:
+        if self._stop_listening is not None:
+            self._stop_listening()
+            self._stop_listening = None
 
     def due(self, now: float) -> bool:
         # The loop wakes by the beat's clock, this counts on the monotonic one: a wake a hair

@@ -335,6 +335,20 @@ class Store(ABC):
         exists is left as it is (False). A deleted record can be created again.
         """
 
+    def notify(self, channel: str) -> None:  # noqa: B027 - a hook: stores without push poll
+        """Tell the processes that ``listen`` on ``channel`` that something changed, at once
+        (best effort: a listener that misses it finds the change when it next looks).
+
+        Raises:
+            StoreUnavailable: the store could not be reached.
+        """
+
+    def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``wake`` (from a thread of the store's) whenever ``channel`` is notified, and
+        once each time listening starts again after a lost connection, until the function
+        returned is called. None when this store cannot push: the caller polls."""
+        return None
+
     @abstractmethod
     def controls(self, group: str) -> dict[str, str]:
         """Every control record of ``group``, by key, in one round trip."""

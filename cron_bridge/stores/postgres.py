@@ -7,6 +7,7 @@ over ``unnest`` arrays). No advisory locks: they break behind a transaction pool
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -334,6 +335,43 @@ class PostgresStore(Store):
         )
         rows = self._call(lambda conn: conn.execute(statement, (group, key, value)).fetchall())
         return bool(rows)
+
+    def _channel(self, channel: str) -> str:
+        """A NOTIFY channel of this namespace (an identifier of at most 63 bytes)."""
+        scope = f"{self.schema}.{self.table_prefix}.{channel}".encode()
+        return "cron_bridge_" + hashlib.sha1(scope, usedforsecurity=False).hexdigest()[:24]
+
+    def notify(self, channel: str) -> None:
+        name = self._channel(channel)
+        self._call(lambda conn: conn.execute("SELECT pg_notify(%s, '')", (name,)))
+
+    def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None] | None:
+        statement = sql.SQL("LISTEN {}").format(sql.Identifier(self._channel(channel)))
+        given = self._pool.conninfo  # a borrowed pool may compute it for each connection
+        stop = threading.Event()
+
+        def run() -> None:
+            wait = 1.0
+            while not stop.is_set():
+                try:
+                    seconds = max(1, round(self._timeout))
+                    conninfo = given() if callable(given) else given
+                    with psycopg.connect(
+                        conninfo, autocommit=True, connect_timeout=seconds
+                    ) as conn:
+                        conn.execute(statement)
+                        wait = 1.0
+                        wake()  # what changed while nobody listened is found by the next look
+                        while not stop.is_set():
+                            for _ in conn.notifies(timeout=1.0, stop_after=1):
+                                wake()
+                except Exception as exc:  # noqa: BLE001 - listening is best effort: polling covers it
+                    log.debug("listening for %s stopped (%s); again in %.0fs", channel, exc, wait)
+                    stop.wait(wait)
+                    wait = min(wait * 2, 30.0)
+
+        threading.Thread(target=run, name="cron-bridge-listen", daemon=True).start()
+        return stop.set
 
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if not values:

@@ -15,7 +15,9 @@ same name never takes its predecessor's claims for its own) and waits for them a
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +57,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 __all__ = ["RedisStore"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 _ONE_MS = timedelta(milliseconds=1)
 UNCONFIRMED_SECONDS = 3600.0  # how long an unconfirmed claim of this process is remembered
 UNCONFIRMED_KEPT = 100_000
@@ -300,6 +303,39 @@ class RedisStore(Store):
             name = self._key(f"controls:{group}")
             mapping: Any = dict(values)  # redis-py's stubs want an invariant key type
             self._call(lambda client: client.hset(name, mapping=mapping))
+
+    def notify(self, channel: str) -> None:
+        name = self._key(f"notify:{channel}")
+        self._call(lambda client: client.publish(name, "1"))
+
+    def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None] | None:
+        name = self._key(f"notify:{channel}")
+        stop = threading.Event()
+
+        def run() -> None:
+            wait = 1.0
+            while not stop.is_set():
+                pubsub: Any = None
+                try:
+                    client: Any = self._connect()
+                    pubsub = client.pubsub(ignore_subscribe_messages=True)
+                    pubsub.subscribe(name)
+                    wait = 1.0
+                    wake()  # what changed while nobody listened is found by the next look
+                    while not stop.is_set():
+                        if pubsub.get_message(timeout=1.0) is not None:
+                            wake()
+                except Exception as exc:  # noqa: BLE001 - listening is best effort: polling covers it
+                    log.debug("listening on %s stopped (%s); again in %.0fs", name, exc, wait)
+                    stop.wait(wait)
+                    wait = min(wait * 2, 30.0)
+                finally:
+                    if pubsub is not None:
+                        with contextlib.suppress(Exception):
+                            pubsub.close()
+
+        threading.Thread(target=run, name="cron-bridge-listen", daemon=True).start()
+        return stop.set
 
     def controls(self, group: str) -> dict[str, str]:
         found = self._call(lambda client: client.hgetall(self._key(f"controls:{group}")))

@@ -342,3 +342,32 @@ def test_concurrent_writers_take_consecutive_feed_numbers_and_lose_none(kit: Sto
     feed = stores[0].controls(FEED_GROUP)
     named = {json.loads(feed[f"seq:{n}"])["name"] for n in range(1, 201)}
     assert named == {f"tenant-{i}.s{n}" for i in range(8) for n in range(25)}
+
+
+PUSHING = ("redis", "valkey", "redis-cluster", "redis-sentinel", "postgres")
+
+
+def test_a_notification_wakes_the_listeners_of_its_namespace_only(kit: StoreKit) -> None:
+    """Redis (pub/sub) and PostgreSQL (LISTEN/NOTIFY) push; the other stores say they cannot,
+    and their readers poll. A notification of another namespace wakes nobody here."""
+    store = kit.open()
+    woken = threading.Event()
+    stop = store.listen("schedule-feed", woken.set)
+    if kit.kind not in PUSHING:
+        assert stop is None
+        store.notify("schedule-feed")  # a no-op, never an error
+        return
+    assert stop is not None
+    other_url = kit.url.replace("prefix=", "prefix=other").replace("schema=", "schema=other")
+    other = store_from_url(other_url)
+    try:
+        assert woken.wait(10), "told once when listening starts"
+        time.sleep(0.5)
+        woken.clear()
+        other.notify("schedule-feed")
+        assert not woken.wait(1), "woken by another namespace"
+        kit.open().notify("schedule-feed")
+        assert woken.wait(5), "not woken by its own namespace's notification"
+    finally:
+        stop()
+        other.close()
