@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bench.harness import CountingProxy, Proc, env, quantile
-from cron_bridge.stored import GROUP, Schedules, StoredSchedule
+from cron_bridge.control.schedules import GROUP, Schedules, StoredSchedule
 from cron_bridge.stores import Store, store_from_url
 from tests.servers import PostgresServer, RedisServer
 

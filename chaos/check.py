@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cron_bridge.audit import explain
+from cron_bridge.control.audit import explain
 from cron_bridge.jobs import Occurrence
-from cron_bridge.lease import MARGIN_MAX
+from cron_bridge.run.lease import MARGIN_MAX
 from cron_bridge.schedules import Every
 from cron_bridge.stores import Store
 

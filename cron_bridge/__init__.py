@@ -4,8 +4,9 @@ Run any number of beat replicas, all active: each occurrence of each job is clai
 a shared store and handed to the queue the job belongs to.
 """
 
-from cron_bridge.beat import Beat, RunResult
+from cron_bridge.beat.replica import Beat, RunResult
 from cron_bridge.context import AbortSignal, JobContext
+from cron_bridge.control.schedules import Schedules
 from cron_bridge.errors import (
     Aborted,
     ConfigError,
@@ -18,7 +19,6 @@ from cron_bridge.jobs import Backoff, Job, Occurrence, declare
 from cron_bridge.registry import Registry, cluster_task, default_registry
 from cron_bridge.schedules import Cron, Every, Schedule
 from cron_bridge.storable import storable
-from cron_bridge.stored import Schedules
 from cron_bridge.stores import Store, store_from_url
 
 __all__ = [

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast, get_args
 
-from cron_bridge.bounded import At, Window
 from cron_bridge.errors import ConfigError
+from cron_bridge.keys import claim_key
 from cron_bridge.schedules import EPOCH, Cron, Every, Schedule, load_zone, parse_duration
+from cron_bridge.windows import At, Window
 
 __all__ = [
     "Backoff",
@@ -132,7 +133,7 @@ class Occurrence:
     @property
     def claim_key(self) -> str:
         """The store key claimed once for this occurrence."""
-        return f"occ:{self.job}:{self.epoch_ms}"
+        return claim_key(self.job, self.epoch_ms)
 
     @classmethod
     def parse(cls, occurrence_id: str) -> Occurrence:
@@ -147,11 +148,6 @@ class Occurrence:
         if not sep or not NAME_PATTERN.fullmatch(job) or not _STAMP.fullmatch(stamp):
             raise ValueError(f"not an occurrence id: {occurrence_id!r}")
         return cls(job=job, scheduled_at=datetime.fromisoformat(stamp[:-1] + "+00:00"))
-
-
-def lock_key(job: str) -> str:
-    """The store key of a job's overlap lock."""
-    return f"active:{job}"
 
 
 _CHOICES = tuple(

@@ -8,9 +8,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from cron_bridge.adapters import find_adapter
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Backoff, Job, declare
+from cron_bridge.plugins import find_adapter
 from cron_bridge.storable import agree
 
 __all__ = ["Registry", "cluster_task", "default_registry"]

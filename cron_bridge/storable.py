@@ -22,7 +22,7 @@ import os
 import threading
 from typing import TypeVar
 
-from cron_bridge.adapters import find_adapter
+from cron_bridge.plugins import find_adapter
 
 __all__ = ["ENV", "HANDLER_ATTR", "agree", "agreed", "listed", "refusal", "storable"]
 

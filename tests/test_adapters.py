@@ -12,7 +12,7 @@ from redis import Redis
 from rq import Queue
 
 from cron_bridge import ConfigError, Registry, cluster_task
-from cron_bridge.adapters import ENTRY_POINT_GROUP, get_adapter, installed_adapters
+from cron_bridge.plugins import ENTRY_POINT_GROUP, get_adapter, installed_adapters
 
 
 def report(ctx: Any) -> None:
@@ -145,8 +145,8 @@ def test_rq_sends_a_batch_in_one_pipeline_and_refuses_a_duplicate_sent_again(
     import uuid
     from datetime import UTC, datetime, timedelta
 
-    from cron_bridge.adapters import Dispatch
     from cron_bridge.jobs import Occurrence
+    from cron_bridge.plugins import Dispatch
     from cron_bridge_rq.adapter import rq_job_id
 
     connection = Redis.from_url(redis_server.url)
@@ -178,8 +178,8 @@ def _a_batch(jobs: dict[str, Any], good: str, bad: str, every: int) -> tuple[lis
     goes to the job whose broker is down; each occurrence is its own minute."""
     from datetime import UTC, datetime, timedelta
 
-    from cron_bridge.adapters import SENDERS, SPLIT_MIN, Dispatch
     from cron_bridge.jobs import Occurrence
+    from cron_bridge.plugins import SENDERS, SPLIT_MIN, Dispatch
 
     at = datetime(2026, 5, 1, 12, tzinfo=UTC)
     size = 3 * SENDERS * SPLIT_MIN
@@ -255,7 +255,7 @@ def test_rq_one_function_declared_for_two_queues_sends_to_each(redis_server: Any
     import uuid
     from datetime import UTC, datetime
 
-    from cron_bridge.adapters import Dispatch
+    from cron_bridge.plugins import Dispatch
 
     connection = Redis.from_url(redis_server.url)
     first, second = (Queue(f"rq-{n}-{uuid.uuid4().hex[:6]}", connection=connection)
@@ -283,8 +283,8 @@ def test_celery_sends_in_publish_batches_and_a_failed_batch_fails_its_messages(
 
     import redis
 
-    from cron_bridge.adapters import Dispatch
     from cron_bridge.jobs import Occurrence
+    from cron_bridge.plugins import Dispatch
     from cron_bridge_celery.adapter import BATCHED
 
     tag = uuid.uuid4().hex[:6]

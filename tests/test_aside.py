@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from cron_bridge import Beat, aside
-from cron_bridge.audit import audit, occurrence_report
+from cron_bridge import Beat
+from cron_bridge.control import aside
+from cron_bridge.control.audit import audit, occurrence_report
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Every
 from cron_bridge.stores import MemoryStore, RunRecord

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from cron_bridge import Beat, JobContext, declare, worker
+from cron_bridge import Beat, JobContext, declare
+from cron_bridge.run import delivery as worker
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
 from tests.test_beat import beats, clock, eventually

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cron_bridge import Every
-from cron_bridge.audit import audit, final_outcome, occurrence_report
+from cron_bridge.control.audit import audit, final_outcome, occurrence_report
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import MemoryStore, RunRecord, SQLiteStore, Store
 from tests.e2e.processes import cli, command_env

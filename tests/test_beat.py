@@ -12,19 +12,13 @@ from typing import Any
 
 import pytest
 
-from cron_bridge import (
-    Beat,
-    ConfigError,
-    JobContext,
-    Registry,
-    adapters,
-    aside,
-    cluster_task,
-    declare,
-)
-from cron_bridge.adapters import Dispatch, TaskRef, register
-from cron_bridge.claiming import SLICES_MAX
-from cron_bridge.jobs import Job, Occurrence, lock_key
+from cron_bridge import Beat, ConfigError, JobContext, Registry, cluster_task, declare
+from cron_bridge import plugins as adapters
+from cron_bridge.beat.claiming import SLICES_MAX
+from cron_bridge.control import aside
+from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.keys import lock_key
+from cron_bridge.plugins import Dispatch, TaskRef, register
 from cron_bridge.stores import MemoryStore, RunRecord, Store
 from cron_bridge.testing import FakeClock
 from tests.blips import LockBlips

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from cron_bridge import Beat, ConfigError, declare
-from cron_bridge.bounded import NEVER, At, Window, parse_instant
 from cron_bridge.schedules import Every
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
+from cron_bridge.windows import NEVER, At, Window, parse_instant
 from tests.test_beat import START, beats, clock, eventually, inline, outcomes, total
 
 __all__ = ["beats", "clock"]  # fixtures

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from cron_bridge import Beat, Registry, adapters, cluster_task
-from cron_bridge.adapters import Dispatch, register
-from cron_bridge.claiming import SLICE_MIN
+from cron_bridge import Beat, Registry, cluster_task
+from cron_bridge import plugins as adapters
+from cron_bridge.beat.claiming import SLICE_MIN
+from cron_bridge.plugins import Dispatch, register
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
 from tests.test_beat import ListQueue, QueueTask, beats, clock, eventually

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import time
 
-from cron_bridge import catalog, declare
-from cron_bridge.catalog import Publisher
+from cron_bridge import declare
+from cron_bridge.control import catalog
+from cron_bridge.control.catalog import Publisher
 from cron_bridge.jobs import Job
 from cron_bridge.stores import MemoryStore
 

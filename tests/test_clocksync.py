@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from cron_bridge import Beat, declare
+from cron_bridge.beat.clocksync import StoreClock
 from cron_bridge.clock import SystemClock
-from cron_bridge.clocksync import StoreClock
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import MemoryStore, Store
 from cron_bridge.testing import FakeClock
@@ -46,7 +46,7 @@ def test_a_replica_three_seconds_ahead_corrects_its_clock_and_warns(
     about once, and sent with the next heartbeat."""
     clock = StoreClock(AheadBy(3))
     store = StoreWithClock()
-    with caplog.at_level(logging.WARNING, logger="cron_bridge.clocksync"):
+    with caplog.at_level(logging.WARNING, logger="cron_bridge.beat.clocksync"):
         clock.heartbeat(store, "r1", timedelta(seconds=15))
         first = clock.offset_ms
         clock.heartbeat(store, "r1", timedelta(seconds=15))

@@ -8,7 +8,8 @@ from collections import Counter
 
 import pytest
 
-from cron_bridge import Beat, ConfigError, control
+from cron_bridge import Beat, ConfigError
+from cron_bridge.control import pause as control
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
 from tests.test_beat import beats, clock, eventually, inline, outcomes, total

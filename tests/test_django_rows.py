@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from celery import Celery
 
-from cron_bridge.bounded import At
+from cron_bridge.windows import At
 from cron_bridge_celery.django_beat import Ledger, django_store_url
 from cron_bridge_celery.django_rows import BadRow, Row, row_job
 from tests.test_celery_schedules import offset_changes, transition_days

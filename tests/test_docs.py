@@ -29,7 +29,7 @@ import click
 import pytest
 import yaml
 
-from cron_bridge.cli import main as cron_bridge_cli
+from cron_bridge.cli.main import main as cron_bridge_cli
 from tests.e2e.processes import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

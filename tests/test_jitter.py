@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cron_bridge import Beat, ConfigError, declare
+from cron_bridge.beat.planning import plan
 from cron_bridge.jobs import Job
-from cron_bridge.planning import plan
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
 from tests.test_beat import beats, clock, eventually, inline, outcomes, total

@@ -11,9 +11,10 @@ import pytest
 
 from cron_bridge import Aborted, JobContext, declare
 from cron_bridge.context import AbortSignal, Trigger
-from cron_bridge.guard import Guard
-from cron_bridge.jobs import Job, Occurrence, lock_key
-from cron_bridge.lease import Lease
+from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.keys import lock_key
+from cron_bridge.run.guard import Guard
+from cron_bridge.run.lease import Lease
 from cron_bridge.stores import MemoryStore
 from tests.blips import ReleaseBlips
 

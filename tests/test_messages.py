@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from cron_bridge import InvalidMessage, JobContext, Occurrence, StoreUnavailable, worker
-from cron_bridge.audit import audit
-from cron_bridge.beat import Beat
-from cron_bridge.dashboard import View, job_page, overview_page
+from cron_bridge import InvalidMessage, JobContext, Occurrence, StoreUnavailable
+from cron_bridge.beat.replica import Beat
+from cron_bridge.control.audit import audit
+from cron_bridge.http.dashboard import View, job_page, overview_page
 from cron_bridge.jobs import Job, declare
+from cron_bridge.run import delivery as worker
 from cron_bridge.stores import MemoryStore, RunRecord, Store
 from tests.blips import LockBlips
 from tests.conftest import StoreKit

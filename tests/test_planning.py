@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from cron_bridge import Job, declare
-from cron_bridge.planning import Planned, catch_up, plan, plan_one
+from cron_bridge.beat.planning import Planned, catch_up, plan, plan_one
 
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

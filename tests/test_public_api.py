@@ -27,3 +27,20 @@ def test_the_error_hierarchy_has_one_root() -> None:
     for error in (cron_bridge.ConfigError, cron_bridge.StoreUnavailable, cron_bridge.Aborted):
         assert issubclass(error, cron_bridge.CronBridgeError)
     assert issubclass(cron_bridge.ConfigError, ValueError)
+
+
+def test_the_core_and_its_adapters_are_versioned_in_lockstep() -> None:
+    """Each adapter pins the core it ships with, and the core's extras pin the adapters, all
+    at one version: the interface between them (cron_bridge.adapters) is not versioned apart."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    core = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    version = core["version"]
+    for library in ("celery", "rq", "dramatiq"):
+        adapter = tomllib.loads((root / "adapters" / library / "pyproject.toml").read_text())
+        assert adapter["project"]["version"] == version, library
+        assert f"cron-bridge=={version}" in adapter["project"]["dependencies"], library
+        extra = core["optional-dependencies"][library]
+        assert extra == [f"cron-bridge-{library}=={version}"], extra

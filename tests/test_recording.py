@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from cron_bridge import Beat, recording
+from cron_bridge import Beat
 from cron_bridge.errors import StoreUnavailable
-from cron_bridge.recording import Recorder
+from cron_bridge.run import recording
+from cron_bridge.run.recording import Recorder
 from cron_bridge.stores import RunRecord
 from cron_bridge.testing import FakeClock
 from tests.blips import LockDownFor, RecordBlips
@@ -94,14 +95,14 @@ def test_a_burst_of_records_is_logged_a_line_per_outcome_and_each_record_at_debu
                          started_at=START)  # fmt: skip
 
     few = [made(n, "enqueued", "r") for n in range(recording.LOGGED_EACH)]
-    with caplog.at_level("INFO", logger="cron_bridge.recording"):
+    with caplog.at_level("INFO", logger="cron_bridge.run.recording"):
         recording.log_records(few)
     assert [r.getMessage() for r in caplog.records] == [
         f"enqueued j{n}@2026-01-01T00:00:00.000Z on r" for n in range(recording.LOGGED_EACH)
     ]
     caplog.clear()
     burst = [made(n, "enqueued", "r") for n in range(100)] + [made(100, "missed", "r")]
-    with caplog.at_level("INFO", logger="cron_bridge.recording"):
+    with caplog.at_level("INFO", logger="cron_bridge.run.recording"):
         recording.log_records(burst)
     assert [r.getMessage() for r in caplog.records] == [
         "enqueued 100 occurrence(s) on r, from j0@2026-01-01T00:00:00.000Z to "
@@ -110,7 +111,7 @@ def test_a_burst_of_records_is_logged_a_line_per_outcome_and_each_record_at_debu
         "j100@2026-01-01T00:00:00.000Z",
     ]
     caplog.clear()
-    with caplog.at_level("DEBUG", logger="cron_bridge.recording"):
+    with caplog.at_level("DEBUG", logger="cron_bridge.run.recording"):
         recording.log_records(burst)
     each = [r.getMessage() for r in caplog.records if r.levelname == "DEBUG"]
     assert each == [f"{r.outcome} {r.occurrence_id} on r" for r in burst]

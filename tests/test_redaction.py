@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from celery import Celery
 
-from cron_bridge import ConfigError, worker
+from cron_bridge import ConfigError
 from cron_bridge.redaction import escape_log, redact_url
+from cron_bridge.run import delivery as worker
 from cron_bridge.stores.postgres import PostgresStore
 from cron_bridge_celery.scheduler import ClusterScheduler
 

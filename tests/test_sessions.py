@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from cron_bridge import Beat, ConfigError, declare
-from cron_bridge.http import asgi_app, check_secret
-from cron_bridge.sessions import Sessions
+from cron_bridge.http import asgi_app
+from cron_bridge.http.sessions import Sessions
+from cron_bridge.http.throttle import AuthThrottle
+from cron_bridge.secret import check_secret
 from cron_bridge.stores import MemoryStore
-from cron_bridge.throttle import AuthThrottle
 
 SECRET = "a-secret-for-the-session-tests"
 JOB = declare("asgi.job", every="1h", target="inline", handler=lambda ctx: None)
@@ -158,7 +159,7 @@ def test_a_panels_health_probe_pings_the_store_in_the_background_at_most_once_pe
 ) -> None:
     """A panel's healthz never waits on the store and never pings it more than once per
     interval, however often it is called; an unreachable store turns it to False."""
-    from cron_bridge.http import StoreProbe
+    from cron_bridge.http.handler import StoreProbe
     from cron_bridge.stores import store_from_url
 
     store = store_from_url(f"sqlite:///{tmp_path}/no-such-dir/x.db")  # ping fails: no folder

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from cron_bridge import ConfigError, RefusedTask, cluster_task, storable, worker
+from cron_bridge import ConfigError, RefusedTask, cluster_task, storable
+from cron_bridge.control.schedules import GROUP, Schedules, StoredSchedule
 from cron_bridge.registry import Registry
+from cron_bridge.run import delivery as worker
+from cron_bridge.run.stored import run_stored
 from cron_bridge.storable import ENV, agreed, listed, refusal
-from cron_bridge.stored import GROUP, Schedules, StoredSchedule
-from cron_bridge.stored_worker import run_stored
 from cron_bridge.stores import MemoryStore
 from cron_bridge_rq.stored import _function
 

@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from cron_bridge import Backoff, Beat, ConfigError, control
-from cron_bridge.stored import FEED_GROUP, Schedules
-from cron_bridge.stored_sync import FULL_EVERY, StoredSync
+from cron_bridge import Backoff, Beat, ConfigError
+from cron_bridge.beat.stored_sync import FULL_EVERY, StoredSync
+from cron_bridge.control import pause as control
+from cron_bridge.control.schedules import FEED_GROUP, Schedules
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
 from tests.test_beat import ListQueue, beats, clock, eventually, queue
@@ -96,7 +97,7 @@ def test_a_library_whose_adapter_cannot_run_stored_schedules_is_refused(
     queue: ListQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An adapter with no stored-schedule task (a fourth library's): a clear error."""
-    monkeypatch.setattr("cron_bridge.stored.LIBRARIES", ("listqueue",))
+    monkeypatch.setattr("cron_bridge.control.schedules.LIBRARIES", ("listqueue",))
     store = MemoryStore()
     with pytest.raises(ConfigError, match="cannot run stored schedules") as caught:
         Schedules(store).add("x", library="listqueue", task="proj.report", every="1m")
@@ -108,7 +109,7 @@ def test_a_beat_follows_a_stored_schedule_and_drops_it(
     clock: FakeClock, beats: list[Beat], queue: ListQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(queue, "stored_task", "listqueue.stored", raising=False)
-    monkeypatch.setattr("cron_bridge.stored.LIBRARIES", ("listqueue",))
+    monkeypatch.setattr("cron_bridge.control.schedules.LIBRARIES", ("listqueue",))
     store = MemoryStore(clock=clock)
     beats.append(Beat(store, [], clock=clock))
     beats[0].start()

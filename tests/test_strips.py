@@ -6,12 +6,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cron_bridge import catalog, declare
-from cron_bridge.dashboard import _marks
+from cron_bridge import declare
+from cron_bridge.control import catalog
+from cron_bridge.http.dashboard import _marks
+from cron_bridge.http.strips import marks, parse_holder, strip, unrecorded, unrecorded_marks
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Cron, Every, latest_occurrences
 from cron_bridge.stores import MemoryStore, RunRecord, SQLiteStore
-from cron_bridge.strips import marks, parse_holder, strip, unrecorded, unrecorded_marks
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

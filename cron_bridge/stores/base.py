@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Self, TypeVar, get_args
 
-from cron_bridge import untrusted
+from cron_bridge import keys, untrusted
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
 
@@ -433,7 +433,7 @@ class Store(ABC):
 
 def done_key(occurrence: Occurrence) -> str:
     """The store key that says an occurrence completed."""
-    return f"done:{occurrence.job}:{occurrence.epoch_ms}"
+    return keys.done_key(occurrence.job, occurrence.epoch_ms)
 
 
 def ttl_ms(ttl: timedelta) -> int:

@@ -12,7 +12,10 @@ from cron_bridge.stores.base import Store
 from cron_bridge.stores.memory import MemoryStore
 from cron_bridge.stores.sqlite import SQLiteStore
 
-__all__ = ["redact_url", "store_from_url"]
+__all__ = ["DEFAULT_STORE", "redact_url", "store_from_url"]
+
+DEFAULT_STORE = "sqlite:///cron-bridge.db"
+"""The store of a CLI command or a worker given none: a file in the working directory."""
 
 _BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import path, re_path
 
 from cron_bridge.http import wsgi_app
-from cron_bridge.mounts import django_view
+from cron_bridge.http.mounts import django_view
 from examples.web.jobs import PATH, SECRET, panel
 
 SECRET_KEY = SECRET or "set CRON_BRIDGE_SECRET"

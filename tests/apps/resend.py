@@ -11,7 +11,7 @@ import importlib
 import sys
 from datetime import datetime
 
-from cron_bridge.adapters import Dispatch, get_adapter
+from cron_bridge.plugins import Dispatch, get_adapter
 from cron_bridge.registry import default_registry
 from tests.apps import scenarios
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from cron_bridge import aside
+from cron_bridge.control import aside
 from cron_bridge.stores import RunRecord, Store
 
 REPO = Path(__file__).resolve().parents[2]

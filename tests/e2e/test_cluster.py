@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from cron_bridge import aside
-from cron_bridge.audit import audit, occurrence_report
+from cron_bridge.control import aside
+from cron_bridge.control.audit import audit, occurrence_report
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Every
 from cron_bridge.stores import store_from_url

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cron_bridge import aside
+from cron_bridge.control import aside
 from cron_bridge.jobs import Occurrence
 from tests.apps import journal
 from tests.conftest import make_kit

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
-from cron_bridge import control
+from cron_bridge.control import pause as control
 from cron_bridge.stores import store_from_url
 from tests.e2e.processes import BeatProcess, command_env, wait_for
 from tests.e2e.test_cluster import wait_until_live

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from celery.schedules import solar
 
-from cron_bridge import aside
+from cron_bridge.control import aside
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import store_from_url
 from cron_bridge_celery.scheduler import job_name

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cron_bridge.serve import REQUEST_TIMEOUT
+from cron_bridge.http.serve import REQUEST_TIMEOUT
 from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
 from tests.servers import free_port
 

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from cron_bridge import control
+from cron_bridge.control import pause as control
 from cron_bridge.stores import store_from_url
 from tests.e2e.processes import REPO, command_env, wait_for
 from tests.servers import free_port

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cron_bridge import aside
+from cron_bridge.control import aside
 from cron_bridge.stores import store_from_url
 from tests.apps import journal
 from tests.e2e.processes import BeatProcess, cli, command_env, wait_for

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from cron_bridge.control.schedules import GROUP, StoredSchedule, announce
 from cron_bridge.storable import ENV
-from cron_bridge.stored import GROUP, StoredSchedule, announce
 from cron_bridge.stores import store_from_url
 from tests.apps import journal
 from tests.conftest import make_kit

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from cron_bridge.jobs import Occurrence, lock_key
+from cron_bridge.jobs import Occurrence
+from cron_bridge.keys import lock_key
 from cron_bridge.stores import RunRecord, Store, store_from_url
 from tests.conftest import StoreKit
 
@@ -322,7 +323,7 @@ def test_sixteen_threads_add_one_control_record_and_exactly_one_wins(kit: StoreK
 def test_concurrent_writers_take_consecutive_feed_numbers_and_lose_none(kit: StoreKit) -> None:
     """Eight writers announcing 25 changes each at once: the numbers 1 to 200, each once,
     each naming a change that was made (the feed the replicas follow)."""
-    from cron_bridge.stored import FEED_GROUP, announce
+    from cron_bridge.control.schedules import FEED_GROUP, announce
 
     stores = [kit.open() for _ in range(8)] if kit.kind != "memory" else [kit.open()] * 8
     barrier = threading.Barrier(8)

@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from cron_bridge import Beat, aside, catalog, control, declare, untrusted
-from cron_bridge.cli import main
+from cron_bridge import Beat, declare, untrusted
+from cron_bridge.cli.main import main
+from cron_bridge.control import aside, catalog
+from cron_bridge.control import pause as control
+from cron_bridge.control.schedules import FEED_GROUP, GROUP, StoredSchedule
 from cron_bridge.http import wsgi_app
 from cron_bridge.storable import ENV
-from cron_bridge.stored import FEED_GROUP, GROUP, StoredSchedule
 from cron_bridge.stores import Store
 from tests.conftest import StoreKit
 from tests.e2e.test_http import SECRET

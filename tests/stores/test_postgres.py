@@ -10,7 +10,8 @@ import psycopg
 import pytest
 
 from cron_bridge import StoreUnavailable
-from cron_bridge.jobs import Occurrence, lock_key
+from cron_bridge.jobs import Occurrence
+from cron_bridge.keys import lock_key
 from cron_bridge.stores import store_from_url
 from cron_bridge.stores.postgres import PostgresStore
 from tests.servers import PostgresServer

@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
-from cron_bridge.jobs import Occurrence, lock_key
+from cron_bridge.jobs import Occurrence
+from cron_bridge.keys import lock_key
 from cron_bridge.stores.redis import RedisStore
 from tests.servers import RedisServer
 

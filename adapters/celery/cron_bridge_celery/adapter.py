@@ -19,10 +19,15 @@ from celery import Celery
 from celery.app.task import Task
 from celery.local import PromiseProxy, Proxy
 
-from cron_bridge.adapters import Dispatch, Senders, TaskRef
-from cron_bridge.jobs import Job
-from cron_bridge.storable import HANDLER_ATTR
-from cron_bridge.worker import META_KEY, run_delivery
+from cron_bridge.adapters import (
+    HANDLER_ATTR,
+    META_KEY,
+    Dispatch,
+    Job,
+    Senders,
+    TaskRef,
+    run_delivery,
+)
 from cron_bridge_celery.scheduler import beat_schedule_jobs
 
 __all__ = ["CeleryAdapter"]

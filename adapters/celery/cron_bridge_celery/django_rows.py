@@ -31,10 +31,7 @@ from typing import Any
 from celery import Celery
 from celery.schedules import crontab, solar
 
-from cron_bridge.bounded import NEVER, At, Window
-from cron_bridge.errors import ConfigError
-from cron_bridge.jobs import Job
-from cron_bridge.schedules import EPOCH, Every, Schedule
+from cron_bridge.adapters import EPOCH, NEVER, At, ConfigError, Every, Job, Schedule, Window
 from cron_bridge_celery.scheduler import job_name
 from cron_bridge_celery.schedules import SolarSchedule, crontab_in
 from cron_bridge_celery.sender import SENDER

@@ -21,13 +21,17 @@ from typing import Any, NoReturn
 from celery import Celery
 from celery.beat import ScheduleEntry, Scheduler
 
-from cron_bridge.adapters import register
-from cron_bridge.beat import Beat
-from cron_bridge.errors import ConfigError, StoreUnavailable
-from cron_bridge.jobs import NAME_PATTERN, Job
-from cron_bridge.redaction import redact_url
-from cron_bridge.registry import default_registry
-from cron_bridge.stores import store_from_url
+from cron_bridge.adapters import (
+    NAME_PATTERN,
+    Beat,
+    ConfigError,
+    Job,
+    StoreUnavailable,
+    default_registry,
+    redact_url,
+    register,
+    store_from_url,
+)
 from cron_bridge_celery.schedules import to_schedule
 from cron_bridge_celery.sender import SENDER, BeatScheduleSender
 

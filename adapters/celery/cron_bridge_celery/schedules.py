@@ -20,8 +20,7 @@ from typing import Any
 
 from celery.schedules import BaseSchedule, crontab, schedule, solar
 
-from cron_bridge.errors import ConfigError
-from cron_bridge.schedules import Cron, Every, Schedule, load_zone
+from cron_bridge.adapters import ConfigError, Cron, Every, Schedule, load_zone
 
 __all__ = ["CustomSchedule", "SolarSchedule", "crontab_fields", "crontab_in", "to_schedule"]
 

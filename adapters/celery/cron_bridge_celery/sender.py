@@ -17,10 +17,7 @@ from celery import Celery
 from celery.beat import BeatLazyFunc, ScheduleEntry
 from packaging.version import Version
 
-from cron_bridge.adapters import Dispatch, TaskRef
-from cron_bridge.errors import ConfigError
-from cron_bridge.jobs import Job
-from cron_bridge.worker import META_KEY
+from cron_bridge.adapters import META_KEY, ConfigError, Dispatch, Job, TaskRef
 
 __all__ = ["SENDER", "BeatScheduleSender", "beat_headers"]
 

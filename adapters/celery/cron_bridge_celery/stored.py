@@ -13,8 +13,7 @@ from typing import Any
 
 from celery import shared_task
 
-from cron_bridge.stored_worker import run_stored as run_stored_schedule
-from cron_bridge.worker import META_KEY
+from cron_bridge.adapters import META_KEY, run_stored_schedule
 
 __all__ = ["TASK_NAME", "run_stored"]
 

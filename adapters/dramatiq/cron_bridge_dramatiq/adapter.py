@@ -16,10 +16,15 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
-from cron_bridge.adapters import Dispatch, Senders, TaskRef
-from cron_bridge.jobs import Job
-from cron_bridge.storable import HANDLER_ATTR
-from cron_bridge.worker import META_KEY, run_delivery
+from cron_bridge.adapters import (
+    HANDLER_ATTR,
+    META_KEY,
+    Dispatch,
+    Job,
+    Senders,
+    TaskRef,
+    run_delivery,
+)
 
 __all__ = ["DramatiqAdapter"]
 

@@ -14,9 +14,7 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
-from cron_bridge.errors import InvalidMessage
-from cron_bridge.stored_worker import run_stored as run_stored_schedule
-from cron_bridge.worker import META_KEY
+from cron_bridge.adapters import META_KEY, InvalidMessage, run_stored_schedule
 
 __all__ = ["ACTOR_NAME", "run_stored"]
 

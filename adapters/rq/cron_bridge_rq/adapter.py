@@ -27,11 +27,16 @@ from rq import Queue, Retry, get_current_job
 from rq.exceptions import DuplicateJobError
 from rq.serializers import JSONSerializer
 
-from cron_bridge.adapters import Dispatch, TaskRef
-from cron_bridge.errors import ConfigError
-from cron_bridge.jobs import Job, Occurrence
-from cron_bridge.storable import HANDLER_ATTR
-from cron_bridge.worker import META_KEY, run_delivery
+from cron_bridge.adapters import (
+    HANDLER_ATTR,
+    META_KEY,
+    ConfigError,
+    Dispatch,
+    Job,
+    Occurrence,
+    TaskRef,
+    run_delivery,
+)
 
 __all__ = ["RQAdapter", "rq_intervals", "rq_job_id"]
 

@@ -17,10 +17,7 @@ from typing import Any
 
 from rq import get_current_job
 
-from cron_bridge.errors import RefusedTask
-from cron_bridge.storable import listed
-from cron_bridge.stored_worker import run_stored as run_stored_schedule
-from cron_bridge.worker import META_KEY
+from cron_bridge.adapters import META_KEY, RefusedTask, listed, run_stored_schedule
 
 __all__ = ["run_stored"]
 

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from html import escape
 
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.keys import parse_lock_owner
 from cron_bridge.schedules import Schedule, latest_occurrences
 from cron_bridge.stores.base import RunRecord
 
@@ -78,10 +79,10 @@ class Mark:
 def parse_holder(job: str, holder: str | None) -> Running | None:
     """The run an overlap lock's owner (``replica|occurrence id|token``) names, if it is one
     of ``job``'s; anything else in the store is ignored."""
-    if not holder or len(holder) > 2000:
+    named = parse_lock_owner(holder)
+    if named is None:
         return None
-    replica, _, rest = holder.partition("|")
-    occurrence_id, _, _ = rest.partition("|")
+    replica, occurrence_id = named
     try:
         occurrence = Occurrence.parse(occurrence_id)
     except ValueError:

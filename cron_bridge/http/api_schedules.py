@@ -6,22 +6,18 @@ secret (a JSON body carries no form token, so a dashboard cookie alone is never 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from cron_bridge.control.schedules import Schedules
 from cron_bridge.errors import ConfigError
-from cron_bridge.http_control import json_object
-from cron_bridge.stored import Schedules
-
-if TYPE_CHECKING:
-    from cron_bridge.http import Request, Response
+from cron_bridge.http.api_control import json_object
+from cron_bridge.http.wire import Request, Response
 
 __all__ = ["schedules_response"]
 
 
 def schedules_response(schedules: Schedules, request: Request, name: str | None) -> Response:
     """Answer one request for the collection (``name`` None) or one schedule."""
-    from cron_bridge.http import Response
-
     who = f"http:{request.client}"
     method = request.method
     try:

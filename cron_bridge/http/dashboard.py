@@ -16,14 +16,16 @@ from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from cron_bridge import aside, catalog, control, strips
-from cron_bridge.bounded import NEVER
-from cron_bridge.catalog import JobInfo
-from cron_bridge.jobs import lock_key
+from cron_bridge.control import aside, catalog
+from cron_bridge.control import pause as control
+from cron_bridge.control.catalog import JobInfo
+from cron_bridge.http import strips
+from cron_bridge.keys import lock_key
 from cron_bridge.stores.base import RunRecord, Store
+from cron_bridge.windows import NEVER
 
 if TYPE_CHECKING:
-    from cron_bridge.beat import Beat
+    from cron_bridge.beat.replica import Beat
     from cron_bridge.jobs import Job
 
 __all__ = ["View", "job_page", "login_page", "overview_page"]

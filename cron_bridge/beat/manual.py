@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cron_bridge import control
+from cron_bridge.beat.dispatch import Dispatcher
+from cron_bridge.beat.planning import Planned
 from cron_bridge.clock import Clock
 from cron_bridge.context import Trigger
-from cron_bridge.dispatch import Dispatcher
+from cron_bridge.control import pause as control
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Job, Occurrence
-from cron_bridge.planning import Planned
 from cron_bridge.schedules import previous_occurrence
 from cron_bridge.stores import Store
 from cron_bridge.stores.base import Outcome, RunRecord

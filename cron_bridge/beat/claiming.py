@@ -17,12 +17,13 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from cron_bridge import control, telemetry
-from cron_bridge.aside import Ledger
+from cron_bridge import telemetry
+from cron_bridge.beat.dispatch import Dispatcher
+from cron_bridge.beat.planning import Planned
 from cron_bridge.context import AbortSignal
-from cron_bridge.dispatch import Dispatcher
+from cron_bridge.control import pause as control
+from cron_bridge.control.aside import Ledger
 from cron_bridge.errors import StoreUnavailable
-from cron_bridge.planning import Planned
 from cron_bridge.stores import Store
 from cron_bridge.stores.base import RunRecord
 

@@ -15,8 +15,14 @@ import logging
 from collections.abc import Callable
 
 from cron_bridge import untrusted
+from cron_bridge.control.schedules import (
+    FEED_GROUP,
+    FULL_EVERY_MINUTES,
+    Schedules,
+    StoredSchedule,
+    feed_head,
+)
 from cron_bridge.jobs import NAME_PATTERN, Job
-from cron_bridge.stored import FEED_GROUP, FULL_EVERY_MINUTES, Schedules, StoredSchedule, feed_head
 from cron_bridge.stores.base import Store
 
 __all__ = ["FULL_EVERY", "StoredSync"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -23,12 +24,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cron_bridge import aside
+import click
+
+from cron_bridge.cli.common import EXIT_FAILED, FiniteRange, fail
+from cron_bridge.control import aside
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.registry import default_registry
 from cron_bridge.stores import RunRecord, store_from_url
 
-__all__ = ["DemoTotals", "run_demo"]
+__all__ = ["DemoTotals", "demo", "run_demo"]
 
 DEMO_APP = "cron_bridge_celery.demo"  # lives in the Celery adapter: the core imports no Celery
 WORKER_OUTCOMES = ("completed", "failed", "aborted", "skipped-overlap", "skipped-completed")
@@ -233,3 +237,16 @@ def _totals(
         if enqueued > 1 or completed > 1:
             totals.duplicates += 1
     return totals
+
+
+@click.command()
+@click.option("--replicas", default=3, show_default=True, type=click.IntRange(1, 20))
+@click.option("--duration", default=30, show_default=True, type=FiniteRange(5, 3600),
+              help="Seconds to run.")  # fmt: skip
+@click.option("--keep", is_flag=True, help="Keep the folder with the store and the logs.")
+def demo(replicas: int, duration: float, keep: bool) -> None:
+    """Run beat replicas and a Celery worker on SQLite and a filesystem broker, no server."""
+    if importlib.util.find_spec("cron_bridge_celery") is None:
+        fail('the demo runs Celery: pip install "cron-bridge[celery]"')
+    totals = run_demo(replicas=replicas, duration=duration, keep=keep, echo=click.echo)
+    sys.exit(0 if totals.ok else EXIT_FAILED)

@@ -1,4 +1,5 @@
-"""The HTTP trigger and the dashboard, as ASGI or WSGI apps, under one secret.
+"""The request handler: routing, authentication, health, the trigger and the dashboard under
+one secret (served by ``cron_bridge.http.apps`` as ASGI or WSGI).
 
 No web framework is needed: both apps share one small request handler.
 
@@ -22,130 +23,39 @@ decoded again.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
-import json
 import logging
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 
-from cron_bridge import dashboard
+from cron_bridge.control.schedules import Schedules
 from cron_bridge.errors import ConfigError, StoreUnavailable
-from cron_bridge.http_control import ACTIONS, control_response
-from cron_bridge.http_schedules import schedules_response
-from cron_bridge.redaction import escape_log
-from cron_bridge.sessions import Sessions
-from cron_bridge.stored import Schedules
+from cron_bridge.http import dashboard
+from cron_bridge.http.api_control import ACTIONS, control_response
+from cron_bridge.http.api_schedules import schedules_response
+from cron_bridge.http.sessions import Sessions
+from cron_bridge.http.throttle import AuthThrottle
+from cron_bridge.http.wire import (
+    COOKIE,
+    Request,
+    Response,
+)
+from cron_bridge.secret import check_secret
 from cron_bridge.stores import Store, store_from_url
-from cron_bridge.throttle import AuthThrottle
 
 if TYPE_CHECKING:
-    from cron_bridge.beat import Beat
+    from cron_bridge.beat.replica import Beat
 
-__all__ = ["asgi_app", "wsgi_app"]
+__all__ = ["StoreProbe", "TriggerHandler", "open_namespaces"]
 
 log = logging.getLogger(__name__)
 
-_STATUS = {
-    200: "OK",
-    303: "See Other",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    413: "Content Too Large",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
-MIN_SECRET_BYTES = 16
 NAMESPACE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
-# Values shipped in examples, compose files and tutorials: never a real secret.
-PLACEHOLDERS = {"change-me", "changeme", "change_me", "secret", "s3cret", "password", "token",
-                "your-secret", "your-secret-here", "replace-me", "test", "example"}  # fmt: skip
-HOW_TO_MAKE_ONE = (
-    "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))', and pass it "
-    "as CRON_BRIDGE_SECRET or --secret-file"
-)
-
-
-def check_secret(secret: str | None) -> bytes:
-    """The secret as bytes, once it looks like a secret.
-
-    Raises:
-        ConfigError: no secret, a known placeholder, or fewer than 16 bytes.
-    """
-    if not secret:
-        raise ConfigError(f"the HTTP trigger refuses to start without a secret; {HOW_TO_MAKE_ONE}",
-                          option="secret", value="")  # fmt: skip
-    if secret.strip().lower() in PLACEHOLDERS:
-        raise ConfigError(f"that is a placeholder, not a secret; {HOW_TO_MAKE_ONE}",
-                          option="secret", value="***")  # fmt: skip
-    raw = secret.encode("utf-8")
-    if len(raw) < MIN_SECRET_BYTES:
-        reason = f"a secret needs at least {MIN_SECRET_BYTES} bytes, this one has {len(raw)}"
-        raise ConfigError(f"{reason}; {HOW_TO_MAKE_ONE}", option="secret", value="***")
-    return raw
-
-
 _FAILED = {"failed", "aborted"}
-COOKIE = "cron_bridge_session"
-MAX_BODY = 16 * 1024  # a login or a button press; anything larger is refused
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    method: str
-    path: str  # percent-decoded once, by the server
-    headers: dict[str, str] = field(default_factory=dict)  # lower-case names, latin-1 text
-    body: bytes = b""
-    query: str = ""
-    client: str = "unknown"  # the peer's address: failed authentications are counted by it
-    https: bool = False  # the request came over https (directly or from a trusted proxy)
-
-    def form(self) -> dict[str, str]:
-        if not self.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
-            return {}
-        parsed = parse_qs(self.body.decode("utf-8", "replace"), keep_blank_values=True)
-        return {key: values[-1] for key, values in parsed.items()}
-
-    def cookie(self, name: str) -> str | None:
-        jar: SimpleCookie = SimpleCookie()
-        try:
-            jar.load(self.headers.get("cookie", ""))
-        except Exception:  # noqa: BLE001 - a malformed cookie header is no cookie
-            return None
-        morsel = jar.get(name)
-        return morsel.value if morsel is not None else None
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    status: int
-    body: dict[str, Any] | str
-    headers: tuple[tuple[str, str], ...] = ()
-
-    def encoded(self) -> bytes:
-        if isinstance(self.body, str):
-            return self.body.encode()
-        return json.dumps(self.body).encode()
-
-    @property
-    def content_type(self) -> str:
-        if isinstance(self.body, str):
-            return "text/html; charset=utf-8"
-        return "application/json"
 
 
 class StoreProbe:
@@ -378,17 +288,6 @@ class TriggerHandler:
         return Response(303, "", (("Location", location), *extra))
 
 
-def _head(response: Response, body: bytes) -> list[tuple[str, str]]:
-    return [
-        ("Content-Type", response.content_type),
-        ("Content-Length", str(len(body))),
-        ("Cache-Control", "no-store"),
-        ("X-Content-Type-Options", "nosniff"),
-        ("X-Frame-Options", "DENY"),
-        *response.headers,
-    ]
-
-
 def open_namespaces(given: Mapping[str, str | Store]) -> dict[str, Store]:
     """The stores of the other namespaces a dashboard shows, by name.
 
@@ -402,137 +301,3 @@ def open_namespaces(given: Mapping[str, str | Store]) -> dict[str, Store]:
                               option="namespace", value=name)  # fmt: skip
         opened[name] = store_from_url(store) if isinstance(store, str) else store
     return opened
-
-
-def asgi_app(
-    beat: Beat, *, secret: str, path: str = "/_scheduler", max_concurrency: int = 16,
-    namespaces: Mapping[str, str | Store] | None = None,
-) -> Callable[[Scope, Receive, Send], Awaitable[None]]:  # fmt: skip
-    """An ASGI app serving the trigger and the dashboard under ``path``; the dashboard also
-    shows the ``namespaces`` given (name to store or store URL), read-only, with a selector.
-
-    ``/healthz`` is answered on the event loop itself; everything else runs in a pool of
-    ``max_concurrency`` threads, and a request that finds them all busy gets 503 at once, so
-    slow callers can never hold up the liveness probe.
-
-    Raises:
-        ConfigError: without a secret, or with one that is not one.
-    """
-    handler = TriggerHandler(beat, secret, path, namespaces)
-    pool = ThreadPoolExecutor(max_concurrency, thread_name_prefix="cron-bridge-http")
-    slots = threading.BoundedSemaphore(max_concurrency)
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        if scope["type"] != "http":
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        body = b""
-        refused = _refused_length(headers.get("content-length"))
-        more = refused is None and scope["method"] in ("POST", "PUT", "PATCH")
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client went away (or the server's deadline cut it off)
-            body += message.get("body", b"")
-            more = message.get("more_body", False) and len(body) <= MAX_BODY
-        client = scope.get("client") or ("unknown", 0)
-        request = Request(
-            scope["method"], _asgi_path(scope), headers, body,
-            scope.get("query_string", b"").decode("latin-1"),
-            client=str(client[0]), https=scope.get("scheme") == "https",
-        )  # fmt: skip
-        if refused is not None:
-            response = refused
-        elif len(body) > MAX_BODY:
-            response = Response(413, {"error": "request body too large"})
-        elif request.path == handler.health_path:
-            response = handler.respond(request)  # no I/O: never waits behind other requests
-        elif not slots.acquire(blocking=False):
-            response = Response(503, {"error": "busy; try again"}, (("Retry-After", "1"),))
-        else:
-            try:
-                loop = asyncio.get_running_loop()
-                response = await loop.run_in_executor(pool, handler.respond, request)
-            finally:
-                slots.release()
-        log_request(request, response)
-        payload = response.encoded()
-        raw = [(k.lower().encode(), v.encode("latin-1")) for k, v in _head(response, payload)]
-        await send({"type": "http.response.start", "status": response.status, "headers": raw})
-        await send({"type": "http.response.body", "body": payload})
-
-    return app
-
-
-def _refused_length(declared: str | None) -> Response | None:
-    """400 for a ``Content-Length`` that is not a length, 413 for one past ``MAX_BODY``,
-    answered at once, before any of the body is read; None when it may be read."""
-    if declared is None:
-        return None
-    text = declared.strip()
-    if not (text.isascii() and text.isdigit()):
-        return Response(400, {"error": "bad Content-Length"})
-    if len(text) > 18 or int(text) > MAX_BODY:
-        return Response(413, {"error": "request body too large"})
-    return None
-
-
-def _asgi_path(scope: Scope) -> str:
-    """The full path: Starlette's ``Mount`` (and ASGI servers run with ``--root-path``) keep
-    it whole and set ``root_path``; older mounts strip the prefix off ``path``."""
-    path, root = str(scope["path"]), str(scope.get("root_path") or "")
-    return path if not root or path.startswith(root + "/") or path == root else root + path
-
-
-def log_request(request: Request, response: Response) -> None:
-    """One access-log line per request, with control characters escaped."""
-    log.info("http %s %s %s %d", escape_log(request.client, 64), escape_log(request.method, 16),
-             escape_log(request.path, 300), response.status)  # fmt: skip
-
-
-def wsgi_app(
-    beat: Beat, *, secret: str, path: str = "/_scheduler",
-    namespaces: Mapping[str, str | Store] | None = None,
-) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:  # fmt: skip
-    """A WSGI app serving the trigger and the dashboard under ``path`` (and ``namespaces``,
-    as ``asgi_app``).
-
-    Raises:
-        ConfigError: without a secret.
-    """
-    handler = TriggerHandler(beat, secret, path, namespaces)
-
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        headers = {
-            key[5:].replace("_", "-").lower(): value
-            for key, value in environ.items()
-            if key.startswith("HTTP_")
-        }
-        if environ.get("CONTENT_TYPE"):
-            headers["content-type"] = environ["CONTENT_TYPE"]
-        refused = _refused_length(environ.get("CONTENT_LENGTH") or None)
-        length = 0 if refused is not None else int(environ.get("CONTENT_LENGTH") or 0)
-        if refused is not None:
-            response = refused
-        else:
-            body = environ["wsgi.input"].read(length) if length > 0 else b""
-            request = Request(
-                # Mounted under a prefix (werkzeug's DispatcherMiddleware, a Django view),
-                # the prefix is SCRIPT_NAME: the path served is both together.
-                environ["REQUEST_METHOD"],
-                environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""), headers, body,
-                environ.get("QUERY_STRING", ""), client=str(environ.get("REMOTE_ADDR", "unknown")),
-                https=environ.get("wsgi.url_scheme") == "https",
-            )  # fmt: skip
-            response = handler.respond(request)
-            log_request(request, response)
-        encoded = response.encoded()
-        start_response(f"{response.status} {_STATUS[response.status]}", _head(response, encoded))
-        return [encoded]
-
-    return app

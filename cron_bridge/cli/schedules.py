@@ -8,18 +8,18 @@ from typing import Any, TypeVar
 
 import click
 
-from cron_bridge import control, untrusted
-from cron_bridge.cli import (
+from cron_bridge import untrusted
+from cron_bridge.cli.common import (
     load_app,
-    main,
     one_line_errors,
     open_store,
     optional_app_option,
     print_table,
     store_option,
 )
+from cron_bridge.control import pause as control
+from cron_bridge.control.schedules import LIBRARIES, SPEC_MAX, Schedules, StoredSchedule
 from cron_bridge.errors import ConfigError
-from cron_bridge.stored import LIBRARIES, SPEC_MAX, Schedules, StoredSchedule
 
 __all__ = ["schedule"]
 
@@ -81,7 +81,7 @@ def _echo(spec: StoredSchedule) -> None:
     click.echo(json.dumps(spec.to_json()))
 
 
-@main.group()
+@click.group()
 def schedule() -> None:
     """Stored schedules: jobs added at run time, run by every replica."""
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from cron_bridge import control, untrusted
+from cron_bridge import untrusted
+from cron_bridge.control import pause as control
 from cron_bridge.errors import ConfigError
+from cron_bridge.http.wire import Request, Response
 
 if TYPE_CHECKING:
-    from cron_bridge.beat import Beat
-    from cron_bridge.http import Request, Response
+    from cron_bridge.beat.replica import Beat
 
 __all__ = ["ACTIONS", "control_response", "json_object"]
 
@@ -26,8 +27,6 @@ def control_response(
 ) -> Response:
     """Do ``action`` (None: only say the state) for job ``name``; JSON, or a redirect back to
     the job's page when the dashboard asked."""
-    from cron_bridge.http import Response
-
     if name not in {job.name for job in beat.jobs()}:
         return Response(404, {"error": f"no job called {name!r}"})
     if action is None:
@@ -44,11 +43,8 @@ def control_response(
             body: dict[str, Any] = {"job": name, "paused": record.to_json()}
             said = f"paused: {name}"
         else:
-            catch_up, ran = _flag(request, "catch_up"), None
-            if catch_up:  # still paused while it runs: the next occurrences do not meet it
-                current = control.paused(beat.store).get(name)
-                ran = beat.catch_up_paused(current) if current else None
-            ended = control.resume(beat.store, name, by=who)
+            catch_up = _flag(request, "catch_up")
+            ended, ran = beat.resume(name, by=who, catch_up=catch_up)
             body = {"job": name, "was_paused": ended.to_json() if ended else None}
             said = f"resumed: {name}" if ended else f"{name} was not paused"
             if catch_up:

@@ -23,10 +23,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from cron_bridge import control, untrusted
-from cron_bridge.adapters import get_adapter
+from cron_bridge import untrusted
+from cron_bridge.control import pause as control
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Backoff, Job, declare
+from cron_bridge.plugins import get_adapter
 from cron_bridge.schedules import parse_duration
 from cron_bridge.storable import refusal
 from cron_bridge.stores.base import Store

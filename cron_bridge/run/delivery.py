@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from cron_bridge import aio
-from cron_bridge.beat import make_replica_id
 from cron_bridge.clock import SystemClock
 from cron_bridge.context import JobContext, Trigger
 from cron_bridge.errors import InvalidMessage, StoreUnavailable
-from cron_bridge.guard import Guard
+from cron_bridge.identity import make_replica_id
 from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.run.guard import Guard
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.urls import DEFAULT_STORE
 
 __all__ = ["META_KEY", "Delivery", "configure", "run_delivery", "worker_store"]
 
@@ -33,7 +34,6 @@ log = logging.getLogger(__name__)
 META_KEY = "cron_bridge"
 """Where the occurrence travels: a Celery header, RQ job meta key, Dramatiq message option."""
 
-DEFAULT_STORE = "sqlite:///cron-bridge.db"
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}

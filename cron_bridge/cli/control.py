@@ -6,17 +6,16 @@ import json
 
 import click
 
-from cron_bridge import control
-from cron_bridge.beat import Beat
-from cron_bridge.cli import (
+from cron_bridge.beat.replica import Beat
+from cron_bridge.cli.common import (
     fail,
     load_app,
-    main,
     one_line_errors,
     open_store,
     optional_app_option,
     store_option,
 )
+from cron_bridge.control import pause as control
 
 __all__ = ["pause", "resume"]
 
@@ -29,7 +28,7 @@ def _known(name: str, app: tuple[str, ...]) -> None:
         fail(f"no job called {name!r} in {' '.join(app)}")
 
 
-@main.command()
+@click.command()
 @click.argument("name")
 @click.option("--reason", default="", help="Why, for the history and the dashboard.")
 @_app
@@ -49,7 +48,7 @@ def pause(name: str, reason: str, app: tuple[str, ...], store: str | None) -> No
     click.echo(json.dumps({"job": name, "paused": record.to_json()}))
 
 
-@main.command()
+@click.command()
 @click.argument("name")
 @click.option(
     "--catch-up",
@@ -68,12 +67,11 @@ def resume(name: str, catch_up: bool, app: tuple[str, ...], store: str | None) -
         _known(name, app)
         opened = open_store(store)
         try:
-            ran = None
             if catch_up:
-                # Still paused while it runs: the job's next occurrences do not meet it.
-                current = control.paused(opened).get(name)
-                ran = Beat(opened, load_app(app)).catch_up_paused(current) if current else None
-            ended = control.resume(opened, name, by=control.cli_actor())
+                replica = Beat(opened, load_app(app))
+                ended, ran = replica.resume(name, by=control.cli_actor(), catch_up=True)
+            else:
+                ended, ran = control.resume(opened, name, by=control.cli_actor()), None
         finally:
             opened.close()
     answer = {"job": name, "was_paused": ended.to_json() if ended else None}

@@ -19,9 +19,10 @@ from cron_bridge import aio, telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import StoreUnavailable
-from cron_bridge.jobs import Job, Occurrence, lock_key
-from cron_bridge.lease import Lease, Releaser
-from cron_bridge.recording import Recorder
+from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.keys import lock_key, lock_owner, parse_lock_owner
+from cron_bridge.run.lease import Lease, Releaser
+from cron_bridge.run.recording import Recorder
 from cron_bridge.stores.base import Outcome, RunRecord, Store
 
 __all__ = ["Guard"]
@@ -97,7 +98,7 @@ class Guard:
     ) -> RunRecord:
         started = self.clock.now()
         # The owner names the run, so a skipped-overlap record can say who holds the lock.
-        owner = f"{self.replica}|{occurrence.id}|{uuid.uuid4().hex[:8]}"
+        owner = lock_owner(self.replica, occurrence.id, uuid.uuid4().hex[:8])
         key = lock_key(job.name)
         made = partial(
             RunRecord,
@@ -242,9 +243,10 @@ class Guard:
             owner = self.store.holder(key)
         except StoreUnavailable:
             return None
-        if owner is None or owner.count("|") != 2:
+        named = parse_lock_owner(owner)
+        if named is None:
             return None
-        replica, occurrence_id, _ = owner.split("|")
+        replica, occurrence_id = named
         return f"held by {occurrence_id} on {replica}"
 
     def release_all(self) -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cron_bridge import untrusted
+from cron_bridge import keys, untrusted
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
 from cron_bridge.stores.base import Store
@@ -193,7 +193,7 @@ def latest_paused(store: Store, pause: Pause) -> Occurrence | None:
 
 def catch_up_key(occurrence: Occurrence) -> str:
     """The claim of the one catch-up run of a paused occurrence: ``catchup:<job>:<ms>``."""
-    return f"catchup:{occurrence.job}:{occurrence.epoch_ms}"
+    return keys.catch_up_key(occurrence.job, occurrence.epoch_ms)
 
 
 def paused(store: Store) -> dict[str, Pause]:

@@ -18,13 +18,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cron_bridge.clock import SystemClock
+from cron_bridge.control.schedules import Schedules
 from cron_bridge.errors import ConfigError, InvalidMessage, RefusedTask, StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job, Occurrence
-from cron_bridge.recording import Recorder
+from cron_bridge.run.delivery import Delivery, run_delivery, worker_replica, worker_store
+from cron_bridge.run.recording import Recorder
 from cron_bridge.storable import HANDLER_ATTR, refusal
-from cron_bridge.stored import Schedules
 from cron_bridge.stores.base import RunRecord
-from cron_bridge.worker import Delivery, run_delivery, worker_replica, worker_store
 
 __all__ = ["REFUSED", "run_stored"]
 

@@ -18,12 +18,12 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from cron_bridge import telemetry
-from cron_bridge.adapters import Dispatch, get_adapter
+from cron_bridge.beat.planning import Planned
 from cron_bridge.clock import Clock
 from cron_bridge.context import AbortSignal
 from cron_bridge.errors import StoreUnavailable
-from cron_bridge.guard import Guard
-from cron_bridge.planning import Planned
+from cron_bridge.plugins import Dispatch, get_adapter
+from cron_bridge.run.guard import Guard
 from cron_bridge.stores.base import Outcome, RunRecord, Store
 
 __all__ = ["Dispatcher"]

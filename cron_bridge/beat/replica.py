@@ -11,37 +11,36 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import os
 import signal as signals
-import socket
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, TypeVar
 
-from cron_bridge import control, telemetry
-from cron_bridge.aside import Ledger
-from cron_bridge.catalog import Publisher
-from cron_bridge.claiming import Claimer
+from cron_bridge import telemetry
+from cron_bridge.beat.claiming import Claimer
+from cron_bridge.beat.clocksync import StoreClock
+from cron_bridge.beat.dispatch import Dispatcher
+from cron_bridge.beat.manual import RunResult, Triggers
+from cron_bridge.beat.planning import Planned, catch_up, plan, plan_one
+from cron_bridge.beat.stored_sync import StoredSync
 from cron_bridge.clock import Clock, SystemClock
-from cron_bridge.clocksync import StoreClock
-from cron_bridge.dispatch import Dispatcher
+from cron_bridge.control import pause as control
+from cron_bridge.control.aside import Ledger
+from cron_bridge.control.catalog import Publisher
 from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.identity import make_replica_id
 from cron_bridge.jobs import Job, declare
-from cron_bridge.planning import Planned, catch_up, plan, plan_one
-from cron_bridge.recording import LOGGED_EACH, Recorder, log_records
 from cron_bridge.registry import Registry, default_registry
+from cron_bridge.run.recording import LOGGED_EACH, Recorder, log_records
 from cron_bridge.schedules import parse_duration
-from cron_bridge.stored_sync import StoredSync
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.base import RunRecord
-from cron_bridge.triggers import RunResult, Triggers
 
-__all__ = ["Beat", "RunResult", "make_replica_id"]
+__all__ = ["Beat", "RunResult"]
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +50,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 UNCLAIMED_KEPT = 1000  # per job, occurrences remembered while the store is unreachable
 FAILING_TICKS = 3  # ticks failed in a row (about a second apart) that make health fail
-
-
-def make_replica_id() -> str:
-    """``$HOSTNAME`` (else the host name), the pid and a random suffix."""
-    host = os.environ.get("HOSTNAME") or socket.gethostname()
-    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
 
 
 class Beat:
@@ -615,6 +608,23 @@ class Beat:
             StoreUnavailable: the store could not be reached (it did not run).
         """
         return self._triggers.catch_up_paused(self._job(pause.job), pause)
+
+    def resume(
+        self, name: str, *, by: str, catch_up: bool = False
+    ) -> tuple[control.Pause | None, RunResult | None]:
+        """Resume ``name`` on every replica: the pause it ended (None when it was not paused)
+        and, with ``catch_up``, the run of the latest occurrence the pause held back, made
+        first, while still paused, so that the job's next occurrences do not meet it.
+
+        Raises:
+            ConfigError: ``catch_up`` for a job this beat does not have.
+            StoreUnavailable: the store could not be reached.
+        """
+        ran = None
+        if catch_up:
+            current = control.paused(self.store).get(name)
+            ran = self.catch_up_paused(current) if current else None
+        return control.resume(self.store, name, by=by), ran
 
     def _job(self, name: str) -> Job:
         job = self._jobs.get(name)

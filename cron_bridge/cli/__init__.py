@@ -1,0 +1,18 @@
+"""The ``cron-bridge`` command line: one module per command group, attached to ``main`` here.
+
+``main`` (``cron_bridge.cli.main``) is the group; ``beat``, ``jobs`` (list, run, history),
+``control`` (pause, resume), ``schedules`` (schedule ...) and ``demo`` each define their
+commands; ``common`` is what they share (one-line errors, exit codes, options).
+"""
+
+from cron_bridge.cli.beat import beat
+from cron_bridge.cli.control import pause, resume
+from cron_bridge.cli.demo import demo
+from cron_bridge.cli.jobs import history, list_jobs, run
+from cron_bridge.cli.main import main
+from cron_bridge.cli.schedules import schedule
+
+for _command in (beat, list_jobs, run, history, pause, resume, schedule, demo):
+    main.add_command(_command)
+
+__all__ = ["main"]

@@ -1,0 +1,190 @@
+"""``cron-bridge beat``: a beat replica, with the HTTP trigger, dashboard and metrics when
+asked for."""
+
+from __future__ import annotations
+
+import gc
+import logging
+from typing import Any
+
+import click
+
+from cron_bridge.beat.replica import Beat
+from cron_bridge.cli.common import (
+    app_option,
+    fail,
+    load_app,
+    one_line_errors,
+    open_store,
+    store_option,
+)
+from cron_bridge.http.apps import asgi_app
+from cron_bridge.http.serve import HttpServer, serve
+from cron_bridge.secret import check_secret
+from cron_bridge.telemetry import serve_metrics
+
+__all__ = ["beat"]
+
+log = logging.getLogger(__name__)
+
+
+@click.command()
+@app_option
+@store_option
+@click.option("--http", "http_bind", metavar="HOST:PORT", help="Serve the HTTP trigger here.")
+@click.option(
+    "--secret",
+    envvar="CRON_BRIDGE_SECRET",
+    help="Bearer token for --http (prefer $CRON_BRIDGE_SECRET or --secret-file: an option "
+    "shows in ps).",
+)
+@click.option(
+    "--secret-file",
+    envvar="CRON_BRIDGE_SECRET_FILE",
+    type=click.Path(dir_okay=False),
+    help="Read the bearer token for --http from this file (default: $CRON_BRIDGE_SECRET_FILE).",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    envvar="CRON_BRIDGE_FORWARDED_ALLOW_IPS",
+    default="127.0.0.1",
+    show_default=True,
+    help="Proxies whose X-Forwarded-Proto/-For are believed (comma-separated, or *).",
+)
+@click.option(
+    "--metrics",
+    "metrics_bind",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics on http://HOST:PORT/metrics (needs prometheus-client).",
+)
+@click.option(
+    "--replica-id",
+    envvar="CRON_BRIDGE_REPLICA_ID",
+    default=None,
+    help="This replica's name (default: $CRON_BRIDGE_REPLICA_ID, else host-pid-random).",
+)
+@click.option(
+    "--shutdown-timeout", envvar="CRON_BRIDGE_SHUTDOWN_TIMEOUT", default="25s", show_default=True
+)
+@click.option(
+    "--namespace",
+    "namespaces",
+    metavar="NAME=STORE_URL",
+    multiple=True,
+    help="Also show this namespace (another store, prefix or schema) on the --http dashboard, "
+    "read-only; repeat for more.",
+)
+def beat(
+    app: tuple[str, ...],
+    store: str | None,
+    http_bind: str | None,
+    secret: str | None,
+    secret_file: str | None,
+    forwarded_allow_ips: str,
+    metrics_bind: str | None,
+    replica_id: str | None,
+    shutdown_timeout: str,
+    namespaces: tuple[str, ...],
+) -> None:
+    """Run a beat replica until SIGTERM or SIGINT, then drain and exit."""
+    with one_line_errors():
+        if http_bind:
+            source = click.get_current_context().get_parameter_source("secret")
+            if secret and source == click.core.ParameterSource.COMMANDLINE:
+                log.warning("--secret on the command line shows in ps; prefer "
+                            "CRON_BRIDGE_SECRET or --secret-file")  # fmt: skip
+            secret = _read_secret(secret, secret_file)
+            check_secret(secret)
+        shown = _namespaces(namespaces)
+        if shown and not http_bind:
+            fail("--namespace is shown on the dashboard: give --http as well")
+        metrics = _serve_metrics(metrics_bind) if metrics_bind else None
+        jobs = load_app(app)
+        opened = open_store(store)
+        replica = Beat(
+            opened,
+            jobs,
+            replica_id=replica_id,
+            shutdown_timeout=shutdown_timeout,
+            handle_signals=True,
+        )
+        # What the app declared lives as long as the process: out of the collector's sight,
+        # so the collections a burst's allocations set off do not walk every job again.
+        gc.freeze()
+        server = (
+            _serve_http(replica, http_bind, secret, forwarded_allow_ips, shown)
+            if http_bind and secret
+            else None
+        )
+        try:
+            replica.run_forever()
+        finally:
+            for running in (server, metrics):
+                if running is not None:
+                    running.shutdown()
+            opened.close()
+
+
+def _read_secret(secret: str | None, secret_file: str | None) -> str:
+    if secret and secret_file:
+        fail("give --secret (CRON_BRIDGE_SECRET) or --secret-file, not both")
+    if secret_file:
+        try:
+            with open(secret_file, "rb") as handle:
+                raw = handle.read(4097)
+        except OSError as exc:
+            fail(f"--secret-file: cannot read {secret_file}: {exc.strerror or exc}")
+        if len(raw) > 4096:
+            fail(f"--secret-file: {secret_file} is larger than a secret (4 KiB)")
+        try:
+            return raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            fail(f"--secret-file: {secret_file} is not UTF-8 text")
+    if not secret:
+        fail("--http refuses to start without a secret: set CRON_BRIDGE_SECRET or give "
+             "--secret-file (make one with: python -c 'import secrets; "
+             "print(secrets.token_urlsafe(32))')")  # fmt: skip
+    return secret
+
+
+def _host_port(option: str, bind: str) -> tuple[str, int]:
+    host, _, port = bind.rpartition(":")
+    if not port.isdigit() or not 1 <= int(port) <= 65535 or len(port) > 5:
+        fail(f"{option} expects HOST:PORT with a port from 1 to 65535, got {bind!r}")
+    if host.startswith("[") != host.endswith("]"):
+        fail(f"{option}: a broken IPv6 address in {bind!r} (write [::1]:PORT)")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _serve_metrics(bind: str) -> Any:
+    host, port = _host_port("--metrics", bind)
+    try:
+        server = serve_metrics(host, port)
+    except OSError as exc:
+        fail(f"cannot listen on {bind}: {exc.strerror or exc}")
+    log.info("Prometheus metrics on http://%s/metrics", bind)
+    return server
+
+
+def _namespaces(given: tuple[str, ...]) -> dict[str, str]:
+    """``NAME=STORE_URL`` pairs, each URL checked as a store URL (not yet connected)."""
+    found: dict[str, str] = {}
+    for pair in given:
+        name, sep, url = pair.partition("=")
+        if not sep or not name or not url:
+            fail("--namespace expects NAME=STORE_URL")
+        if name in found:
+            fail(f"--namespace {name!r} is given twice")
+        found[name] = url
+    return found
+
+
+def _serve_http(
+    replica: Beat, bind: str, secret: str, forwarded_allow_ips: str,
+    namespaces: dict[str, str] | None = None,
+) -> HttpServer:  # fmt: skip
+    host, port = _host_port("--http", bind)
+    app = asgi_app(replica, secret=secret, namespaces=namespaces)
+    server = serve(app, host, port, forwarded_allow_ips=forwarded_allow_ips)
+    log.info("HTTP trigger on http://%s/_scheduler/run/<job>", bind)
+    return server

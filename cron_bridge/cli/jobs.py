@@ -1,0 +1,341 @@
+"""``cron-bridge list``, ``run`` and ``history``: the jobs, a run now, what the store says."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from cron_bridge.beat.replica import Beat
+from cron_bridge.cli.common import (
+    EXIT_FAILED,
+    app_option,
+    fail,
+    load_app,
+    one_line_errors,
+    open_existing_store,
+    open_store,
+    optional_app_option,
+    print_table,
+    store_option,
+)
+from cron_bridge.control import aside
+from cron_bridge.control import pause as control
+from cron_bridge.control.audit import Audit, OccurrenceReport, audit, occurrence_report
+from cron_bridge.control.schedules import Schedules
+from cron_bridge.errors import ConfigError
+from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.plugins import installed_adapters
+from cron_bridge.schedules import Schedule, parse_duration
+from cron_bridge.stores import RunRecord, Store
+from cron_bridge.windows import NEVER
+
+__all__ = ["history", "list_jobs", "run"]
+
+log = logging.getLogger(__name__)
+
+
+@click.command("list")
+@app_option
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per job, in a list.")
+def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
+    """List the jobs with their schedules, next and last runs: those the modules declare
+    (``@cluster_task``, a Celery app's ``beat_schedule``) and the stored schedules."""
+    with one_line_errors():
+        sources = _listed_jobs(load_app(app), app)
+        opened = open_existing_store(store)
+        try:
+            if opened is not None:
+                sources += _stored_jobs(opened, {job.name for job, _ in sources})
+            now = datetime.now(UTC)
+            rows: list[dict[str, Any]] = []
+            paused = control.paused(opened) if opened else {}
+            for job, source in sorted(sources, key=lambda pair: pair[0].name):
+                last = opened.history(job.name, 1) if opened else []
+                pause = paused.get(job.name)
+                target = _target(job)
+                rows.append(
+                    {
+                        "name": job.name,
+                        "schedule": job.schedule.describe(),
+                        "timezone": job.schedule.tz,
+                        "scope": job.scope,
+                        "target": f"stored:{target}" if source == "stored" else target,
+                        "source": source,
+                        "next": _next_run(job, now),
+                        "last": last[0].to_json() if last else None,
+                        "paused": pause.to_json() if pause else None,
+                    }
+                )
+        finally:
+            if opened:
+                opened.close()
+        jobs = [job for job, _ in sources]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = [["NAME", "SCHEDULE", "TIMEZONE", "SCOPE", "TARGET", "NEXT", "LAST"]]
+    for row in rows:
+        last = row["last"]
+        shown_last = (
+            f"{last['started_at'][:19]} {last['outcome']} {last['replica']}" if last else "-"
+        )
+        table.append(
+            [
+                row["name"],
+                row["schedule"],
+                row["timezone"],
+                row["scope"],
+                row["target"],
+                "paused" if row["paused"] else (row["next"] or _no_next(jobs, row["name"]))[:19],
+                shown_last,
+            ]
+        )
+    print_table(table)
+
+
+@click.command()
+@click.argument("name")
+@app_option
+@store_option
+@click.option("--force", is_flag=True, help="Run a fresh occurrence even if this one ran.")
+def run(name: str, app: tuple[str, ...], store: str | None, force: bool) -> None:
+    """Run one job now through the normal claim and print the result as JSON."""
+    with one_line_errors():
+        jobs = load_app(app)
+        if name not in {job.name for job in jobs}:
+            known = ", ".join(sorted(job.name for job in jobs)) or "none"
+            fail(f"no job called {name!r} in {' '.join(app)} (known: {known})")
+        opened = open_store(store)
+        try:
+            result = Beat(opened, jobs).trigger(name, force=force)
+        finally:
+            opened.close()
+    click.echo(json.dumps(result.to_json()))
+    sys.exit(EXIT_FAILED if result.outcome in ("failed", "aborted") else 0)
+
+
+@click.command()
+@click.argument("name")
+@store_option
+@click.option(
+    "-n",
+    "count",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="How many runs, newest first.",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@click.option(
+    "--occurrence",
+    "occurrence_id",
+    metavar="ID",
+    help="One occurrence: who claimed it, who skipped it, its enqueue, each attempt, the end.",
+)
+@click.option(
+    "--audit",
+    "audit_window",
+    is_flag=True,
+    help="Count the occurrences of --since with zero, one or more completed runs; exit 1 "
+    "when any has zero or more than one.",
+)
+@click.option(
+    "--changes",
+    "changes",
+    is_flag=True,
+    help="The operators' changes to the job (pause, resume): who, when, why.",
+)
+@click.option("--since", default="24h", show_default=True, help="The window of --audit.")
+@click.option(
+    "--grace",
+    default="1m",
+    show_default=True,
+    help="--audit leaves out occurrences due this recently: they may still be running.",
+)
+@optional_app_option(
+    "For --audit: the module that declares the job, so occurrences that left no record count too."
+)
+def history(
+    name: str,
+    store: str | None,
+    count: int,
+    as_json: bool,
+    occurrence_id: str | None,
+    audit_window: bool,
+    changes: bool,
+    since: str,
+    grace: str,
+    app: tuple[str, ...],
+) -> None:
+    """Show the recent runs of a job from every replica, one occurrence, an audit, or the
+    changes operators made to it."""
+    with one_line_errors():
+        if (occurrence_id is not None) + audit_window + changes > 1:
+            fail("give one of --occurrence, --audit and --changes")
+        if occurrence_id is not None:
+            try:
+                occurrence = Occurrence.parse(occurrence_id)
+            except ValueError as exc:
+                fail(f"{exc} (expected <job>@<UTC time>, as history prints them)")
+            if occurrence.job != name:
+                fail(f"occurrence {occurrence_id!r} is not one of {name!r}")
+        window = parse_duration(since, option="since"), parse_duration(grace, option="grace")
+        jobs = {job.name: job for job in load_app(app)} if audit_window and app else {}
+        opened = open_existing_store(store)
+        if opened is None:
+            fail("no store: give --store or set CRON_BRIDGE_STORE")
+        try:
+            if changes:
+                _show_changes(control.changes(opened, name)[:count], as_json)
+                return
+            if occurrence_id is not None:
+                _show_occurrence(occurrence_report(opened, occurrence), as_json)
+                return
+            if audit_window:
+                schedule = _audited_schedule(opened, name, jobs, app)
+                now = datetime.now(UTC)
+                found = audit(opened, name, now - window[0], now - window[1], schedule)
+                _show_audit(found, as_json)
+                sys.exit(0 if found.clean else EXIT_FAILED)
+            records = aside.history(opened, name, count)
+        finally:
+            opened.close()
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in records], indent=2))
+        return
+    print_table(_record_rows(records))
+
+
+def _listed_jobs(jobs: list[Job], modules: tuple[str, ...]) -> list[tuple[Job, str]]:
+    """The jobs of the modules with where each was declared: ``code`` (``@cluster_task``), or
+    the queue library's own schedule (an adapter's ``declared_in``, e.g. ``beat_schedule``)."""
+    found = [(job, "code") for job in jobs]
+    loaded = [sys.modules[name] for name in modules if name in sys.modules]
+    names = {job.name for job in jobs}
+    for adapter in installed_adapters():
+        declared_in = getattr(adapter, "declared_in", None)
+        if declared_in is None:
+            continue
+        for job in declared_in(loaded):
+            if job.name not in names:
+                names.add(job.name)
+                found.append((job, str(getattr(adapter, "declared_as", adapter.name))))
+    return found
+
+
+def _stored_jobs(store: Store, declared: set[str]) -> list[tuple[Job, str]]:
+    """The stored schedules a beat would run beside ``declared`` (a name declared in code
+    wins), as jobs; one that cannot be read is left out, as the beat leaves it out."""
+    found = []
+    for name, spec in Schedules(store).list().items():
+        if name in declared:
+            continue
+        try:
+            found.append((spec.job(), "stored"))
+        except ConfigError as exc:
+            log.warning("stored schedule %s is not run: %s", name, exc)
+    return found
+
+
+def _audited_schedule(
+    store: Store, name: str, jobs: dict[str, Job], app: tuple[str, ...]
+) -> Schedule | None:
+    """The schedule ``--audit`` holds the records against: the job's in ``-A``, else the
+    stored schedule's of that name; None (records alone) without either."""
+    if name in jobs:
+        return jobs[name].schedule
+    spec = Schedules(store).get(name)
+    if spec is not None:
+        try:
+            return spec.job().schedule
+        except ConfigError as exc:
+            log.warning("the stored schedule %s cannot be read: %s", name, exc)
+    if app:
+        fail(f"no job called {name!r} in {' '.join(app)} or among the stored schedules")
+    return None
+
+
+def _next_run(job: Job, now: datetime) -> str | None:
+    """ISO time of the next occurrence; None for an external job or one with none left."""
+    upcoming = None if job.external else job.schedule.next_after(now)
+    return None if upcoming is None or upcoming >= NEVER else upcoming.isoformat()
+
+
+def _no_next(jobs: list[Job], name: str) -> str:
+    """What NEXT says without a time: ``external``, or ``none`` (a one-off that ran, an
+    ``end`` that passed)."""
+    return "external" if any(job.external for job in jobs if job.name == name) else "none"
+
+
+def _show_changes(found: list[control.Change], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps([change.to_json() for change in found], indent=2))
+        return
+    rows = [["AT", "ACTION", "BY", "REASON"]]
+    rows += [[c.at.isoformat()[:19], c.action, c.by, c.reason] for c in found]
+    print_table(rows)
+
+
+def _record_rows(records: list[RunRecord]) -> list[list[str]]:
+    rows = [["OCCURRENCE", "OUTCOME", "TRIGGER", "ATTEMPT", "REPLICA", "STARTED", "MS", "DETAIL"]]
+    for r in records:
+        rows.append(
+            [
+                r.occurrence_id,
+                r.outcome,
+                r.trigger,
+                str(r.attempt),
+                r.replica,
+                r.started_at.astimezone(UTC).isoformat(timespec="milliseconds")[:23],
+                "" if r.duration_ms is None else f"{r.duration_ms:.0f}",
+                r.error or r.reason or "",
+            ]
+        )
+    return rows
+
+
+def _show_occurrence(report: OccurrenceReport, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+        return
+    click.echo(f"occurrence  {report.occurrence_id}")
+    click.echo(f"claimed by  {report.claimed_by or '- (no claim kept: never claimed, or expired)'}")
+    click.echo(f"final       {report.final}")
+    if report.records:
+        click.echo("")
+        print_table(_record_rows(report.records))
+
+
+def _show_audit(found: Audit, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(found.to_json(), indent=2))
+        return
+    source = (
+        "its schedule" if found.from_schedule else "the records in the store (-A adds the schedule)"
+    )
+    click.echo(
+        f"{found.job}: occurrences due {found.start.isoformat()[:19]} to "
+        f"{found.end.isoformat()[:19]} UTC, from {source}"
+    )
+    header = ["OCCURRENCES", "COMPLETED ONCE", "NEVER COMPLETED", "MORE THAN ONCE"]
+    counts = [found.occurrences, found.once, len(found.never), len(found.more)]
+    print_table([[*header, "BEYOND HISTORY"], [str(n) for n in [*counts, found.beyond_history]]])
+    for occurrence_id, why in list(found.why.items())[:20]:
+        click.echo(f"never completed: {occurrence_id}: {why}")
+    for occurrence_id, times in list(found.more.items())[:20]:
+        click.echo(f"completed {times} times: {occurrence_id}")
+    if found.beyond_history:
+        click.echo(
+            f"{found.beyond_history} occurrence(s) are older than the records the store keeps "
+            "(history_limit): not judged"
+        )
+
+
+def _target(job: Job) -> str:
+    return "inline" if job.target == "inline" else f"{job.adapter}:{job.queue or 'default'}"

@@ -1,0 +1,98 @@
+"""The HTTP wire the apps and handlers share: a request as the handler sees it, a response,
+status lines and the headers every response carries, whatever server runs the app."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import parse_qs
+
+__all__ = [
+    "COOKIE",
+    "MAX_BODY",
+    "STATUS",
+    "Receive",
+    "Request",
+    "Response",
+    "Scope",
+    "Send",
+    "head",
+]
+
+STATUS = {
+    200: "OK",
+    303: "See Other",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Content Too Large",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+COOKIE = "cron_bridge_session"
+MAX_BODY = 16 * 1024  # a login or a button press; anything larger is refused
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    path: str  # percent-decoded once, by the server
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names, latin-1 text
+    body: bytes = b""
+    query: str = ""
+    client: str = "unknown"  # the peer's address: failed authentications are counted by it
+    https: bool = False  # the request came over https (directly or from a trusted proxy)
+
+    def form(self) -> dict[str, str]:
+        if not self.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+            return {}
+        parsed = parse_qs(self.body.decode("utf-8", "replace"), keep_blank_values=True)
+        return {key: values[-1] for key, values in parsed.items()}
+
+    def cookie(self, name: str) -> str | None:
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(self.headers.get("cookie", ""))
+        except Exception:  # noqa: BLE001 - a malformed cookie header is no cookie
+            return None
+        morsel = jar.get(name)
+        return morsel.value if morsel is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    body: dict[str, Any] | str
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def encoded(self) -> bytes:
+        if isinstance(self.body, str):
+            return self.body.encode()
+        return json.dumps(self.body).encode()
+
+    @property
+    def content_type(self) -> str:
+        if isinstance(self.body, str):
+            return "text/html; charset=utf-8"
+        return "application/json"
+
+
+def head(response: Response, body: bytes) -> list[tuple[str, str]]:
+    return [
+        ("Content-Type", response.content_type),
+        ("Content-Length", str(len(body))),
+        ("Cache-Control", "no-store"),
+        ("X-Content-Type-Options", "nosniff"),
+        ("X-Frame-Options", "DENY"),
+        *response.headers,
+    ]

@@ -1,0 +1,52 @@
+"""The formats cron-bridge writes in one place and reads in another, each defined once: the
+keys claimed and locked in every store, and the owner an overlap lock holds.
+
+Wire formats: a change here is a change every replica and worker of a cluster must agree on.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "catch_up_key",
+    "claim_key",
+    "done_key",
+    "lock_key",
+    "lock_owner",
+    "parse_lock_owner",
+]
+
+
+def claim_key(job: str, epoch_ms: int) -> str:
+    """The occurrence claim: ``occ:<job>:<epoch ms>``, created once and never released."""
+    return f"occ:{job}:{epoch_ms}"
+
+
+def lock_key(job: str) -> str:
+    """A job's overlap lock: ``active:<job>``."""
+    return f"active:{job}"
+
+
+def done_key(job: str, epoch_ms: int) -> str:
+    """An occurrence's completion mark: ``done:<job>:<epoch ms>``, written when a run completes
+    so that a second delivery of the same message finds it (``skipped-completed``)."""
+    return f"done:{job}:{epoch_ms}"
+
+
+def catch_up_key(job: str, epoch_ms: int) -> str:
+    """The claim of the one catch-up run of a paused occurrence: ``catchup:<job>:<epoch ms>``."""
+    return f"catchup:{job}:{epoch_ms}"
+
+
+def lock_owner(replica: str, occurrence_id: str, nonce: str) -> str:
+    """What an overlap lock holds: ``<replica>|<occurrence id>|<nonce>``, so that a refused run
+    can say who holds it and the dashboard can show what runs."""
+    return f"{replica}|{occurrence_id}|{nonce}"
+
+
+def parse_lock_owner(owner: str | None) -> tuple[str, str] | None:
+    """The replica and occurrence id an owner names; None for anything else (a lock is store
+    data: whoever wrote it)."""
+    if not owner or len(owner) > 2000 or owner.count("|") != 2:
+        return None
+    replica, occurrence_id, _ = owner.split("|")
+    return (replica, occurrence_id) if replica and occurrence_id else None
