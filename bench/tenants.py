@@ -40,7 +40,7 @@ SIZES = (10_000, 100_000)
 REPLICAS = 3
 PHASE = 30.0  # seconds idle, then seconds of one change a second
 TASK = "bench.apps.task_body"
-_FOLLOWED = re.compile(r"^(\S+ \S+) INFO cron_bridge\.beat: stored schedule (\S+): ")
+_FOLLOWED = re.compile(r"^(\S+ \S+) INFO cron_bridge\.beat\.replica: stored schedule (\S+): ")
 
 
 def _specs(count: int) -> Iterator[tuple[str, str]]:

@@ -1,4 +1,6 @@
-"""The seam between the core and the queue libraries.
+"""The core's side of the seam with the queue libraries: how it finds the installed adapters
+(the entry point group ``cron_bridge.adapters``) and what it hands them. Adapter
+distributions import ``cron_bridge.adapters``, which re-exports what they need of this.
 
 The core never imports Celery, RQ or Dramatiq. Each adapter distribution registers an
 ``Adapter`` under the entry point group ``cron_bridge.adapters``; the core asks each one in

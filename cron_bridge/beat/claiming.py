@@ -14,16 +14,19 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Sequence
+from datetime import datetime
 
 from cron_bridge import telemetry
 from cron_bridge.beat.dispatch import Dispatcher
+from cron_bridge.beat.outcomes import Records, StoreHealth
 from cron_bridge.beat.planning import Planned
 from cron_bridge.context import AbortSignal
 from cron_bridge.control import pause as control
 from cron_bridge.control.aside import Ledger
 from cron_bridge.errors import StoreUnavailable
+from cron_bridge.jobs import Job
 from cron_bridge.stores import Store
 from cron_bridge.stores.base import RunRecord
 
@@ -55,14 +58,46 @@ class ClaimStats:
             self.round_trips += round_trips
 
 
+UNCLAIMED_KEPT = 1000  # per job, occurrences remembered while the store is unreachable
+
+
+class Unclaimed:
+    """Occurrences that came due while the store was unreachable, by job: claimed (and so run
+    at most once) when it answers again, under the misfire rules of that moment."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_job: dict[str, tuple[Job, deque[datetime]]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_job)
+
+    def keep(self, items: Sequence[Planned]) -> None:
+        with self._lock:
+            for item in items:
+                _, times = self._by_job.setdefault(
+                    item.job.name, (item.job, deque(maxlen=UNCLAIMED_KEPT))
+                )
+                times.append(item.occurrence.scheduled_at)
+
+    def take(self) -> list[tuple[Job, deque[datetime]]]:
+        """Everything kept, once; kept again by ``keep`` if claiming fails again."""
+        with self._lock:
+            taken, self._by_job = self._by_job, {}
+        return list(taken.values())
+
+
 class Claimer:
     """The claims of one beat replica.
 
     Args:
-        record: writes run records (and logs them).
-        keep_unclaimed: keeps occurrences the store could not be asked for, to claim later.
-        store_failed, store_ok: tell the beat whether the store answered.
+        records: where the run records go.
+        health: told whether the store answered each batch.
         ledger: where the claims lost are noted.
+
+    Attributes:
+        unclaimed: the occurrences the store could not be asked for, claimed when it answers
+            again (``Unclaimed.take``), so each still runs at most once.
     """
 
     def __init__(
@@ -71,21 +106,18 @@ class Claimer:
         replica: str,
         *,
         dispatcher: Dispatcher,
-        record: Callable[[Sequence[RunRecord]], None],
-        keep_unclaimed: Callable[[Sequence[Planned]], None],
-        store_failed: Callable[[StoreUnavailable], None],
-        store_ok: Callable[[], None],
+        records: Records,
+        health: StoreHealth,
         ledger: Ledger,
     ) -> None:
         self.store = store
         self.ledger = ledger
         self.replica = replica
         self.stats = ClaimStats()
+        self.unclaimed = Unclaimed()
         self._dispatcher = dispatcher
-        self._record = record
-        self._keep_unclaimed = keep_unclaimed
-        self._store_failed = store_failed
-        self._store_ok = store_ok
+        self._records = records
+        self._health = health
 
     def execute(self, planned: Sequence[Planned]) -> None:
         """Claim what is due (reading the paused jobs first) and dispatch what was won."""
@@ -96,8 +128,8 @@ class Claimer:
             # replica's next claim on.
             paused = control.paused(self.store)
         except StoreUnavailable as exc:
-            self._store_failed(exc)
-            self._keep_unclaimed([p for p in planned if p.job.is_cluster])
+            self._health.failed(exc)
+            self.unclaimed.keep([p for p in planned if p.job.is_cluster])
             # Instance jobs are not claimed: they run as they would without a store.
             self._dispatcher.dispatch([p for p in planned if not p.job.is_cluster])
             return
@@ -136,7 +168,7 @@ class Claimer:
                 if to_run:
                     records += self._dispatcher.enqueue(to_run, signal, record=False)
         finally:
-            self._record(records)
+            self._records.write(records)
 
     def _claim_and_dispatch(
         self, planned: Sequence[Planned], paused: dict[str, control.Pause]
@@ -144,7 +176,7 @@ class Claimer:
         won, records = self._claim([p for p in planned if p.job.is_cluster], paused)
         local, held = self._hold_paused([p for p in planned if not p.job.is_cluster], paused)
         self._dispatcher.dispatch(local + won)
-        self._record(records + held)
+        self._records.write(records + held)
 
     def _hold_paused(
         self, items: list[Planned], paused: dict[str, control.Pause]
@@ -156,7 +188,7 @@ class Claimer:
             if pause is None:
                 run.append(item)
             else:
-                held.append(self._dispatcher.record_of(item, "skipped-paused",
+                held.append(self._records.of(item, "skipped-paused",
                                                        reason=pause.describe()))  # fmt: skip
         return run, held
 
@@ -171,10 +203,10 @@ class Claimer:
         try:
             won = self.store.claim_many([p.occurrence for p in cluster], self.replica)
         except StoreUnavailable as exc:
-            self._store_failed(exc)
-            self._keep_unclaimed(cluster)  # unclaimed: nothing runs until a claim succeeds
+            self._health.failed(exc)
+            self.unclaimed.keep(cluster)  # unclaimed: nothing runs until a claim succeeds
             return [], []
-        self._store_ok()
+        self._health.ok()
         self.stats.add(len(cluster), sum(won), self.store.stats.this_thread - trips)
         records: list[RunRecord] = []
         to_run = []
@@ -183,7 +215,7 @@ class Claimer:
             if not mine:
                 lost.append(item)
             elif not item.run:
-                records.append(self._dispatcher.record_of(item, "missed", reason=item.reason))
+                records.append(self._records.of(item, "missed", reason=item.reason))
             else:
                 to_run.append(item)
         self._stood_aside(cluster, lost)

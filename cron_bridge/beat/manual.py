@@ -6,11 +6,12 @@ the dispatcher's bounded pool under the job's overlap rule, as a timer's run doe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cron_bridge.beat.dispatch import Dispatcher
+from cron_bridge.beat.outcomes import Records
 from cron_bridge.beat.planning import Planned
 from cron_bridge.clock import Clock
 from cron_bridge.context import Trigger
@@ -60,13 +61,13 @@ class Triggers:
         *,
         clock: Clock,
         dispatcher: Dispatcher,
-        record: Callable[[Sequence[RunRecord]], None],
+        records: Records,
     ) -> None:
         self.store = store
         self.replica = replica
         self.clock = clock
         self._dispatcher = dispatcher
-        self._record = record
+        self._records = records
 
     def trigger(self, job: Job, *, force: bool = False) -> RunResult:
         """Claim the occurrence ``job``'s schedule is at (``force``: a fresh one, now) and
@@ -89,8 +90,8 @@ class Triggers:
 
     def _run_claimed(self, item: Planned, claim: Callable[[], bool]) -> RunResult:
         if item.job.is_cluster and not claim():
-            record = self._dispatcher.record_of(item, "skipped-claimed")
-            self._record([record])
+            record = self._records.of(item, "skipped-claimed")
+            self._records.write([record])
             return _result(record, item.trigger)
         # In the bounded pool and under the overlap rule, as a timer run: concurrent triggers
         # of an instance job run it once and record the others skipped-overlap.

@@ -8,25 +8,23 @@ one batch. Nothing here holds a lock between replicas: the claims are the coordi
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import signal as signals
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, TypeVar
 
-from cron_bridge import telemetry
 from cron_bridge.beat.claiming import Claimer
 from cron_bridge.beat.clocksync import StoreClock
 from cron_bridge.beat.dispatch import Dispatcher
 from cron_bridge.beat.manual import RunResult, Triggers
+from cron_bridge.beat.outcomes import Records, StoreHealth
 from cron_bridge.beat.planning import Planned, catch_up, plan, plan_one
 from cron_bridge.beat.stored_sync import StoredSync
+from cron_bridge.beat.timers import Timers
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.control import pause as control
 from cron_bridge.control.aside import Ledger
@@ -35,10 +33,9 @@ from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.identity import make_replica_id
 from cron_bridge.jobs import Job, declare
 from cron_bridge.registry import Registry, default_registry
-from cron_bridge.run.recording import LOGGED_EACH, Recorder, log_records
+from cron_bridge.run.recording import LOGGED_EACH
 from cron_bridge.schedules import parse_duration
 from cron_bridge.stores import Store, store_from_url
-from cron_bridge.stores.base import RunRecord
 
 __all__ = ["Beat", "RunResult"]
 
@@ -90,70 +87,46 @@ class Beat:
         # The replica's clock, corrected to the store's at every heartbeat.
         self.clock = StoreClock(clock or SystemClock())
         self.handle_signals = handle_signals
-        self._jobs: dict[str, Job] = {}
-        self._arm_from: dict[str, datetime] = {}  # jobs added with since=, before the start
-        self._fired_until: datetime | None = None  # every occurrence due by then was fired
-        self._armed_at: dict[str, datetime] = {}  # each job's armed, not yet fired occurrence
-        for job in default_registry if jobs is None else jobs:
-            self._check_name(job)
-            self._jobs[job.name] = job
-        self._lock = threading.RLock()
-        # (fire at, sequence, job, generation, scheduled at): fire at is the scheduled time
-        # plus the job's jitter for that occurrence.
-        self._heap: list[tuple[datetime, int, str, int, datetime]] = []
-        self._generation: dict[str, int] = {}
-        self._sequence = itertools.count()
+        self._timers = Timers(default_registry if jobs is None else jobs)
+        self._lock = threading.RLock()  # starting and arming, once
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
-        self._dispatcher = Dispatcher(
-            self.store,
-            self.replica_id,
-            clock=self.clock,
-            max_workers=max_workers,
-            record=self._record,
-            store_failed=self._store_failed,
-        )
-        self._recorder = Recorder(self.store)
+        # Whether the store answers, told by every part that asks it; the run records.
+        self._health = StoreHealth()
+        self._records = Records(self.store, self._health, replica=self.replica_id,
+                                clock=self.clock)  # fmt: skip
+        self._dispatcher = Dispatcher(self.store, self.replica_id, clock=self.clock,
+                                      max_workers=max_workers, records=self._records,
+                                      health=self._health)  # fmt: skip
         self._triggers = Triggers(self.store, self.replica_id, clock=self.clock,
-                                  dispatcher=self._dispatcher, record=self._record)  # fmt: skip
-        # Where the claims this replica lost are noted (cron_bridge.aside).
+                                  dispatcher=self._dispatcher, records=self._records)  # fmt: skip
+        # Where the claims this replica lost are noted (cron_bridge.control.aside).
         self._ledger = Ledger(self.replica_id, self._swept, self.clock.now)
-        self._claimer = Claimer(
-            self.store,
-            self.replica_id,
-            dispatcher=self._dispatcher,
-            record=self._record,
-            keep_unclaimed=self._keep_unclaimed,
-            store_failed=self._store_failed,
-            store_ok=self._store_ok,
-            ledger=self._ledger,
-        )
+        self._health.when_down(self._ledger.interrupt)
+        self._health.when_up(self._resume_ledger)
+        self._claimer = Claimer(self.store, self.replica_id, dispatcher=self._dispatcher,
+                                records=self._records, health=self._health,
+                                ledger=self._ledger)  # fmt: skip
         self.claim_stats = self._claimer.stats
         # The schedules kept in the store (cron_bridge.stored), followed once a second.
         self._stored = StoredSync(self.store) if stored_schedules else None
         self._from_store: set[str] = set()
-        self._store_down = False
         self._needs_catch_up = True
-        # Occurrences that came due while the store was unreachable, by job: claimed (and so
-        # run at most once) when it answers again, under the misfire rules of that moment.
-        self._unclaimed: dict[str, tuple[Job, deque[datetime]]] = {}
         self._next_heartbeat: datetime | None = None
         self._catalog = Publisher(self.store)  # the jobs, for dashboards of other processes
-        self._armed = False
         self._failed_ticks = 0  # in a row; health fails from FAILING_TICKS on
         self._last_failure = ""
 
     # -- jobs ---------------------------------------------------------------------------
 
     def jobs(self) -> list[Job]:
-        with self._lock:
-            return list(self._jobs.values())
+        return self._timers.jobs()
 
     @property
     def stored_jobs(self) -> frozenset[str]:
-        """The names of the jobs this beat runs from stored schedules (``cron_bridge.stored``)."""
+        """The names of the jobs this beat runs from stored schedules (``Schedules``)."""
         return frozenset(self._from_store)
 
     def _swept(self) -> list[str]:
@@ -164,50 +137,27 @@ class Beat:
         """Schedule ``job`` from its next occurrence on (also while running); with ``since``,
         from its first occurrence after that time (one already past comes due at once, under
         the misfire rules)."""
-        with self._lock:
-            self._check_name(job)
-            self._jobs[job.name] = job
-            if self._armed:  # started (or run by the host's own loop): arm it now
-                self._arm(job, since or self.clock.now())
-            elif since is not None:
-                self._arm_from[job.name] = since
-        self._catalog.changed(job.name)
-        self._ledger.jobs_changed(self.clock.now())
-        self._wake.set()
+        self._timers.add(job, since=since, now=self.clock.now())
+        self._jobs_changed(job.name)
 
     def replace(self, job: Job, *, since: datetime | None = None) -> None:
-        """Swap the job of ``job.name`` for ``job`` (a changed schedule or option), or add it.
-
-        The new schedule takes over where the old one stopped: after the last time this
-        replica fired what was due (or before the old one's armed occurrence, when jitter
-        holds it back), so a change racing an occurrence neither fires it twice on this
-        replica nor skips it. ``since`` arms from that time instead.
-        """
-        with self._lock:
-            after = since
-            if after is None and job.name in self._jobs and self._fired_until is not None:
-                after = self._fired_until
-                pending = self._pending(job.name)
-                if pending is not None:
-                    after = min(after, pending - _ONE_MS)
-            self.remove(job.name)
-            self.add(job, since=after)
-
-    def _pending(self, name: str) -> datetime | None:
-        """The armed and not yet fired occurrence of the job ``name``."""
-        return self._armed_at.get(name)
+        """Swap the job of ``job.name`` for ``job`` (a changed schedule or option), or add it:
+        the new schedule takes over where the old one stopped (``Timers.replace``), so a
+        change racing an occurrence neither fires it twice on this replica nor skips it.
+        ``since`` arms from that time instead."""
+        self._timers.replace(job, since=since, now=self.clock.now())
+        self._jobs_changed(job.name)
 
     def remove(self, name: str) -> Job | None:
         """Stop scheduling the job called ``name``; runs in flight go on."""
-        with self._lock:
-            job = self._jobs.pop(name, None)
-            self._arm_from.pop(name, None)
-            self._armed_at.pop(name, None)
-            self._generation[name] = self._generation.get(name, 0) + 1
+        job = self._timers.remove(name)
+        self._jobs_changed(name)
+        return job
+
+    def _jobs_changed(self, name: str) -> None:
         self._catalog.changed(name)
         self._ledger.jobs_changed(self.clock.now())
         self._wake.set()
-        return job
 
     def cron(
         self, expr: str, *, tz: str = "UTC", name: str | None = None, **options: Any
@@ -234,48 +184,20 @@ class Beat:
 
         return decorate
 
-    def _check_name(self, job: Job) -> None:
-        if job.name in self._jobs and self._jobs[job.name] is not job:
-            raise ConfigError(
-                "a job of this name is already scheduled",
-                job=job.name,
-                option="name",
-                value=job.name,
-            )
-
-    def _arm(self, job: Job, after: datetime, following: datetime | None = None) -> None:
-        """Arm the first occurrence of ``job`` after ``after`` (``following``, when the
-        caller has it already)."""
-        if job.external:
-            return
-        generation = self._generation.get(job.name, 0)
-        scheduled = following or job.schedule.next_after(after)
-        entry = (job.fire_at(scheduled), next(self._sequence), job.name, generation, scheduled)
-        heapq.heappush(self._heap, entry)
-        self._armed_at[job.name] = scheduled
-        if len(self._heap) > 2 * len(self._jobs) + 1024:
-            # Entries of replaced or removed jobs wait in the heap until they come due, and a
-            # yearly stored schedule changed every minute would otherwise keep them all.
-            self._heap = [e for e in self._heap if e[3] == self._generation.get(e[2], 0)
-                          and e[2] in self._jobs]  # fmt: skip
-            heapq.heapify(self._heap)
-
     # -- lifecycle ----------------------------------------------------------------------
 
     def _prepare(self) -> None:
         """Check the store and arm every job, once."""
-        if self._armed:
+        if self._timers.armed:
             return
-        if any(job.is_cluster for job in self._jobs.values()):
+        if any(job.is_cluster for job in self.jobs()):
             self.store.ensure_cluster_capable()
         # Read the store's clock before planning anything on ours: a replica whose clock is
         # ahead would otherwise catch up on occurrences not yet due, and run them early.
         self._beat_now()
         now = self.clock.now()
-        for job in self._jobs.values():
-            self._arm(job, self._arm_from.pop(job.name, now))
+        self._timers.arm_all(now)
         self._ledger.resume(now)
-        self._armed = True
 
     def start(self) -> None:
         """Start the timer loop in a background thread and return."""
@@ -289,7 +211,7 @@ class Beat:
         if self._stored is not None:
             self._stored.listen(self._wake.set)
         log.info(
-            "beat %s started with %d jobs on %s", self.replica_id, len(self._jobs), self.store.url
+            "beat %s started with %d jobs on %s", self.replica_id, len(self.jobs()), self.store.url
         )
         self._thread.start()
 
@@ -337,7 +259,7 @@ class Beat:
     def started(self) -> bool:
         """Whether this beat runs its timers (``start()``, or a host calling ``run_pending()``);
         a beat never started only serves the dashboard and the trigger (a web app's panel)."""
-        return self._armed
+        return self._timers.armed
 
     def health(self) -> dict[str, Any]:
         """Whether the timer loop runs (and has not failed its last ``FAILING_TICKS`` ticks)
@@ -348,7 +270,7 @@ class Beat:
         found: dict[str, Any] = {
             "replica": self.replica_id,
             "running": alive and not failing,
-            "store_reachable": not self._store_down,
+            "store_reachable": not self._health.down,
             "clock_offset_ms": self.clock.offset_ms,
         }
         if failing:
@@ -403,7 +325,7 @@ class Beat:
         with self._lock:
             self._prepare()
         now = self.clock.now()
-        if self._next_heartbeat is None or now >= self._next_heartbeat or self._store_down:
+        if self._next_heartbeat is None or now >= self._next_heartbeat or self._health.down:
             # While the store is down, every tick asks again: the first thing done when it is
             # back is reading its clock, before claiming what came due meanwhile.
             now = self._beat_now()
@@ -412,9 +334,9 @@ class Beat:
         self._catalog.maybe_publish(self.jobs)
         if self._needs_catch_up:
             self._catch_up(now)
-        elif self._unclaimed:
+        elif self._claimer.unclaimed:
             self._retry_unclaimed(now)
-        due = self._pop_due(now)
+        due = self._timers.pop_due(now)
         if due:
             self._fire(due, now)
             return None
@@ -422,9 +344,8 @@ class Beat:
         assert heartbeat is not None  # set by _prepare
         if self._stored is not None:  # wake to follow the stored schedules
             heartbeat = min(heartbeat, now + timedelta(seconds=StoredSync.INTERVAL))
-        with self._lock:
-            upcoming = self._heap[0][0] if self._heap else heartbeat
-        return min(upcoming, heartbeat)
+        upcoming = self._timers.next_fire()
+        return heartbeat if upcoming is None else min(upcoming, heartbeat)
 
     def _sync_stored(self) -> None:
         """Schedule what was stored or changed since the last look, drop what was removed.
@@ -433,7 +354,7 @@ class Beat:
         try:
             found = self._stored.poll(time.monotonic())
         except StoreUnavailable as exc:
-            self._store_failed(exc)
+            self._health.failed(exc)
             return
         if found is None:
             return
@@ -445,7 +366,7 @@ class Beat:
             if each:
                 log.info("stored schedule %s removed", name)
         for name, job in changed.items():
-            if name in self._jobs and name not in self._from_store:
+            if name in self._timers and name not in self._from_store:
                 log.warning("stored schedule %s is not run: a job declared in code has its "
                             "name", name)  # fmt: skip
                 continue
@@ -456,18 +377,6 @@ class Beat:
         if not each:
             log.info("%d stored schedule(s) scheduled or changed, %d removed; %d in all",
                      len(changed), len(gone), len(self._from_store))  # fmt: skip
-
-    def _pop_due(self, now: datetime) -> list[tuple[Job, datetime]]:
-        due = []
-        with self._lock:
-            self._fired_until = now
-            while self._heap and self._heap[0][0] <= now:
-                _, _, name, generation, when = heapq.heappop(self._heap)
-                job = self._jobs.get(name)
-                if job is not None and generation == self._generation.get(name, 0):
-                    due.append((job, when))
-                    self._armed_at.pop(name, None)
-        return due
 
     def _fire(self, due: list[tuple[Job, datetime]], now: datetime) -> None:
         planned: list[Planned] = []
@@ -488,10 +397,7 @@ class Beat:
                 )
             planned.extend(decided.items)
             arms.append(arm)
-        with self._lock:  # once for the batch: a burst arms thousands
-            for job, after, armed in arms:
-                if self._jobs.get(job.name) is job:
-                    self._arm(job, after, armed)
+        self._timers.rearm(arms)
         self._claimer.execute(planned)
 
     @staticmethod
@@ -512,7 +418,7 @@ class Beat:
         try:
             last = self.store.last_claimed([job.name for job in jobs]) if jobs else {}
         except StoreUnavailable as exc:
-            self._store_failed(exc)
+            self._health.failed(exc)
             return
         self._needs_catch_up = False
         planned = [item for decided in catch_up(jobs, last, now) for item in decided.items]
@@ -524,65 +430,34 @@ class Beat:
             self._claimer.execute(planned)
 
     def _retry_unclaimed(self, now: datetime) -> None:
-        with self._lock:
-            waiting, self._unclaimed = self._unclaimed, {}
-        planned = [item for job, times in waiting.values() for item in plan(job, times, now).items]
+        waiting = self._claimer.unclaimed.take()
+        planned = [item for job, times in waiting for item in plan(job, times, now).items]
         self._claimer.execute(planned)
-
-    def _keep_unclaimed(self, items: Sequence[Planned]) -> None:
-        with self._lock:
-            for item in items:
-                _, times = self._unclaimed.setdefault(
-                    item.job.name, (item.job, deque(maxlen=UNCLAIMED_KEPT))
-                )
-                times.append(item.occurrence.scheduled_at)
 
     def _beat_now(self) -> datetime:
         """Heartbeat (which reads the store's clock); the corrected time after it."""
         self._heartbeat()
         now = self.clock.now()
         self._next_heartbeat = now + self.heartbeat_interval
-        if not self._store_down:
+        if not self._health.down:
             try:
                 self._ledger.flush(self.store, moved=True)  # where the open span reached
                 self._ledger.maybe_prune(self.store)
             except StoreUnavailable as exc:
-                self._store_failed(exc)
+                self._health.failed(exc)
         return now
 
     def _heartbeat(self) -> None:
         try:
             self.clock.heartbeat(self.store, self.replica_id, self.heartbeat_interval * 3)
         except StoreUnavailable as exc:
-            self._store_failed(exc)
+            self._health.failed(exc)
         else:
-            self._store_ok()
+            self._health.ok()
 
-    def _store_failed(self, exc: StoreUnavailable) -> None:
-        if not self._store_down:
-            log.warning("store unavailable, cluster jobs are paused until it is back: %s", exc)
-            self._ledger.interrupt()
-        self._store_down = True
-
-    def _store_ok(self) -> None:
-        if self._store_down:
-            log.warning("store reachable again; claiming what came due meanwhile")
-            self._recorder.flush()
-            self._dispatcher.flush_records()
-            if self._armed:
-                self._ledger.resume(self.clock.now())
-        self._store_down = False
-
-    def _record(self, records: Sequence[RunRecord]) -> None:
-        if not records:
-            return
-        log_records(records)
-        for record in records:
-            telemetry.observe(record)
-        try:
-            self._recorder.write(records)
-        except StoreUnavailable as exc:
-            self._store_failed(exc)  # kept: written once the store answers
+    def _resume_ledger(self) -> None:
+        if self._timers.armed:
+            self._ledger.resume(self.clock.now())
 
     # -- manual triggers (cron_bridge.triggers) ----------------------------------------
 
@@ -627,7 +502,7 @@ class Beat:
         return control.resume(self.store, name, by=by), ran
 
     def _job(self, name: str) -> Job:
-        job = self._jobs.get(name)
+        job = self._timers.get(name)
         if job is None:
             raise ConfigError("no such job", job=name, option="name", value=name)
         return job

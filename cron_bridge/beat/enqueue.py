@@ -1,0 +1,138 @@
+"""Enqueues: claimed occurrences sent to their queues, grouped per adapter, one producer span
+each whose context travels in the message; a failed send is tried again within the job's
+``misfire_grace`` (and marked ``again``, so an adapter can refuse a duplicate)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from cron_bridge import telemetry
+from cron_bridge.beat.outcomes import Records
+from cron_bridge.beat.planning import Planned
+from cron_bridge.clock import Clock
+from cron_bridge.context import AbortSignal
+from cron_bridge.plugins import Dispatch, get_adapter
+from cron_bridge.stores.base import RunRecord
+
+__all__ = ["Enqueuer"]
+
+log = logging.getLogger(__name__)
+
+ENQUEUE_RETRY_FIRST = 0.25  # seconds before the first retry of a failed enqueue; then doubled
+
+
+class Enqueuer:
+    """Sends the claimed occurrences of one replica to their queues."""
+
+    def __init__(self, replica: str, *, clock: Clock, records: Records) -> None:
+        self.replica = replica
+        self.clock = clock
+        self._records = records
+
+    def enqueue(
+        self, items: list[Planned], signal: AbortSignal, *, record: bool = True
+    ) -> list[RunRecord]:
+        """Send claimed occurrences to their queues; retry failures within misfire_grace.
+        Their records are written, or only returned when not ``record``."""
+        pending = list(items)
+        wait = ENQUEUE_RETRY_FIRST
+        records: list[RunRecord] = []
+        # A late run (a catch-up, a manual trigger of an old occurrence) gets the grace from now.
+        started = self.clock.now()
+        # One span per occurrence around its enqueue; its context travels in the message.
+        # Without a tracer provider there is nothing to record or carry: asked once.
+        traced = telemetry.tracing()
+        spans = {
+            id(item): telemetry.start_span(
+                item.job, item.occurrence, trigger=item.trigger, replica=self.replica,
+                attempt=1, kind="producer",
+            ) if traced else telemetry.NO_SPAN
+            for item in items
+        }  # fmt: skip
+        try:
+            self._enqueue(pending, spans, started, wait, records, signal)
+        finally:
+            by_id = {record.occurrence_id: record for record in records}
+            for item in items:
+                span = spans[id(item)]
+                done = by_id.get(item.occurrence.id)
+                if done is not None:
+                    span.set_outcome(done.outcome, done.error)
+                span.end()
+        if record:
+            self._records.write(records)
+        return records
+
+    def _enqueue(
+        self,
+        pending: list[Planned],
+        spans: dict[int, telemetry.RunSpan],
+        started: datetime,
+        wait: float,
+        records: list[RunRecord],
+        signal: AbortSignal,
+    ) -> None:
+        again = False
+        while pending:
+            failed: list[tuple[Planned, Exception]] = []
+            by_adapter: dict[str, list[Planned]] = {}
+            for item in pending:
+                by_adapter.setdefault(item.job.adapter or "", []).append(item)
+            for name, group in by_adapter.items():
+                carriers = [spans[id(item)].carrier() for item in group]
+                sent = self._send(name, group, carriers, again=again)
+                sent_at = self.clock.now()
+                for item, error in zip(group, sent, strict=True):
+                    if error is None:
+                        records.append(self._records.of(item, "enqueued", at=sent_at))
+                    else:
+                        failed.append((item, error))
+            pending = []
+            again = True
+            now = self.clock.now()
+            for item, error in failed:
+                deadline = max(item.occurrence.scheduled_at, started) + item.job.misfire_grace
+                if now + timedelta(seconds=wait) < deadline and not signal.aborted:
+                    pending.append(item)
+                else:
+                    records.append(self._records.of(item, "failed", error=_describe(error)))
+            if pending:
+                log.warning(
+                    "enqueue of %d occurrence(s) failed, trying again in %.2fs: %s",
+                    len(pending),
+                    wait,
+                    _describe(failed[0][1]),
+                )
+                if signal.wait(wait):
+                    records += [self._records.of(i, "aborted", reason="shutdown") for i in pending]
+                    pending = []
+                wait *= 2
+
+    def _send(
+        self,
+        adapter_name: str,
+        items: list[Planned],
+        traces: list[dict[str, str]],
+        *,
+        again: bool = False,
+    ) -> list[Exception | None]:
+        dispatches = [
+            Dispatch(
+                job=i.job,
+                occurrence=i.occurrence,
+                trigger=i.trigger,
+                replica=self.replica,
+                trace=trace or None,
+                again=again,
+            )
+            for i, trace in zip(items, traces, strict=True)
+        ]
+        try:
+            return get_adapter(adapter_name).enqueue_many(dispatches)
+        except Exception as exc:  # noqa: BLE001 - a broken adapter fails its occurrences, not the beat
+            return [exc] * len(items)
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,94 @@
+"""Inline runs: an occurrence run by the beat itself, under the guard, with the job's
+attempts and backoff, and for an instance job the local overlap rule of this process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from cron_bridge.beat.outcomes import Records, StoreHealth
+from cron_bridge.beat.planning import Planned
+from cron_bridge.context import AbortSignal
+from cron_bridge.errors import StoreUnavailable
+from cron_bridge.run.guard import Guard
+from cron_bridge.stores.base import RunRecord
+
+__all__ = ["InlineRunner"]
+
+log = logging.getLogger(__name__)
+
+STORE_RETRY_FIRST = 0.25  # seconds before asking the store again for an overlap lock
+STORE_RETRY_MAX = 1.0  # seconds between asks for an overlap lock while the store is down
+
+
+class InlineRunner:
+    """Runs inline occurrences of one replica (called from its bounded pool)."""
+
+    def __init__(self, guard: Guard, *, records: Records, health: StoreHealth) -> None:
+        self._guard = guard
+        self._records = records
+        self._health = health
+        self._lock = threading.Lock()
+        self._running_local: set[str] = set()
+
+    def run(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
+        job = item.job
+        if not job.is_cluster and job.overlap == "skip":
+            with self._lock:
+                busy = job.name in self._running_local
+                self._running_local.add(job.name)
+            if busy:
+                skipped = self._records.of(item, "skipped-overlap")
+                self._records.write([skipped])
+                return skipped
+        try:
+            return self.attempts(item, signal)
+        finally:
+            if not job.is_cluster and job.overlap == "skip":
+                with self._lock:
+                    self._running_local.discard(job.name)
+
+    def attempts(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
+        """Run an inline occurrence with the job's attempts and backoff.
+
+        The occurrence is claimed, so no other replica will run it: when the store cannot be
+        asked for the overlap lock, asking again is tried within the job's ``misfire_grace``.
+        Returns None when it never could (the occurrence did not run).
+        """
+        job = item.job
+        give_up_at = time.monotonic() + job.misfire_grace.total_seconds()
+        wait = STORE_RETRY_FIRST
+        record = None
+        attempt = 1
+        while attempt <= job.attempts:
+            try:
+                record = self._guard.run(
+                    job, item.occurrence, trigger=item.trigger, attempt=attempt, signal=signal
+                )
+            except StoreUnavailable as exc:
+                self._health.failed(exc)
+                # Up to the end of the grace, and once more at its end: a store back for a
+                # few seconds between two outages is not missed.
+                left = give_up_at - time.monotonic()
+                if left > 0 and not signal.wait(min(wait, left)):
+                    wait = min(wait * 2, STORE_RETRY_MAX)
+                    continue
+                log.error(
+                    "%s did not run: the store could not be asked for its overlap lock "
+                    "within misfire_grace (%s)",
+                    item.occurrence.id,
+                    exc,
+                )
+                self._records.write([self._records.of(item, "failed", error=_describe(exc))])
+                return None
+            if record.outcome != "failed" or attempt == job.attempts:
+                return record
+            if signal.wait(job.backoff.delay(attempt)):
+                return record
+            attempt += 1
+        return record
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
