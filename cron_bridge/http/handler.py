@@ -23,7 +23,6 @@ decoded again.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import re
 import threading
@@ -37,13 +36,8 @@ from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.http import dashboard
 from cron_bridge.http.api_control import ACTIONS, control_response
 from cron_bridge.http.api_schedules import schedules_response
-from cron_bridge.http.sessions import Sessions
-from cron_bridge.http.throttle import AuthThrottle
-from cron_bridge.http.wire import (
-    COOKIE,
-    Request,
-    Response,
-)
+from cron_bridge.http.auth import Auth
+from cron_bridge.http.wire import Request, Response, redirect
 from cron_bridge.secret import check_secret
 from cron_bridge.stores import Store, store_from_url
 
@@ -90,7 +84,8 @@ class StoreProbe:
 
 
 class TriggerHandler:
-    """The request logic both apps share."""
+    """The request logic both apps share: routing, health, the trigger and the dashboard's
+    pages, each route through ``Auth`` first (``/healthz`` excepted)."""
 
     def __init__(
         self,
@@ -101,37 +96,13 @@ class TriggerHandler:
     ) -> None:
         self.beat = beat
         self.namespaces = open_namespaces(namespaces or {})
-        self._secret = check_secret(secret)
         self.base = path.rstrip("/")
+        self.auth = Auth(check_secret(secret), beat.store, self.base)
         self.prefix = self.base + "/run/"
         self.api_prefix = self.base + "/api/jobs/"
         self.schedules_path = self.base + "/api/schedules"
         self.health_path = self.base + "/healthz"
-        self.sessions = Sessions(self._secret, beat.store)
         self._probe = StoreProbe(beat.store)
-        self.throttle = AuthThrottle()
-
-    def _bearer_ok(self, authorization: str | None) -> bool:
-        scheme, _, token = (authorization or "").partition(" ")
-        # Header values arrive as latin-1 text (ASGI and WSGI alike): their bytes are what
-        # the client sent, so a UTF-8 secret compares byte for byte.
-        given = token.strip().encode("latin-1", "replace")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given, self._secret)
-
-    def _session(self, request: Request) -> str | None:
-        return self.sessions.check(request.cookie(COOKIE))
-
-    def _throttled(self, request: Request) -> Response | None:
-        wait = self.throttle.retry_after(request.client)
-        if wait is None:
-            return None
-        return Response(429, {"error": "too many failed attempts; wait and try again"},
-                        (("Retry-After", str(wait)),))  # fmt: skip
-
-    def _refused(self, request: Request, response: Response) -> Response:
-        """Count a failed authentication of this client, then answer ``response``."""
-        self.throttle.failed(request.client)
-        return response
 
     def respond(self, request: Request) -> Response:
         path = request.path
@@ -165,26 +136,8 @@ class TriggerHandler:
         health.update(store_reachable=reachable, role="panel")
         return Response(200 if reachable else 503, health)
 
-    def _authenticate(self, request: Request) -> Response | bool:
-        """An action's caller: the refusal to answer, or whether it came from the dashboard
-        (a session and its form token) rather than with the bearer secret. Checked before
-        the job name, so a caller without the secret learns nothing."""
-        throttled = self._throttled(request)
-        if throttled is not None:
-            return throttled
-        form = request.form()
-        session = self._session(request) if "csrf" in form else None
-        from_page = session is not None
-        if not from_page and not self._bearer_ok(request.headers.get("authorization")):
-            return self._refused(request, Response(401, {"error": "unauthorized"},
-                                                   (("WWW-Authenticate", "Bearer"),)))  # fmt: skip
-        csrf = self.sessions.csrf(session)
-        if from_page and not hmac.compare_digest(form["csrf"].encode(), csrf.encode()):
-            return Response(403, {"error": "bad form token; reload the page"})
-        return from_page
-
     def _control(self, request: Request) -> Response:
-        caller = self._authenticate(request)
+        caller = self.auth.caller(request)
         if isinstance(caller, Response):
             return caller
         rest = request.path[len(self.api_prefix) :]
@@ -196,7 +149,7 @@ class TriggerHandler:
                                 base=self.base)  # fmt: skip
 
     def _schedules(self, request: Request) -> Response:
-        caller = self._authenticate(request)
+        caller = self.auth.caller(request)
         if isinstance(caller, Response):
             return caller
         name = request.path[len(self.schedules_path) + 1 :] or None
@@ -205,7 +158,7 @@ class TriggerHandler:
         return schedules_response(Schedules(self.beat.store), request, name)
 
     def _run(self, request: Request) -> Response:
-        caller = self._authenticate(request)
+        caller = self.auth.caller(request)
         if isinstance(caller, Response):
             return caller
         from_page = caller
@@ -220,7 +173,7 @@ class TriggerHandler:
             said = f"{result.outcome}: {result.occurrence_id}"
             if result.error or result.reason:
                 said += f" ({result.error or result.reason})"
-            return self._redirect(f"{self.base}/jobs/{quote(name, safe='')}?said={quote(said)}")
+            return redirect(f"{self.base}/jobs/{quote(name, safe='')}?said={quote(said)}")
         body: dict[str, Any] = {
             "outcome": result.outcome,
             "occurrence_id": result.occurrence_id,
@@ -231,25 +184,16 @@ class TriggerHandler:
         return Response(500 if result.outcome in _FAILED else 200, body)
 
     def _dashboard(self, request: Request) -> Response:
-        path, method = request.path, request.method
+        path = request.path
         if path == self.base + "/login":
-            return self._login(request)
-        throttled = self._throttled(request)
-        if throttled is not None:
-            return throttled
-        session = self._session(request)
-        if session is None and not self._bearer_ok(request.headers.get("authorization")):
-            if request.cookie(COOKIE) or request.headers.get("authorization"):
-                return self._refused(request, Response(401, dashboard.login_page(self.base)))
-            return Response(401, dashboard.login_page(self.base))
-        csrf = self.sessions.csrf(session)
+            return self.auth.login(request)
+        session = self.auth.reader(request)
+        if isinstance(session, Response):
+            return session
+        csrf = self.auth.sessions.csrf(session)
         if path == self.base + "/logout":
-            token = request.form().get("csrf", "").encode()
-            if method != "POST" or not hmac.compare_digest(token, csrf.encode()):
-                return Response(403, {"error": "sign out with the page's button"})
-            self.sessions.revoke(request.cookie(COOKIE))
-            return self._redirect(self.base + "/", ("Set-Cookie", self._cookie(request, "", 0)))
-        if method != "GET":
+            return self.auth.logout(request, csrf)
+        if request.method != "GET":
             return Response(405, {"error": "use GET"}, (("Allow", "GET"),))
         query = parse_qs(request.query)
         namespace = query.get("ns", [""])[-1] or None
@@ -264,28 +208,6 @@ class TriggerHandler:
             return Response(404, {"error": f"no job called {name!r}"})
         said = query.get("said", [None])[-1]
         return Response(200, dashboard.job_page(view, self.base, csrf, *found[name], said))
-
-    def _login(self, request: Request) -> Response:
-        if request.method != "POST":
-            return self._redirect(self.base + "/")
-        throttled = self._throttled(request)
-        if throttled is not None:
-            return throttled
-        given = request.form().get("secret", "").encode()
-        if not hmac.compare_digest(given, self._secret):
-            wrong = Response(401, dashboard.login_page(self.base, wrong=True))
-            return self._refused(request, wrong)
-        cookie = self._cookie(request, self.sessions.issue(), self.sessions.max_age())
-        return self._redirect(self.base + "/", ("Set-Cookie", cookie))
-
-    def _cookie(self, request: Request, value: str, max_age: int) -> str:
-        secure = "; Secure" if request.https else ""
-        return (f"{COOKIE}={value}; Path={self.base}/; Max-Age={max_age}; HttpOnly; "
-                f"SameSite=Strict{secure}")  # fmt: skip
-
-    @staticmethod
-    def _redirect(location: str, *extra: tuple[str, str]) -> Response:
-        return Response(303, "", (("Location", location), *extra))
 
 
 def open_namespaces(given: Mapping[str, str | Store]) -> dict[str, Store]:

@@ -96,3 +96,8 @@ def head(response: Response, body: bytes) -> list[tuple[str, str]]:
         ("X-Frame-Options", "DENY"),
         *response.headers,
     ]
+
+
+def redirect(location: str, *extra: tuple[str, str]) -> Response:
+    """303 to ``location`` (after a form), with ``extra`` headers."""
+    return Response(303, "", (("Location", location), *extra))
