@@ -1,7 +1,7 @@
 """Claiming what came due, and handing what was won to the dispatcher.
 
 One batch reads the paused jobs, then claims every cluster occurrence in one store call: a
-lost claim is noted in the replica's ledger (cron_bridge.aside, no record per occurrence), a
+lost claim is noted in the replica's ledger (cron_bridge.control.aside, no record per occurrence), a
 late one recorded ``missed``, a paused one ``skipped-paused`` (claimed too, so one replica
 records it). A burst of queue targets is claimed in slices, each enqueued before the next is
 claimed, so every replica takes a share.
@@ -224,7 +224,7 @@ class Claimer:
 
     def _stood_aside(self, asked: Sequence[Planned], lost: list[Planned]) -> None:
         """Note the claims others won in the ledger and the metrics: no record per
-        occurrence (cron_bridge.aside)."""
+        occurrence (cron_bridge.control.aside)."""
         self.ledger.asked([p.occurrence.scheduled_at for p in asked], len(lost))
         try:
             self.ledger.flush(self.store)  # at once when a span opened, else now and then

@@ -110,7 +110,7 @@ class Beat:
                                 records=self._records, health=self._health,
                                 ledger=self._ledger)  # fmt: skip
         self.claim_stats = self._claimer.stats
-        # The schedules kept in the store (cron_bridge.stored), followed once a second.
+        # The schedules kept in the store (cron_bridge.control.schedules), followed through their feed.
         self._stored = StoredSync(self.store) if stored_schedules else None
         self._from_store: set[str] = set()
         self._needs_catch_up = True
@@ -459,7 +459,7 @@ class Beat:
         if self._timers.armed:
             self._ledger.resume(self.clock.now())
 
-    # -- manual triggers (cron_bridge.triggers) ----------------------------------------
+    # -- manual runs (cron_bridge.beat.manual) ----------------------------------------
 
     def trigger(self, name: str, force: bool = False) -> RunResult:
         """Run a job now, through the normal claim (CLI, HTTP, dashboard).

@@ -10,12 +10,12 @@ No web framework is needed: both apps share one small request handler.
 - ``GET <path>/healthz`` needs no token: ``200 {"replica", "running", "store_reachable"}``
   while the beat's loop runs, ``503`` once it stopped or failed its last ticks (with
   ``"failing"`` saying so; a liveness probe).
-- ``<path>/`` is the dashboard (``cron_bridge.dashboard``): the bearer token, or a login form
+- ``<path>/`` is the dashboard (``cron_bridge.http.dashboard``): the bearer token, or a login form
   that sets a signed, expiring session cookie (HttpOnly, SameSite=Strict, Secure over https;
-  ``cron_bridge.sessions``). Without either it shows nothing of the jobs. Its buttons post
+  ``cron_bridge.http.sessions``). Without either it shows nothing of the jobs. Its buttons post
   forms carrying a CSRF token of the session.
 
-Failed authentications are throttled per client (``cron_bridge.throttle``): 429 with
+Failed authentications are throttled per client (``cron_bridge.http.throttle``): 429 with
 ``Retry-After``. The secret must look like one: not a known placeholder, at least 16 bytes.
 Paths arrive percent-decoded from the server (ASGI ``path``, WSGI ``PATH_INFO``) and are not
 decoded again.
