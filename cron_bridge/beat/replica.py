@@ -110,7 +110,7 @@ class Beat:
                                 records=self._records, health=self._health,
                                 ledger=self._ledger)  # fmt: skip
         self.claim_stats = self._claimer.stats
-        # The schedules kept in the store (cron_bridge.control.schedules), followed through their feed.
+        # The schedules kept in the store (control.schedules), followed through their feed.
         self._stored = StoredSync(self.store) if stored_schedules else None
         self._from_store: set[str] = set()
         self._needs_catch_up = True
