@@ -41,11 +41,9 @@ __all__ = ["Beat", "RunResult"]
 
 log = logging.getLogger(__name__)
 
-_ONE_MS = timedelta(milliseconds=1)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-UNCLAIMED_KEPT = 1000  # per job, occurrences remembered while the store is unreachable
 FAILING_TICKS = 3  # ticks failed in a row (about a second apart) that make health fail
 
 
