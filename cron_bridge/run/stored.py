@@ -65,6 +65,10 @@ def run_stored(
     spec = Schedules(worker_store()).get(schedule)
     if spec is None or spec.library != library:
         raise _refuse(schedule, meta, f"no stored {library} schedule of this name (removed?)")
+    try:  # a spec written past the checks where schedules are added: nothing resolved yet
+        job = spec.job(worker=True)
+    except ConfigError as exc:
+        raise _refuse(schedule, meta, f"the stored schedule is not valid: {exc}"[:500]) from None
     why = refusal(library, spec.task)
     target: Callable[..., Any] | None = None
     if why is None:
@@ -72,10 +76,6 @@ def run_stored(
             target = resolve(spec.task)
         except LookupError as exc:
             why = str(exc)[:500]
-    try:
-        job = spec.job(worker=True)
-    except ConfigError as exc:
-        why = why or f"the stored schedule is not valid: {exc}"[:500]
     if why is not None or target is None:
         raise _refuse(schedule, meta, why or "no task")
     body = getattr(target, HANDLER_ATTR, None)
