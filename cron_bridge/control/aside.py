@@ -299,11 +299,14 @@ class Aside:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._ledgers = [
-            parsed
-            for replica, text in store.controls(GROUP).items()
-            if (parsed := _parse(replica, text)) is not None
-        ]
+        self._ledgers = []
+        for replica, text in store.controls(GROUP).items():
+            parsed = _parse(replica, text)
+            if parsed is None:
+                untrusted.warn_once(log, GROUP, replica, text, "skipping the ledger %.200r: it is "
+                                    "not one a replica writes", replica)  # fmt: skip
+            else:
+                self._ledgers.append(parsed)
         self._sets: dict[str, frozenset[str] | None] = {}
 
     def _holds(self, jobs: str, job: str) -> bool:

@@ -124,7 +124,10 @@ def read(store: Store) -> dict[str, JobInfo]:
     found = {}
     for name, text in list(store.controls(GROUP).items())[:MAX_JOBS]:
         info = JobInfo.parse(name, text)
-        if info is not None:
+        if info is None:
+            untrusted.warn_once(log, GROUP, name, text, "skipping the catalog entry %.200r: it "
+                                "is not one a beat writes", name)  # fmt: skip
+        else:
             found[name] = info
     return found
 

@@ -187,12 +187,22 @@ def test_hostile_records_in_every_store_stop_nothing(
         done = runner.invoke(main, args)
         assert done.exit_code in (0, 1), (args, done.output[-500:], done.exception)
         assert not isinstance(done.exception, RecursionError | OverflowError | TypeError), args
+    ledgers = set(store.controls(aside.GROUP))
+    for _ in range(2):  # the readers of the other records, twice: still named once each
+        catalog.read(store)
+        aside.Aside(store)  # every ledger of the namespace, as history and the audit read them
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     for key in HOSTILE:
         said = [m for m in warned if f"'bad.{key}'" in m and "stored schedule" in m]
         assert len(said) == 1, (key, said)
         paused = [m for m in warned if f"'bad.{key}'" in m and "pause record" in m]
         assert len(paused) == 1, (key, paused)
+        said = [m for m in warned if f"'bad.{key}'" in m and "catalog entry" in m]
+        assert len(said) == 1, (key, said)
+        # A ledger no live replica writes is deleted by the beat's prune; one still there is
+        # named once.
+        said = [m for m in warned if f"'bad.{key}'" in m and "ledger" in m]
+        assert len(said) == (f"bad.{key}" in ledgers), (key, said)
     assert all(len(m) < 5000 for m in warned), "a megabyte record copied into the log"
 
 
