@@ -53,10 +53,9 @@ class StoreHealth:
     def ok(self) -> None:
         if self.down:
             log.warning("store reachable again; claiming what came due meanwhile")
-            self.down = False
+            self.down = False  # before the hooks: a hook that fails again says so
             for hook in self._when_up:
                 hook()
-        self.down = False
 
 
 class Records:

@@ -79,7 +79,7 @@ class StoredSync:
         self._next = now + self.INTERVAL
         if self._seen is None or now >= self._next_full:
             return self._read_all(now)
-        names = self._follow()
+        names = self._follow(self._seen)
         if not names:
             return None
         schedules = Schedules(self.store)
@@ -110,15 +110,15 @@ class StoredSync:
         self.full_reads += 1
         return changed, gone
 
-    def _follow(self) -> list[str]:
-        """The names of the feed's entries after the last seen, oldest first (each once)."""
-        assert self._seen is not None
+    def _follow(self, seen: int) -> list[str]:
+        """The names of the feed's entries after ``seen``, oldest first (each once)."""
         names: dict[str, None] = {}
         for _ in range(FOLLOWED_EACH):
-            raw = self.store.control(FEED_GROUP, f"seq:{self._seen + 1}")
+            raw = self.store.control(FEED_GROUP, f"seq:{seen + 1}")
             if raw is None:
                 break
-            self._seen += 1
+            seen += 1
+            self._seen = seen
             self.followed += 1
             name = _entry_name(raw)
             if name is not None:
