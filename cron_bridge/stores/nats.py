@@ -366,18 +366,36 @@ class NatsStore(Store):
         self._run(work, size=len(writes))
 
     def controls(self, group: str) -> dict[str, str]:
+        pattern = f"ctl.{_enc(group)}.*"
+
         async def work() -> dict[str, str]:
-            watcher = await self._state.watch(f"ctl.{_enc(group)}.*", ignore_deletes=True)
+            # The keys the bucket holds now, from the stream itself: nats-py's watcher can
+            # say "every current value delivered" before it delivered them (its marker races
+            # the first messages under load), so the watch is read until each key was seen.
+            kv: Any = self._state
+            info = await self._js.stream_info(kv._stream, subjects_filter=kv._pre + pattern)
+            expected = {subject[len(kv._pre) :] for subject in (info.state.subjects or {})}
+            if not expected:
+                return {}
+            watcher = await self._state.watch(pattern)
             found: dict[str, str] = {}
+            seen: set[str] = set()
+            marked = False  # the watcher's own end marker: needed too, but not enough
             try:
-                while True:
+                while not (marked and expected <= seen):
                     entry = await watcher.updates(timeout=self._timeout)
-                    if entry is None:  # every current value has been delivered
-                        return found
+                    if entry is None:
+                        marked = True
+                        continue
+                    seen.add(entry.key)
+                    name = _dec(entry.key.rpartition(".")[2])
                     if entry.value is not None and entry.operation is None:
-                        found[_dec(entry.key.rpartition(".")[2])] = entry.value.decode()
+                        found[name] = entry.value.decode()
+                    else:  # deleted or purged since
+                        found.pop(name, None)
             finally:
                 await watcher.stop()
+            return found
 
         return self._run(work)
 
