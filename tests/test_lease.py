@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -195,3 +196,91 @@ def test_a_handler_sees_its_lease_is_gone_at_its_first_look_after_a_freeze() -> 
     assert signal.wait(0) and signal.reason == "lock-lost"
     with pytest.raises(Aborted, match="lock-lost"):
         signal.raise_if_aborted()
+
+
+def _hold_lock(store: MemoryStore, job: Job, occurrence: Occurrence, replica: str) -> str:
+    """Take the job's lock as a run of ``occurrence`` on ``replica`` would."""
+    from cron_bridge.keys import lock_owner
+
+    owner = lock_owner(replica, occurrence.id, "abcd1234")
+    assert store.acquire(lock_key(job.name), owner, job.lock_ttl)
+    return owner
+
+
+def test_a_retry_that_meets_a_later_occurrences_lock_waits_for_it_and_runs() -> None:
+    """Attempt 2 of an occurrence arrives while the next occurrence holds the lock: it waits
+    (within misfire_grace) and runs once the lock is freed, instead of being skipped."""
+    store = MemoryStore()
+    ran: list[int] = []
+    job = replace(job_of("retry.job", lambda ctx: ran.append(ctx.attempt), lock_ttl="5s"),
+                  attempts=3, misfire_grace=timedelta(seconds=10))  # fmt: skip
+    retried = Occurrence(job=job.name, scheduled_at=AT)
+    later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
+    owner = _hold_lock(store, job, later, "worker-a")
+    threading.Timer(0.6, store.release, args=(lock_key(job.name), owner)).start()
+    began = time.monotonic()
+    record = Guard(store, "worker-b").run(job, retried, trigger="queue", attempt=2)
+    assert record.outcome == "completed", record
+    assert ran == [2]
+    assert 0.5 <= time.monotonic() - began < 5
+
+
+def test_a_retry_held_back_past_misfire_grace_names_the_run_it_yielded_to() -> None:
+    store = MemoryStore()
+    ran: list[int] = []
+    job = replace(job_of("retry.job", lambda ctx: ran.append(ctx.attempt), lock_ttl="5s"),
+                  attempts=3, misfire_grace=timedelta(seconds=1))  # fmt: skip
+    retried = Occurrence(job=job.name, scheduled_at=AT)
+    later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
+    _hold_lock(store, job, later, "worker-a")
+    began = time.monotonic()
+    record = Guard(store, "worker-b").run(job, retried, trigger="queue", attempt=2)
+    assert 1.0 <= time.monotonic() - began < 5
+    assert record.outcome == "skipped-overlap"
+    assert record.reason == (
+        f"attempt 2 yielded to {later.id} on worker-a, which held the lock past misfire_grace (1s)"
+    )
+    assert ran == []
+    assert store.history(job.name, 5)[0].reason == record.reason
+
+
+@pytest.mark.parametrize("case", ["first-attempt", "same-occurrence"])
+def test_a_first_attempt_or_a_redelivery_beside_itself_is_skipped_at_once(case: str) -> None:
+    """overlap="skip" skips a first attempt behind another run at once; a retry that meets its
+    own occurrence's lock (a redelivery while it runs) must not wait to run beside itself."""
+    store = MemoryStore()
+    job = replace(job_of("retry.job", lambda ctx: None, lock_ttl="5s"), attempts=3,
+                  misfire_grace=timedelta(seconds=10))  # fmt: skip
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    other = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
+    holder = other if case == "first-attempt" else occurrence
+    _hold_lock(store, job, holder, "worker-a")
+    began = time.monotonic()
+    attempt = 1 if case == "first-attempt" else 2
+    record = Guard(store, "worker-b").run(job, occurrence, trigger="queue", attempt=attempt)
+    assert time.monotonic() - began < 0.5
+    assert (record.outcome, record.reason) == (
+        "skipped-overlap",
+        f"held by {holder.id} on worker-a",
+    )
+
+
+def test_a_held_back_retry_stops_waiting_when_its_run_is_aborted() -> None:
+    """A beat shutting down aborts an inline retry that waits for the lock: it gives up at
+    once, with the run it yielded to."""
+    store = MemoryStore()
+    job = replace(job_of("retry.job", lambda ctx: None, lock_ttl="5s"), attempts=3,
+                  misfire_grace=timedelta(seconds=30))  # fmt: skip
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
+    _hold_lock(store, job, later, "worker-a")
+    signal = AbortSignal()
+    threading.Timer(0.3, signal.abort, args=("shutdown",)).start()
+    began = time.monotonic()
+    record = Guard(store, "beat-b").run(job, occurrence, trigger="schedule", attempt=2,
+                                        signal=signal)  # fmt: skip
+    assert time.monotonic() - began < 5
+    assert (record.outcome, record.reason) == (
+        "skipped-overlap",
+        f"attempt 2 yielded to {later.id} on worker-a",
+    )

@@ -113,7 +113,7 @@ class Guard:
         locked = job.overlap == "skip" and job.is_cluster
         lease: Lease | None = None
         if locked:
-            lease, refused = self._take_lock(job, occurrence, trigger, key, owner)
+            lease, refused = self._take_lock(job, occurrence, trigger, attempt, key, owner, signal)
             if refused is not None:
                 early = made(outcome=refused[0], reason=refused[1])
                 self._record(early)
@@ -202,12 +202,36 @@ class Guard:
             lease.renewed(sent_at)
 
     def _take_lock(
-        self, job: Job, occurrence: Occurrence, trigger: Trigger, key: str, owner: str
+        self,
+        job: Job,
+        occurrence: Occurrence,
+        trigger: Trigger,
+        attempt: int,
+        key: str,
+        owner: str,
+        signal: AbortSignal,
     ) -> tuple[Lease | None, tuple[Outcome, str | None] | None]:
         """The lease of the job's overlap lock, or why the run does not start."""
         sent_at = time.monotonic()  # the lease counts from before the request
         if not self.store.acquire(key, owner, job.lock_ttl):
-            return None, ("skipped-overlap", self._held_by(key))
+            holder = self._holder(key)
+            if attempt == 1 or (holder is not None and holder[1] == occurrence.id):
+                # A first attempt behind another run is what overlap="skip" skips; a
+                # redelivery while this very occurrence runs must not run it beside itself.
+                return None, ("skipped-overlap", _held_by(holder))
+            # A retry the queue brought back while a later occurrence holds the lock: it is
+            # owed its attempt, so it waits for the lock within misfire_grace.
+            taken_at, holder = self._wait_for_lock(job, occurrence, attempt, (key, owner),
+                                                   holder, signal)  # fmt: skip
+            if taken_at is None:
+                yielded_to = "another run" if holder is None else f"{holder[1]} on {holder[0]}"
+                reason = f"attempt {attempt} yielded to {yielded_to}"
+                if not signal.aborted:
+                    grace = job.misfire_grace.total_seconds()
+                    reason += f", which held the lock past misfire_grace ({grace:g}s)"
+                log.warning("%s: %s", occurrence.id, reason)
+                return None, ("skipped-overlap", reason)
+            sent_at = taken_at
         with self._held_lock:
             self._held[owner] = key
         lease = Lease(job.lock_ttl, sent_at)
@@ -218,6 +242,33 @@ class Guard:
             self._release(key, owner, job.lock_ttl)
             return None, ("skipped-completed", None)
         return lease, None
+
+    def _wait_for_lock(
+        self,
+        job: Job,
+        occurrence: Occurrence,
+        attempt: int,
+        lock: tuple[str, str],
+        holder: tuple[str, str] | None,
+        signal: AbortSignal,
+    ) -> tuple[float | None, tuple[str, str] | None]:
+        """Ask for the lock again, with backoff, until it is taken or ``misfire_grace`` has
+        passed (or the run is aborted, as when its beat shuts down). Returns when the request
+        that took it was sent (None when none did) and the last holder seen."""
+        key, owner = lock
+        give_up_at = time.monotonic() + job.misfire_grace.total_seconds()
+        log.info("%s: attempt %d waits up to %s for the lock (%s)", occurrence.id, attempt,
+                 job.misfire_grace, _held_by(holder) or "held")  # fmt: skip
+        wait = LOCK_POLL_FIRST
+        while not signal.wait(min(wait, max(0.0, give_up_at - time.monotonic()))):
+            sent_at = time.monotonic()
+            if self.store.acquire(key, owner, job.lock_ttl):
+                return sent_at, holder
+            holder = self._holder(key) or holder
+            if time.monotonic() >= give_up_at:
+                break
+            wait = min(wait * 2, LOCK_POLL_MAX)
+        return None, holder
 
     def _finished(self, occurrence: Occurrence) -> bool:
         try:
@@ -237,17 +288,12 @@ class Guard:
                         occurrence.id, exc)  # fmt: skip
             self._releaser.later(*lock, job.lock_ttl.total_seconds())
 
-    def _held_by(self, key: str) -> str | None:
-        """``held by <occurrence> on <replica>``, from the lock's owner, when it can be read."""
+    def _holder(self, key: str) -> tuple[str, str] | None:
+        """The replica and occurrence holding the lock, when its owner can be read."""
         try:
-            owner = self.store.holder(key)
+            return parse_lock_owner(self.store.holder(key))
         except StoreUnavailable:
             return None
-        named = parse_lock_owner(owner)
-        if named is None:
-            return None
-        replica, occurrence_id = named
-        return f"held by {occurrence_id} on {replica}"
 
     def release_all(self) -> None:
         """Release the locks of runs still going (their handlers ignored an abort)."""
@@ -285,6 +331,15 @@ class Guard:
     def flush_records(self) -> None:
         """Write the records kept while the store was down, if it answers now."""
         self._recorder.flush()
+
+
+LOCK_POLL_FIRST = 0.25  # seconds before a held-back retry asks for the lock again; doubled
+LOCK_POLL_MAX = 1.0
+
+
+def _held_by(holder: tuple[str, str] | None) -> str | None:
+    """``held by <occurrence> on <replica>``, or None when the holder is not known."""
+    return None if holder is None else f"held by {holder[1]} on {holder[0]}"
 
 
 def _abort_after(timeout: timedelta, signal: AbortSignal, stop: threading.Event) -> None:

@@ -6,6 +6,8 @@
 - ``overlap``: a job every second that takes 2.5 s.
 - ``long``: an external job that runs until aborted (lock-lost and worker-kill tests).
 - ``async``: ``every``, with an ``async def`` task that awaits (``handle_async``).
+- ``retry``: a job every 4 s, attempts=3, whose first attempt takes 3 s and fails, so that
+  its retry (1.5 s later) comes back while the next occurrence holds the lock.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def options() -> dict[str, Any]:
         return {"every": "1h", "external": True, "attempts": 3, "backoff": backoff}
     if SCENARIO == "overlap":
         return {"every": "1s", "lock_ttl": "3s"}
+    if SCENARIO == "retry":
+        return {"every": "4s", "attempts": 3, "backoff": Backoff.fixed(1.5)}
     if SCENARIO == "long":
         return {"every": "1h", "external": True, "lock_ttl": "3s"}
     raise ValueError(f"unknown CB_TEST_SCENARIO {SCENARIO!r}")
@@ -47,6 +51,12 @@ def handle(ctx: JobContext, **kwargs: Any) -> str:
     elif SCENARIO == "fail":
         journal.write("attempt", ctx, attempts=ctx.attempts)
         raise RuntimeError(f"attempt {ctx.attempt} fails")
+    elif SCENARIO == "retry":
+        journal.write("attempt", ctx)
+        if ctx.attempt == 1:
+            ctx.signal.wait(3)
+            journal.write("failed", ctx)
+            raise RuntimeError("the first attempt fails")
     elif SCENARIO == "overlap":
         journal.write("start", ctx)
         ctx.signal.wait(2.5)

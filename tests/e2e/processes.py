@@ -132,14 +132,17 @@ class Worker(Service):
     # RQ: a module the worker imports before it forks its work horses (``rq worker -c``, where
     # RQ reads its settings), as a project does so that its tasks are loaded there.
     preload: str = ""
+    concurrency: int = 1  # Celery's -c
+    threads: int | None = 2  # Dramatiq's --threads; None for its default (8)
 
     def argv(self) -> list[str]:
         bin_dir = Path(sys.executable).parent
         if self.library == "celery":
             return [
                 sys.executable, "-m", "celery", "-A", "tests.apps.celery_app", "worker",
-                "-P", "prefork", "-c", "1", "--without-gossip", "--without-mingle",
-                "--without-heartbeat", "-n", f"{self.name}@%h", "-Q", self.queue, "-l", "INFO",
+                "-P", "prefork", "-c", str(self.concurrency), "--without-gossip",
+                "--without-mingle", "--without-heartbeat", "-n", f"{self.name}@%h", "-Q",
+                self.queue, "-l", "INFO",
             ]  # fmt: skip
         if self.library == "rq":
             return [str(bin_dir / "rq"), "worker", self.queue, "--url", self.broker,
@@ -149,8 +152,9 @@ class Worker(Service):
                     "--serializer", "rq.serializers.JSONSerializer",
                     *(["-c", self.preload] if self.preload else [])]  # fmt: skip
         if self.library == "dramatiq":
+            threads = [] if self.threads is None else ["--threads", str(self.threads)]
             return [str(bin_dir / "dramatiq"), "tests.apps.dramatiq_app", "--processes", "1",
-                    "--threads", "2", "--queues", self.queue]  # fmt: skip
+                    *threads, "--queues", self.queue]  # fmt: skip
         raise ValueError(self.library)
 
 

@@ -456,3 +456,66 @@ def test_an_async_task_runs_on_a_real_worker_under_the_guard(
     outcomes = outcomes_by_occurrence(stack.store(), [stack.job])
     done = [o for o in outcomes.values() if o.get("completed")]
     assert len(done) >= 3 and all(o["completed"] == 1 for o in done), outcomes
+
+
+@pytest.mark.parametrize("library", ["celery", "rq", "dramatiq"])
+def test_a_retry_that_meets_the_next_occurrences_lock_waits_and_runs(
+    library: str, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A job every 4 s, attempts=3, whose first attempt takes 3 s and fails: its retry comes
+    back 1.5 s later (RQ: 3 s), while the next occurrence holds the lock. On workers that run
+    several at once (Dramatiq's default 8 threads, Celery -c 2, two RQ workers) the retry
+    waits for the lock and runs: every occurrence completes on attempt 2. (Before, the retry
+    was recorded skipped-overlap and never tried again: half the occurrences were lost.)"""
+    name = uuid.uuid4().hex[:8]
+    stack = Stack(library=library, broker=redis_server.url, queue=f"q-{name}", job=f"job.{name}",
+                  store_url=f"{redis_server.url}?prefix=rt{name}:", redis_port=redis_server.port,
+                  folder=tmp_path, notes=tmp_path / "journal.jsonl")  # fmt: skip
+    env = stack.env("retry")
+    several = {"concurrency": 2, "threads": None}  # Celery -c 2; Dramatiq's default threads
+    workers = [
+        Worker(
+            f"worker{i}",
+            tmp_path,
+            env,
+            library=library,
+            queue=stack.queue,
+            broker=stack.broker,
+            **several,
+        )  # type: ignore[arg-type]
+        for i in range(2 if library == "rq" else 1)
+    ]
+    services = running(workers, stack.beats("retry", 2))
+    store = stack.store()
+    try:
+        wait_for(lambda: len(stack.lines("attempt")) >= 1, 60, "the first attempt")
+        began = time.time()
+        time.sleep(22)
+        ended = time.time()
+        for beat in services[len(workers) :]:
+            beat.terminate()
+        time.sleep(12)  # the last retries come back and run
+    finally:
+        stop_all(services)
+    attempts = Counter((line["occurrence_id"], line["attempt"]) for line in stack.lines("attempt"))
+    assert max(attempts.values()) == 1, attempts.most_common(3)
+    outcomes = outcomes_by_occurrence(store, [stack.job])
+    due = [s for s in range(math.ceil(began), math.floor(ended) + 1) if s % 4 == 0]
+    assert len(due) >= 4, due
+    waited = 0
+    for second in due:
+        occurrence = Occurrence(job=stack.job, scheduled_at=_at(second)).id
+        assert (occurrence, 1) in attempts and (occurrence, 2) in attempts, (occurrence, attempts)
+        assert outcomes[occurrence]["completed"] == 1, (occurrence, outcomes[occurrence])
+        assert not outcomes[occurrence]["skipped-overlap"], (occurrence, outcomes[occurrence])
+        retried_at = _line(stack, "attempt", occurrence, 2)["at"]
+        later = Occurrence(job=stack.job, scheduled_at=_at(second + 4)).id
+        let_go = _line(stack, "failed", later, 1).get("at", math.inf)
+        waited += retried_at >= let_go  # it ran once the next occurrence's first attempt let go
+    assert waited >= len(due) - 1, "the retries met the next occurrence's lock and waited"
+
+
+def _line(stack: Stack, event: str, occurrence: str, attempt: int) -> dict[str, Any]:
+    found = [line for line in stack.lines(event)
+             if line["occurrence_id"] == occurrence and line["attempt"] == attempt]  # fmt: skip
+    return found[0] if found else {}
