@@ -13,6 +13,7 @@ from rq import Queue
 
 from cron_bridge import ConfigError, Registry, cluster_task
 from cron_bridge.plugins import ENTRY_POINT_GROUP, get_adapter, installed_adapters
+from cron_bridge.storable import HANDLER_ATTR
 
 
 def report(ctx: Any) -> None:
@@ -115,7 +116,7 @@ def test_the_lazy_proxy_of_an_unfinalized_app_is_wrapped_once_built() -> None:
     assert job is not None and job.adapter == "celery"
     app.finalize()
     task = app.tasks["lazy.task"]
-    assert task.typing is False  # the guard's wrapper is installed
+    assert hasattr(task.run, HANDLER_ATTR)  # the guard's wrapper is installed
     assert task.run.__name__ == "lazy"
 
 
@@ -133,7 +134,30 @@ def test_a_shared_task_is_wrapped_in_the_current_app() -> None:
 
     job = registry.get("shared.report")
     assert job is not None and job.adapter == "celery"
-    assert app.tasks["shared.report"].typing is False
+    assert hasattr(app.tasks["shared.report"].run, HANDLER_ATTR)
+
+
+def test_celery_still_checks_a_calls_arguments_against_the_handler_without_ctx() -> None:
+    """The argument check (``typing``) stays on: ``.delay()`` with arguments the handler does
+    not take fails at the call, as for the undecorated task; ``ctx`` is never asked for."""
+    app = Celery("typed", set_as_current=False)
+
+    @app.task(name="typed.plain")
+    def plain(day: str, *, dry_run: bool = False) -> None:
+        pass
+
+    @cluster_task(every="5m", registry=Registry())
+    @app.task(name="typed.decorated")
+    def decorated(ctx: Any, day: str, *, dry_run: bool = False) -> None:
+        pass
+
+    assert decorated.typing is plain.typing is True
+    for task in (plain, decorated):
+        task.__header__("2026-12-01", dry_run=True)  # what apply_async checks first
+        with pytest.raises(TypeError):
+            task.apply_async(args=("2026-12-01", "extra"))
+        with pytest.raises(TypeError):
+            task.apply_async(kwargs={"night": "x"})
 
 
 def test_rq_sends_a_batch_in_one_pipeline_and_refuses_a_duplicate_sent_again(

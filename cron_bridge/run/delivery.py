@@ -74,8 +74,9 @@ class Delivery:
 
     Attributes:
         record: the run record (also written to the store).
-        retry_in: seconds the queue should wait before the next attempt, when the run
-            failed and attempts remain; None when it must not be retried.
+        retry_in: seconds the queue should wait before the next attempt, when a run the beat
+            sent failed and attempts remain; None when the job's attempts do not retry it (a
+            direct call is left to the task's own retry options).
         error: the handler's exception, when it raised one.
     """
 
@@ -150,10 +151,12 @@ def run_delivery(
         call=traced,
         parent=_trace_of(job, meta),
     )
-    failed = record.outcome in ("failed", "aborted")
+    # The job's attempts and backoff are for the occurrences the beat sends; a direct call
+    # keeps the task's own retry options, as if it were not decorated.
+    retries = trigger == "queue" and record.outcome in ("failed", "aborted")
     return Delivery(
         record=record,
-        retry_in=job.backoff.delay(attempt) if failed and attempt < job.attempts else None,
+        retry_in=job.backoff.delay(attempt) if retries and attempt < job.attempts else None,
         error=outcome.get("error"),
         value=outcome.get("value"),
     )

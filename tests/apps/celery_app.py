@@ -8,7 +8,7 @@ from typing import Any
 from celery import Celery
 
 from cron_bridge import JobContext, cluster_task, storable
-from tests.apps import scenarios
+from tests.apps import direct, scenarios
 
 app = Celery("cbtest", broker=os.environ.get("CB_TEST_BROKER", "redis://127.0.0.1:6379/0"))
 app.conf.update(
@@ -77,3 +77,25 @@ def unmarked(*args: Any, **kwargs: Any) -> str:
 
     write({"occurrence_id": "unmarked"}, args, kwargs)
     return "ran"
+
+
+# Twins sent directly (.delay()), with Celery's own retry options: decorating one must change
+# nothing for such callers.
+_TWIN: dict[str, Any] = {
+    "autoretry_for": (RuntimeError,),
+    "max_retries": direct.RETRIES,
+    "default_retry_delay": direct.DELAY_S,
+    "retry_backoff": False,
+    "acks_late": True,
+}
+
+
+@app.task(name="cb.twin_plain", **_TWIN)
+def twin_plain(label: str) -> None:
+    direct.fail("plain", label)
+
+
+@cluster_task(name=f"{scenarios.JOB}.twin", every="1h", external=True)
+@app.task(name="cb.twin_decorated", **_TWIN)
+def twin_decorated(ctx: JobContext, label: str) -> None:
+    direct.fail("decorated", label)

@@ -10,7 +10,7 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.brokers.redis import RedisBroker
 
 from cron_bridge import JobContext, cluster_task, storable
-from tests.apps import scenarios
+from tests.apps import direct, scenarios
 
 _url = os.environ.get("CB_TEST_BROKER", "redis://127.0.0.1:6379/0")
 broker = (
@@ -80,3 +80,24 @@ def unmarked(*args: Any, **kwargs: Any) -> str:
 
     write({"occurrence_id": "unmarked"}, args, kwargs)
     return "ran"
+
+
+# Twins sent directly (.send()), with Dramatiq's own retry options: decorating one must
+# change nothing for such callers.
+_TWIN: dict[str, Any] = {
+    "queue_name": scenarios.QUEUE,
+    "max_retries": direct.RETRIES,
+    "min_backoff": direct.DELAY_S * 1000,
+    "max_backoff": direct.DELAY_S * 1000,
+}
+
+
+@dramatiq.actor(actor_name="cb.twin_plain", **_TWIN)
+def twin_plain(label: str) -> None:
+    direct.fail("plain", label)
+
+
+@cluster_task(name=f"{scenarios.JOB}.twin", every="1h", external=True)
+@dramatiq.actor(actor_name="cb.twin_decorated", **_TWIN)
+def twin_decorated(ctx: JobContext, label: str) -> None:
+    direct.fail("decorated", label)

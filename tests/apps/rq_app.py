@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cron_bridge import JobContext, cluster_task
-from tests.apps import journal, scenarios, stored_tasks
+from tests.apps import direct, journal, scenarios, stored_tasks
 
 __all__ = ["stored_tasks"]  # imported for its @storable task, as a worker preloads it
 
@@ -40,3 +40,14 @@ def unmarked(*args: Any, **kwargs: Any) -> str:
     run."""
     stored_tasks.write({"occurrence_id": "unmarked"}, args, kwargs)
     return "ran"
+
+
+# Twins enqueued directly (queue.enqueue(..., retry=Retry(...))): decorating one must change
+# nothing for such callers.
+def twin_plain(label: str) -> None:
+    direct.fail("plain", label)
+
+
+@cluster_task(name=f"{scenarios.JOB}.twin", every="1h", external=True, queue=scenarios.QUEUE)
+def twin_decorated(ctx: JobContext, label: str) -> None:
+    direct.fail("decorated", label)

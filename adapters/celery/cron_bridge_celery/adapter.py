@@ -10,6 +10,7 @@ the task body runs under the guard; a failure goes back to Celery through
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict
 from collections.abc import Sequence
 from types import ModuleType
@@ -199,6 +200,23 @@ def _install(task: Any, job: Job) -> None:
     run.__doc__ = getattr(original, "__doc__", None)
     setattr(run, HANDLER_ATTR, original)  # what a stored schedule naming the task calls
     task.run = run
-    # Messages never carry ctx (the worker makes it), so Celery must not check the call
-    # against the handler's own signature, which starts with ctx.
-    task.typing = False
+    # Messages never carry ctx (the worker makes it): Celery checks a call's arguments
+    # (typing=True, its default) against the handler's signature without it.
+    task.__header__ = _header_without_ctx(original)
+
+
+def _header_without_ctx(run: Any) -> Any:
+    """What Celery's argument check calls (``Task.__header__``): raises ``TypeError`` for
+    arguments the handler, less its leading ``ctx``, does not take; accepts anything when the
+    signature cannot be read."""
+    try:
+        signature = inspect.signature(run)  # a bound task's run: self is already left out
+    except (TypeError, ValueError):
+        return lambda *args, **kwargs: None
+    parameters = list(signature.parameters.values())[1:]
+    without_ctx = signature.replace(parameters=parameters)
+
+    def check(*args: Any, **kwargs: Any) -> None:
+        without_ctx.bind(*args, **kwargs)
+
+    return check

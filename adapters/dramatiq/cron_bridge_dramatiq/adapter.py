@@ -1,10 +1,11 @@
 """The Dramatiq adapter: ``@cluster_task`` over ``@dramatiq.actor``.
 
 The beat enqueues a ``Message`` by actor name with the occurrence in its options, together
-with ``max_retries``, ``min_backoff`` and ``max_backoff`` (ms) from the job. On the worker the
-actor runs under the guard; the attempt comes from ``CurrentMessage``, which the adapter adds
-to the broker, and a failure goes back to Dramatiq's ``Retries`` middleware with the job's
-own backoff as the delay.
+with ``max_retries``, ``min_backoff`` and ``max_backoff`` (ms) from the job: message options,
+which Dramatiq's ``Retries`` reads before the actor's, so the actor's own options stay as
+declared for every other sender. On the worker the actor runs under the guard; the attempt
+comes from ``CurrentMessage``, which the adapter adds to the broker, and a failure of a
+message the beat sent goes back to ``Retries`` with the job's own backoff as the delay.
 """
 
 from __future__ import annotations
@@ -64,8 +65,6 @@ class DramatiqAdapter:
         broker = actor.broker
         if not any(isinstance(m, CurrentMessage) for m in broker.middleware):
             broker.add_middleware(CurrentMessage())
-        # Direct .send() calls get the job's attempts too, not Dramatiq's default of 20.
-        actor.options.update(retry_options(job))
         original = _awaitable_or_sync(actor.fn)
 
         def run(*args: Any, **kwargs: Any) -> Any:
