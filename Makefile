@@ -9,6 +9,12 @@ CELERY_FLOOR := 5.3.0
 KOMBU_FLOOR := 5.3
 FLOOR  := .venv-celery-floor
 FLOOR_STAMP := $(FLOOR)/.installed-$(CELERY_FLOOR)-$(KOMBU_FLOOR)
+# The lowest RQ and Dramatiq their adapters declare, for their end-to-end tests (the tests
+# check these are the declared floors); .venv has the newest.
+RQ_FLOOR := 2.8.0
+DRAMATIQ_FLOOR := 1.17.1
+QUEUE_FLOOR := .venv-queue-floor
+QUEUE_FLOOR_STAMP := $(QUEUE_FLOOR)/.installed-$(RQ_FLOOR)-$(DRAMATIQ_FLOOR)
 
 .PHONY: demo test lint typecheck docs pytest bench chaos clean
 
@@ -41,11 +47,19 @@ $(FLOOR_STAMP): $(STAMP) adapters/celery/pyproject.toml
 		-e ".[redis]" -e adapters/celery "celery==$(CELERY_FLOOR)" "kombu==$(KOMBU_FLOOR).*"
 	touch $(FLOOR_STAMP)
 
+$(QUEUE_FLOOR_STAMP): $(STAMP) adapters/rq/pyproject.toml adapters/dramatiq/pyproject.toml
+	test -x $(QUEUE_FLOOR)/bin/python || $(PYTHON) -m venv $(QUEUE_FLOOR)
+	$(QUEUE_FLOOR)/bin/python -m pip install --quiet --upgrade pip
+	$(QUEUE_FLOOR)/bin/python -m pip install --quiet "rq==$(RQ_FLOOR)" \
+		"dramatiq[redis,rabbitmq]==$(DRAMATIQ_FLOOR)" psutil -e ".[redis]" -e adapters/rq \
+		-e adapters/dramatiq
+	touch $(QUEUE_FLOOR_STAMP)
+
 # The end-to-end tests mostly wait on sleeps and servers, so they run side by side (each
 # pytest worker starts its own throwaway servers); the chaos run, which loads the machine on
 # purpose, runs alone after them.
 PYTEST_WORKERS ?= 3
-pytest: $(STAMP) $(FLOOR_STAMP)
+pytest: $(STAMP) $(FLOOR_STAMP) $(QUEUE_FLOOR_STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not alone"
 	$(BIN)/python -m pytest -m alone
 
@@ -61,4 +75,4 @@ chaos: $(STAMP)
 	$(BIN)/python -m chaos.run $(CHAOS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(FLOOR) .mypy_cache .ruff_cache .pytest_cache site
+	rm -rf $(VENV) $(FLOOR) $(QUEUE_FLOOR) .mypy_cache .ruff_cache .pytest_cache site

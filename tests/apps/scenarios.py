@@ -1,8 +1,8 @@
 """The handlers the queue-library test apps declare, chosen by CB_TEST_SCENARIO.
 
 - ``every``: a job every second that writes down each run.
-- ``fail``: an external job, attempts=3, that always fails (backoff from CB_TEST_BACKOFF:
-  ``fixed`` for 1 s, ``exponential`` for 1 s doubling).
+- ``fail``: an external job, attempts=3 (or CB_TEST_ATTEMPTS), that always fails (backoff from
+  CB_TEST_BACKOFF: ``fixed`` for 1 s, ``exponential`` for 1 s doubling).
 - ``overlap``: a job every second that takes 2.5 s.
 - ``long``: an external job that runs until aborted (lock-lost and worker-kill tests).
 - ``async``: ``every``, with an ``async def`` task that awaits (``handle_async``).
@@ -34,7 +34,8 @@ def options() -> dict[str, Any]:
     if SCENARIO == "fail":
         kind = os.environ.get("CB_TEST_BACKOFF", "fixed")
         backoff = Backoff.fixed(1) if kind == "fixed" else Backoff.exponential(1)
-        return {"every": "1h", "external": True, "attempts": 3, "backoff": backoff}
+        attempts = int(os.environ.get("CB_TEST_ATTEMPTS", "3"))
+        return {"every": "1h", "external": True, "attempts": attempts, "backoff": backoff}
     if SCENARIO == "overlap":
         return {"every": "1s", "lock_ttl": "3s"}
     if SCENARIO == "retry":

@@ -34,11 +34,11 @@ def command_env(journal: Path | None = None, **extra: str) -> dict[str, str]:
 
 
 def cli(
-    *args: str, env: dict[str, str], cwd: Path, timeout: float = 60
+    *args: str, env: dict[str, str], cwd: Path, timeout: float = 60, python: str = sys.executable
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``cron-bridge ARGS`` to completion."""
+    """Run ``cron-bridge ARGS`` to completion (under ``python``: another venv's, for a floor)."""
     return subprocess.run(
-        [sys.executable, "-m", "cron_bridge", *args],
+        [python, "-m", "cron_bridge", *args],
         env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
 
@@ -52,6 +52,7 @@ class Service:
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    python: str = sys.executable  # another venv's for the lowest versions an adapter declares
 
     @property
     def log(self) -> Path:
@@ -117,7 +118,7 @@ class BeatProcess(Service):
 
     def argv(self) -> list[str]:
         return [
-            sys.executable, "-m", "cron_bridge", "beat", "-A", self.app, "--store", self.store_url,
+            self.python, "-m", "cron_bridge", "beat", "-A", self.app, "--store", self.store_url,
             "--replica-id", f"{self.name}-{self.starts}", *self.extra,
         ]  # fmt: skip
 
@@ -136,10 +137,10 @@ class Worker(Service):
     threads: int | None = 2  # Dramatiq's --threads; None for its default (8)
 
     def argv(self) -> list[str]:
-        bin_dir = Path(sys.executable).parent
+        bin_dir = Path(self.python).parent
         if self.library == "celery":
             return [
-                sys.executable, "-m", "celery", "-A", "tests.apps.celery_app", "worker",
+                self.python, "-m", "celery", "-A", "tests.apps.celery_app", "worker",
                 "-P", "prefork", "-c", str(self.concurrency), "--without-gossip",
                 "--without-mingle", "--without-heartbeat", "-n", f"{self.name}@%h", "-Q",
                 self.queue, "-l", "INFO",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import subprocess
 import sys
 import time
@@ -18,12 +19,14 @@ from typing import Any
 
 import pytest
 import redis
+from packaging.version import Version
 
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import Store, store_from_url
 from tests.apps import journal
 from tests.conftest import unavailable
 from tests.e2e.processes import (
+    REPO,
     BeatProcess,
     Worker,
     cli,
@@ -38,7 +41,32 @@ pytestmark = pytest.mark.slow
 COMBOS = [
     ("celery", "redis"), ("rq", "redis"), ("dramatiq", "redis"),
     ("celery", "rabbitmq"), ("dramatiq", "rabbitmq"),
+    # The lowest RQ and Dramatiq the adapters declare (.venv-queue-floor, made by make test);
+    # this environment has the newest. The Celery floor runs the celery beat twin test.
+    ("rq", "redis-floor"), ("dramatiq", "redis-floor"),
 ]  # fmt: skip
+QUEUE_FLOOR = REPO / ".venv-queue-floor" / "bin" / "python"
+DISTRIBUTION = {"rq": "rq", "dramatiq": "dramatiq"}
+
+
+def declared_floor(library: str) -> str:
+    """The lowest version of the library the adapter's pyproject.toml declares."""
+    text = (REPO / "adapters" / library / "pyproject.toml").read_text()
+    found = re.search(rf'"{DISTRIBUTION[library]}>=([0-9.]+)"', text)
+    assert found, f"adapters/{library}/pyproject.toml declares no floor for {library}"
+    return found.group(1)
+
+
+def floor_python(library: str) -> str:
+    """The floor venv's interpreter, checked to hold exactly the declared lowest version."""
+    if not QUEUE_FLOOR.exists():
+        unavailable("the lowest RQ and Dramatiq the adapters declare", FileNotFoundError(
+            f"{QUEUE_FLOOR} is missing: `make test` creates it"))  # fmt: skip
+    code = f"import importlib.metadata as m; print(m.version({DISTRIBUTION[library]!r}))"
+    done = subprocess.run([str(QUEUE_FLOOR), "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)  # fmt: skip
+    assert Version(done.stdout.strip()) == Version(declared_floor(library)), done.stdout
+    return str(QUEUE_FLOOR)
 
 
 @dataclass
@@ -53,6 +81,7 @@ class Stack:
     redis_port: int
     folder: Path
     notes: Path
+    python: str = sys.executable  # the floor venv's for the lowest declared versions
 
     @property
     def app(self) -> str:
@@ -72,7 +101,14 @@ class Stack:
     def beats(self, scenario: str, count: int, **extra: str) -> list[BeatProcess]:
         env = self.env(scenario, **extra)
         return [
-            BeatProcess(f"beat{i}", self.folder, env, app=self.app, store_url=self.store_url)
+            BeatProcess(
+                f"beat{i}",
+                self.folder,
+                env,
+                app=self.app,
+                store_url=self.store_url,
+                python=self.python,
+            )
             for i in range(count)
         ]
 
@@ -86,6 +122,7 @@ class Stack:
                 library=self.library,
                 queue=self.queue,
                 broker=self.broker,
+                python=self.python,
             )
             for i in range(count)
         ]
@@ -102,6 +139,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisSer
     library, kind = request.param
     name = uuid.uuid4().hex[:8]
     broker = redis_server.url
+    python = floor_python(library) if kind == "redis-floor" else sys.executable
     if kind == "rabbitmq":
         broker = request.getfixturevalue("rabbitmq_server").url
     return Stack(
@@ -113,6 +151,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisSer
         redis_port=redis_server.port,
         folder=tmp_path,
         notes=tmp_path / "journal.jsonl",
+        python=python,
     )
 
 
@@ -170,7 +209,9 @@ def test_failures_go_to_the_queues_own_retries(stack: Stack, backoff: str) -> No
     services = running(stack.workers("fail", 1, CB_TEST_BACKOFF=backoff))
     try:
         env = stack.env("fail", CB_TEST_BACKOFF=backoff)
-        sent = cli("run", stack.job, "-A", stack.app, env=env, cwd=stack.folder)
+        sent = cli(
+            "run", stack.job, "-A", stack.app, env=env, cwd=stack.folder, python=stack.python
+        )
         assert sent.returncode == 0, sent.stderr
         assert '"outcome": "enqueued"' in sent.stdout
         wait_for(lambda: len(stack.lines("attempt")) >= 3, 60, "three attempts")
@@ -193,6 +234,24 @@ def test_failures_go_to_the_queues_own_retries(stack: Stack, backoff: str) -> No
         (1, "failed"),
     ]
     assert "attempt 3 fails" in (records[0].error or "")
+
+
+def test_a_job_of_one_attempt_is_not_retried_by_the_queue(stack: Stack) -> None:
+    """attempts=1 on a handler that fails: one attempt, recorded failed, and the queue's own
+    default retries (Dramatiq: 20) never bring it back."""
+    services = running(stack.workers("fail", 1, CB_TEST_ATTEMPTS="1"))
+    try:
+        env = stack.env("fail", CB_TEST_ATTEMPTS="1")
+        sent = cli("run", stack.job, "-A", stack.app, env=env, cwd=stack.folder,
+                   python=stack.python)  # fmt: skip
+        assert sent.returncode == 0, sent.stderr
+        wait_for(lambda: len(stack.lines("attempt")) >= 1, 60, "the attempt")
+        time.sleep(5)  # a retry would come within this (after about 1 s: the job's backoff)
+    finally:
+        stop_all(services)
+    assert [(line["attempt"], line["attempts"]) for line in stack.lines("attempt")] == [(1, 1)]
+    records = [r for r in stack.store().history(stack.job, 20) if r.outcome != "enqueued"]
+    assert [(r.attempt, r.outcome) for r in records] == [(1, "failed")]
 
 
 def test_overlapping_runs_on_two_workers_are_skipped_not_retried(stack: Stack) -> None:
@@ -227,7 +286,15 @@ def test_a_deleted_lock_aborts_the_worker_run_with_lock_lost(stack: Stack) -> No
     services = running(stack.workers("long", 1))
     client = redis.Redis(port=stack.redis_port)
     try:
-        sent = cli("run", stack.job, "-A", stack.app, env=stack.env("long"), cwd=stack.folder)
+        sent = cli(
+            "run",
+            stack.job,
+            "-A",
+            stack.app,
+            env=stack.env("long"),
+            cwd=stack.folder,
+            python=stack.python,
+        )
         assert sent.returncode == 0, sent.stderr
         wait_for(lambda: bool(stack.lines("start")), 60, "the run to start")
         prefix = stack.store_url.rpartition("prefix=")[2]
@@ -304,7 +371,15 @@ def test_a_worker_killed_mid_run(stack: Stack) -> None:
     client = redis.Redis(port=stack.redis_port)
     prefix = stack.store_url.rpartition("prefix=")[2]
     try:
-        sent = cli("run", stack.job, "-A", stack.app, env=stack.env("long"), cwd=stack.folder)
+        sent = cli(
+            "run",
+            stack.job,
+            "-A",
+            stack.app,
+            env=stack.env("long"),
+            cwd=stack.folder,
+            python=stack.python,
+        )
         assert sent.returncode == 0, sent.stderr
         wait_for(lambda: bool(stack.lines("start")), 60, "the run to start")
         assert client.exists(f"{prefix}active:{stack.job}") == 1
@@ -348,7 +423,7 @@ MANUAL_CALL = {
 
 def cli_python(stack: Stack, code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", code], env=stack.env("every"), cwd=stack.folder,
+        [stack.python, "-c", code], env=stack.env("every"), cwd=stack.folder,
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 
