@@ -50,11 +50,15 @@ class TaskRef:
         task: the name it is enqueued by (Celery task name, dotted path, actor name).
         name: the job name to use when the declaration gives none.
         queue: the queue it goes to, when the task or the declaration says.
+        home: the module and attribute a worker imports the task from, when known.
     """
 
     task: str
     name: str
     queue: str | None = None
+    # Where a worker finds the task (module, attribute): it imports that module, so the task
+    # runs under the guard only when it is decorated there. None when it cannot be told.
+    home: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,7 +106,8 @@ class Adapter(Protocol):
         """What ``@cluster_task`` returns for ``obj``: the task, now running under the guard."""
 
     # Optional: ``declared_in(modules) -> list[Job]``, the jobs the library's own schedule
-    # declarations in those imported modules make (Celery's ``beat_schedule``), for listings.
+    # declarations in those imported modules make (Celery's ``beat_schedule``), for listings;
+    # with ``declared_as`` (what they are called) and ``runs_with`` (the command that runs them).
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         """Send each dispatch to its job's queue, by name, over one connection.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
@@ -152,6 +153,8 @@ def cluster_task(
             )
         adapter = find_adapter(obj, queue, job=shown)
         ref = adapter.describe(obj, queue)
+        _check_home(obj, ref.home, caller=sys._getframe(1).f_globals.get("__name__"),
+                    job=name or ref.name)  # fmt: skip
         job = declare(
             ref.name if name is None else name,
             target="queue",
@@ -168,6 +171,33 @@ def cluster_task(
         return wrapped
 
     return decorate
+
+
+def _check_home(obj: object, home: tuple[str, str] | None, *, caller: str | None, job: str) -> None:
+    """Refuse to decorate a task that was imported into another module: its worker imports it
+    from its own module, where it is not decorated, and would run it without the guard.
+
+    Told apart from a decorator applied where the task is defined by the module's own
+    attribute: under ``@cluster_task`` the name is bound only once the decorator returns.
+
+    Raises:
+        ConfigError: naming the job, where the task lives and how to declare it.
+    """
+    if home is None or caller is None:
+        return
+    module_name, attribute = home
+    module = sys.modules.get(module_name)
+    if caller == module_name or module is None or getattr(module, attribute, None) is not obj:
+        return
+    raise ConfigError(
+        f"{module_name}.{attribute} is decorated in {caller}, but a worker imports it from "
+        f"{module_name}, where it is not: it would run without the guard and without ctx. "
+        f"Put @cluster_task(...) above its definition in {module_name} (an rq cron config runs "
+        "unchanged with `cron-bridge rq-cron CONFIG`)",
+        job=job,
+        option="target",
+        value=f"{module_name}.{attribute}",
+    )
 
 
 def _origin(obj: object) -> str:

@@ -346,3 +346,23 @@ def test_celery_sends_in_publish_batches_and_a_failed_batch_fails_its_messages(
     # uncertain (they landed; it sends them again, and the worker's completion mark keeps a
     # second copy from running). The other batches were sent.
     assert sum(answer is not None for answer in answers) == BATCHED
+
+
+@pytest.mark.parametrize("attribute", ["send_report", "celery_report", "dramatiq_report"])
+def test_a_task_decorated_away_from_its_module_is_refused_with_how_to_declare_it(
+    attribute: str,
+) -> None:
+    """``cluster_task(...)(imported_task)`` in another module: the worker imports the task from
+    its own module, undecorated (no guard, no ctx, history "enqueued" forever), so it is a
+    ConfigError that names where to put the decorator."""
+    from tests.apps import imported
+
+    task = getattr(imported, attribute)
+    registry = Registry()
+    with pytest.raises(ConfigError) as caught:
+        cluster_task(every="1m", queue="reports", registry=registry)(task)
+    error = caught.value
+    assert (error.option, error.value) == ("target", f"tests.apps.imported.{attribute}")
+    assert "above its definition in tests.apps.imported" in error.reason
+    assert f"decorated in {__name__}" in error.reason
+    assert len(registry) == 0

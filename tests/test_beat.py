@@ -219,6 +219,9 @@ def test_replace_takes_over_where_the_old_schedule_stopped(clock: FakeClock) -> 
     clock.set(START.replace(second=3, microsecond=0))
     beat.run_pending()
     eventually(lambda: len(seen) == 2, "the run of the new schedule")
+    # Its lock is freed before its record is written: 12:00:04 must not meet it.
+    eventually(lambda: len([r for r in store.history("swap", 10) if r.outcome == "completed"])
+               == 2, "the second run's record")  # fmt: skip
     beat.replace(first)  # back to 2 s before 12:00:04 came: fired once, by the new job
     clock.set(START.replace(second=4, microsecond=0))
     beat.run_pending()

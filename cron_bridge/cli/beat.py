@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 from typing import Any
 
 import click
@@ -20,6 +21,7 @@ from cron_bridge.cli.common import (
 )
 from cron_bridge.http.apps import asgi_app
 from cron_bridge.http.serve import HttpServer, serve
+from cron_bridge.plugins import installed_adapters
 from cron_bridge.secret import check_secret
 from cron_bridge.telemetry import serve_metrics
 
@@ -100,6 +102,8 @@ def beat(
             fail("--namespace is shown on the dashboard: give --http as well")
         metrics = _serve_metrics(metrics_bind) if metrics_bind else None
         jobs = load_app(app)
+        if not jobs:
+            _warn_no_jobs(app)
         opened = open_store(store)
         replica = Beat(
             opened,
@@ -123,6 +127,26 @@ def beat(
                 if running is not None:
                     running.shutdown()
             opened.close()
+
+
+def _warn_no_jobs(modules: tuple[str, ...]) -> None:
+    """Say once, at start, that the modules declare no job, and what they declare instead."""
+    loaded = [sys.modules[name] for name in modules if name in sys.modules]
+    elsewhere = []
+    for adapter in installed_adapters():
+        declared_in = getattr(adapter, "declared_in", None)
+        found = declared_in(loaded) if declared_in is not None else []
+        if found:
+            command = str(getattr(adapter, "runs_with", "")).format(modules=" ".join(modules))
+            shown = getattr(adapter, "declared_as", adapter.name)
+            elsewhere.append(f"{len(found)} {shown} entr{'y' if len(found) == 1 else 'ies'}"
+                             + (f", which `{command}` runs" if command else ""))  # fmt: skip
+    log.warning(
+        "no job is declared in %s (imported): put @cluster_task(...) above a task there%s; "
+        "stored schedules still run",
+        ", ".join(modules),
+        f"; it has {', '.join(elsewhere)}" if elsewhere else "",
+    )
 
 
 def _read_secret(secret: str | None, secret_file: str | None) -> str:

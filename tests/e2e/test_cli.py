@@ -183,3 +183,28 @@ def test_the_memory_store_warns_and_refuses_cluster_jobs_in_production(tmp_path:
         beat.ensure_stopped()
     assert "this process only" in beat.output()
     assert beat.process is not None and beat.process.returncode == 0
+
+
+@pytest.mark.parametrize("module", ["tests.apps.direct", "tests.apps.celery_corpus"])
+def test_a_beat_that_starts_with_no_job_warns_once_and_names_the_module(
+    tmp_path: Path, module: str
+) -> None:
+    """A module with no @cluster_task job: the beat starts (stored schedules may come), but
+    says once which module it imported, and what that module declares instead."""
+    beat = BeatProcess("empty", tmp_path, command_env(), app=module,
+                       store_url=f"sqlite:///{tmp_path}/s.db").start()  # fmt: skip
+    try:
+        wait_for(lambda: "started with 0 jobs" in beat.output(), 30, "the beat to start")
+        time.sleep(1.5)
+        assert beat.terminate() < 30
+    finally:
+        beat.ensure_stopped()
+    warnings = [line for line in beat.output().splitlines() if "no job is declared" in line]
+    assert len(warnings) == 1, beat.output()
+    assert f"no job is declared in {module} (imported)" in warnings[0]
+    assert " WARNING " in warnings[0]
+    if module.endswith("corpus"):
+        assert (
+            f"beat_schedule entries, which `celery -A {module} beat -S cron_bridge` runs"
+            in (warnings[0])
+        )

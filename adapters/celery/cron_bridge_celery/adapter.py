@@ -39,6 +39,7 @@ class CeleryAdapter:
 
     name = "celery"
     declared_as = "beat_schedule"  # where declared_in's jobs come from, for listings
+    runs_with = "celery -A {modules} beat -S cron_bridge"  # what runs them
     stored_task = "cron_bridge.stored"  # the task stored schedules are sent to, by name
 
     def __init__(self) -> None:
@@ -52,7 +53,10 @@ class CeleryAdapter:
         # Without queue= the app's own routing (task_routes) picks the queue when it is sent.
         task: Any = obj
         return TaskRef(
-            task=task.name, name=task.name, queue=queue if isinstance(queue, str) else None
+            task=task.name,
+            name=task.name,
+            queue=queue if isinstance(queue, str) else None,
+            home=_home(task),
         )
 
     def wrap(self, obj: Any, job: Job) -> Any:
@@ -174,6 +178,24 @@ def _send(app: Celery, producer: Any, dispatch: Dispatch) -> Exception | None:
     except Exception as exc:  # noqa: BLE001 - the broker's error is the occurrence's outcome
         return exc
     return None
+
+
+def _home(task: Any) -> tuple[str, str] | None:
+    """The module and attribute of a task made by ``@app.task`` or ``@shared_task`` from a
+    function; None for a class-based task."""
+    if isinstance(task, PromiseProxy) and not task.__evaluated__():
+        # An app not finalized yet: the proxy holds the function Celery will build it from
+        # (reading the task would build it too early).
+        args = object.__getattribute__(task, "_Proxy__args")
+        run = args[0] if args else None
+    else:
+        if isinstance(task, Proxy):
+            task = task._get_current_object()  # @shared_task: wrap takes it now anyway
+        run = getattr(type(task), "run", None)
+    module, name = getattr(run, "__module__", None), getattr(run, "__name__", None)
+    if not module or not name or "<" in getattr(run, "__qualname__", "<"):
+        return None
+    return module, name
 
 
 def _install(task: Any, job: Job) -> None:

@@ -56,8 +56,13 @@ class DramatiqAdapter:
     def describe(self, obj: object, queue: object | None) -> TaskRef:
         actor: Any = obj
         name = actor.actor_name
+        fn = inspect.unwrap(actor.fn)  # an async def actor's function is wrapped by Dramatiq
+        home = (fn.__module__, fn.__name__) if "<" not in fn.__qualname__ else None
         return TaskRef(
-            task=name, name=name, queue=queue if isinstance(queue, str) else actor.queue_name
+            task=name,
+            name=name,
+            queue=queue if isinstance(queue, str) else actor.queue_name,
+            home=home,
         )
 
     def wrap(self, obj: Any, job: Job) -> Any:

@@ -90,10 +90,11 @@ class RQAdapter:
                 option="queue",
                 value=queue,
             )
+        home = (func.__module__, func.__qualname__)
         if isinstance(queue, Queue):
             self._queues[(path, queue.name)] = queue
-            return TaskRef(task=path, name=path, queue=queue.name)
-        return TaskRef(task=path, name=path, queue=str(queue))
+            return TaskRef(task=path, name=path, queue=queue.name, home=home)
+        return TaskRef(task=path, name=path, queue=str(queue), home=home)
 
     def wrap(self, obj: Any, job: Job) -> Any:
         original = obj
