@@ -6,9 +6,13 @@ An adapter registers an ``Adapter`` under the entry point group ``cron_bridge.ad
 (``ENTRY_POINT_GROUP``); the core finds it there (``cron_bridge.plugins``) and hands it
 ``Dispatch`` values to send. On the worker its task wrapper calls ``run_delivery`` with what
 its queue library says of the message, and its stored-schedule task ``run_stored_schedule``.
+A command that runs the library's own schedule declarations as a beat (``rq-cron``) registers
+a click command under ``cron_bridge.commands`` with ``beat_options``, and calls ``run_beat``.
 """
 
 from cron_bridge.beat.replica import Beat
+from cron_bridge.cli.beat import beat_options, run_beat
+from cron_bridge.cli.common import one_line_errors
 from cron_bridge.errors import ConfigError, InvalidMessage, RefusedTask, StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job, Occurrence
 from cron_bridge.plugins import (
@@ -55,13 +59,16 @@ __all__ = [
     "StoreUnavailable",
     "TaskRef",
     "Window",
+    "beat_options",
     "default_registry",
     "get_adapter",
     "listed",
     "load_zone",
     "loads_untrusted",
+    "one_line_errors",
     "redact_url",
     "register",
+    "run_beat",
     "run_delivery",
     "run_stored_schedule",
     "store_from_url",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import gc
 import logging
 import sys
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import click
 
@@ -21,95 +22,120 @@ from cron_bridge.cli.common import (
 )
 from cron_bridge.http.apps import asgi_app
 from cron_bridge.http.serve import HttpServer, serve
+from cron_bridge.jobs import Job
 from cron_bridge.plugins import installed_adapters
 from cron_bridge.secret import check_secret
 from cron_bridge.telemetry import serve_metrics
 
-__all__ = ["beat"]
+__all__ = ["beat", "beat_options", "run_beat"]
 
 log = logging.getLogger(__name__)
 
 
+_OPTIONS = [
+    store_option,
+    click.option("--http", "http_bind", metavar="HOST:PORT", help="Serve the HTTP trigger here."),
+    click.option(
+        "--secret",
+        envvar="CRON_BRIDGE_SECRET",
+        help="Bearer token for --http (prefer $CRON_BRIDGE_SECRET or --secret-file: an option "
+        "shows in ps).",
+    ),
+    click.option(
+        "--secret-file",
+        envvar="CRON_BRIDGE_SECRET_FILE",
+        type=click.Path(dir_okay=False),
+        help="Read the bearer token for --http from this file (default: $CRON_BRIDGE_SECRET_FILE).",
+    ),
+    click.option(
+        "--forwarded-allow-ips",
+        envvar="CRON_BRIDGE_FORWARDED_ALLOW_IPS",
+        default="127.0.0.1",
+        show_default=True,
+        help="Proxies whose X-Forwarded-Proto/-For are believed (comma-separated, or *).",
+    ),
+    click.option(
+        "--metrics",
+        "metrics_bind",
+        metavar="HOST:PORT",
+        help="Serve Prometheus metrics on http://HOST:PORT/metrics (needs prometheus-client).",
+    ),
+    click.option(
+        "--replica-id",
+        envvar="CRON_BRIDGE_REPLICA_ID",
+        default=None,
+        help="This replica's name (default: $CRON_BRIDGE_REPLICA_ID, else host-pid-random).",
+    ),
+    click.option(
+        "--shutdown-timeout",
+        envvar="CRON_BRIDGE_SHUTDOWN_TIMEOUT",
+        default="25s",
+        show_default=True,
+    ),
+    click.option(
+        "--namespace",
+        "namespaces",
+        metavar="NAME=STORE_URL",
+        multiple=True,
+        help="Also show this namespace (another store, prefix or schema) on the --http "
+        "dashboard, read-only; repeat for more.",
+    ),
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def beat_options(func: F) -> F:
+    """Every option of ``cron-bridge beat`` but ``-A``: for the commands that run other
+    declarations as a beat (``rq-cron``, ``periodiq``), which pass them on to ``run_beat``."""
+    for option in reversed(_OPTIONS):
+        func = option(func)
+    return func
+
+
 @click.command()
 @app_option
-@store_option
-@click.option("--http", "http_bind", metavar="HOST:PORT", help="Serve the HTTP trigger here.")
-@click.option(
-    "--secret",
-    envvar="CRON_BRIDGE_SECRET",
-    help="Bearer token for --http (prefer $CRON_BRIDGE_SECRET or --secret-file: an option "
-    "shows in ps).",
-)
-@click.option(
-    "--secret-file",
-    envvar="CRON_BRIDGE_SECRET_FILE",
-    type=click.Path(dir_okay=False),
-    help="Read the bearer token for --http from this file (default: $CRON_BRIDGE_SECRET_FILE).",
-)
-@click.option(
-    "--forwarded-allow-ips",
-    envvar="CRON_BRIDGE_FORWARDED_ALLOW_IPS",
-    default="127.0.0.1",
-    show_default=True,
-    help="Proxies whose X-Forwarded-Proto/-For are believed (comma-separated, or *).",
-)
-@click.option(
-    "--metrics",
-    "metrics_bind",
-    metavar="HOST:PORT",
-    help="Serve Prometheus metrics on http://HOST:PORT/metrics (needs prometheus-client).",
-)
-@click.option(
-    "--replica-id",
-    envvar="CRON_BRIDGE_REPLICA_ID",
-    default=None,
-    help="This replica's name (default: $CRON_BRIDGE_REPLICA_ID, else host-pid-random).",
-)
-@click.option(
-    "--shutdown-timeout", envvar="CRON_BRIDGE_SHUTDOWN_TIMEOUT", default="25s", show_default=True
-)
-@click.option(
-    "--namespace",
-    "namespaces",
-    metavar="NAME=STORE_URL",
-    multiple=True,
-    help="Also show this namespace (another store, prefix or schema) on the --http dashboard, "
-    "read-only; repeat for more.",
-)
-def beat(
-    app: tuple[str, ...],
-    store: str | None,
-    http_bind: str | None,
-    secret: str | None,
-    secret_file: str | None,
-    forwarded_allow_ips: str,
-    metrics_bind: str | None,
-    replica_id: str | None,
-    shutdown_timeout: str,
-    namespaces: tuple[str, ...],
-) -> None:
+@beat_options
+def beat(app: tuple[str, ...], **options: Any) -> None:
     """Run a beat replica until SIGTERM or SIGINT, then drain and exit."""
+
+    def jobs() -> list[Job]:
+        found = load_app(app)
+        if not found:
+            _warn_no_jobs(app)
+        return found
+
+    run_beat(jobs, options)
+
+
+def run_beat(load: Callable[[], list[Job]], options: Mapping[str, Any]) -> None:
+    """Run a beat replica of the jobs ``load`` returns until SIGTERM or SIGINT, with the values
+    of the options ``beat_options`` added (other keys are left alone); errors are one line
+    and exit 2."""
+    store: str | None = options["store"]
+    http_bind: str | None = options["http_bind"]
+    secret: str | None = options["secret"]
+    forwarded_allow_ips: str = options["forwarded_allow_ips"]
+    metrics_bind: str | None = options["metrics_bind"]
     with one_line_errors():
         if http_bind:
             source = click.get_current_context().get_parameter_source("secret")
             if secret and source == click.core.ParameterSource.COMMANDLINE:
                 log.warning("--secret on the command line shows in ps; prefer "
                             "CRON_BRIDGE_SECRET or --secret-file")  # fmt: skip
-            secret = _read_secret(secret, secret_file)
+            secret = _read_secret(secret, options["secret_file"])
             check_secret(secret)
-        shown = _namespaces(namespaces)
+        shown = _namespaces(options["namespaces"])
         if shown and not http_bind:
             fail("--namespace is shown on the dashboard: give --http as well")
         metrics = _serve_metrics(metrics_bind) if metrics_bind else None
-        jobs = load_app(app)
-        if not jobs:
-            _warn_no_jobs(app)
+        jobs = load()
         opened = open_store(store)
         replica = Beat(
             opened,
             jobs,
-            replica_id=replica_id,
-            shutdown_timeout=shutdown_timeout,
+            replica_id=options["replica_id"],
+            shutdown_timeout=options["shutdown_timeout"],
             handle_signals=True,
         )
         # What the app declared lives as long as the process: out of the collector's sight,

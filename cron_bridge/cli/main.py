@@ -5,13 +5,47 @@ from __future__ import annotations
 
 import logging
 import sys
+from importlib.metadata import EntryPoint, entry_points
 
 import click
 
-__all__ = ["main"]
+__all__ = ["COMMANDS_GROUP", "main"]
+
+COMMANDS_GROUP = "cron_bridge.commands"
+"""Where adapter distributions register more commands (``cron-bridge rq-cron``): click
+commands, loaded only when named (or listed by ``--help``), so no other command imports a
+queue library."""
+
+# The commands that run a beat log at INFO by default; the others at WARNING.
+RUN_BEATS = {"beat", "demo", "rq-cron", "periodiq"}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """The built-in commands, and those the installed adapters register."""
+
+    def _installed(self) -> dict[str, EntryPoint]:
+        return {point.name: point for point in entry_points(group=COMMANDS_GROUP)}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self._installed()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None:
+            return found
+        point = self._installed().get(cmd_name)
+        if point is None:
+            return None
+        try:
+            loaded = point.load()
+        except Exception as exc:  # noqa: BLE001 - a broken adapter: said in one line
+            raise click.ClickException(
+                f"cannot load the command {cmd_name!r} ({point.value}): {type(exc).__name__}: {exc}"
+            ) from None
+        return loaded if isinstance(loaded, click.Command) else None
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--log-level",
     default=None,
@@ -21,7 +55,7 @@ __all__ = ["main"]
 @click.pass_context
 def main(ctx: click.Context, log_level: str | None) -> None:
     """cron-bridge: a cluster-safe beat for Celery, RQ and Dramatiq."""
-    level = log_level or ("INFO" if ctx.invoked_subcommand in ("beat", "demo") else "WARNING")
+    level = log_level or ("INFO" if ctx.invoked_subcommand in RUN_BEATS else "WARNING")
     logging.basicConfig(
         level=level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -185,7 +185,9 @@ def test_the_memory_store_warns_and_refuses_cluster_jobs_in_production(tmp_path:
     assert beat.process is not None and beat.process.returncode == 0
 
 
-@pytest.mark.parametrize("module", ["tests.apps.direct", "tests.apps.celery_corpus"])
+@pytest.mark.parametrize(
+    "module", ["tests.apps.direct", "tests.apps.celery_corpus", "tests.apps.rq_cron_config"]
+)
 def test_a_beat_that_starts_with_no_job_warns_once_and_names_the_module(
     tmp_path: Path, module: str
 ) -> None:
@@ -203,8 +205,13 @@ def test_a_beat_that_starts_with_no_job_warns_once_and_names_the_module(
     assert len(warnings) == 1, beat.output()
     assert f"no job is declared in {module} (imported)" in warnings[0]
     assert " WARNING " in warnings[0]
-    if module.endswith("corpus"):
-        assert (
-            f"beat_schedule entries, which `celery -A {module} beat -S cron_bridge` runs"
-            in (warnings[0])
-        )
+    told = {
+        "tests.apps.celery_corpus": f"beat_schedule entries, which `celery -A {module} beat -S "
+        "cron_bridge` runs",
+        "tests.apps.rq_cron_config": f"it has 4 rq cron entries, which `cron-bridge rq-cron "
+        f"{module}` runs",
+    }
+    if module in told:
+        assert told[module] in warnings[0], warnings[0]
+    else:
+        assert "it has" not in warnings[0], warnings[0]

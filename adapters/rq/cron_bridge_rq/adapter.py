@@ -13,10 +13,8 @@ Failures go back to RQ, whose ``Retry(max=..., interval=[...])`` (run by a worke
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import os
-import re
 import threading
 import types
 from collections.abc import Sequence
@@ -33,24 +31,12 @@ from cron_bridge.adapters import (
     ConfigError,
     Dispatch,
     Job,
-    Occurrence,
     TaskRef,
     run_delivery,
 )
+from cron_bridge_rq.ids import rq_job_id
 
 __all__ = ["RQAdapter", "rq_intervals", "rq_job_id"]
-
-_NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def rq_job_id(occurrence: Occurrence) -> str:
-    """An RQ job id for an occurrence: only ``[A-Za-z0-9_-]``, one per occurrence.
-
-    The job name is shown with other characters replaced, plus a short digest of the real
-    name, so ``a.b`` and ``a_b`` never share an id.
-    """
-    digest = hashlib.sha1(occurrence.job.encode(), usedforsecurity=False).hexdigest()[:8]
-    return f"cb-{_NOT_ALLOWED.sub('_', occurrence.job)}-{digest}-{occurrence.epoch_ms}"
 
 
 def rq_intervals(delays: Sequence[float]) -> list[int]:
@@ -67,6 +53,8 @@ class RQAdapter:
 
     name = "rq"
     stored_task = "cron_bridge_rq.stored.run_stored"  # what stored schedules enqueue
+    declared_as = "rq cron"  # where declared_in's jobs come from, for listings
+    runs_with = "cron-bridge rq-cron {modules}"  # what runs them
 
     def __init__(self) -> None:
         # The rq.Queue a function was declared with, by (dotted path, queue name): one
@@ -95,6 +83,13 @@ class RQAdapter:
             self._queues[(path, queue.name)] = queue
             return TaskRef(task=path, name=path, queue=queue.name, home=home)
         return TaskRef(task=path, name=path, queue=str(queue), home=home)
+
+    def declared_in(self, modules: Sequence[types.ModuleType]) -> list[Job]:
+        """The ``rq.cron.register(...)`` calls the imported modules made (an ``rq cron``
+        config imported with ``-A``), as ``cron-bridge rq-cron`` would run them."""
+        from cron_bridge_rq.rq_cron import registered_jobs
+
+        return registered_jobs()
 
     def wrap(self, obj: Any, job: Job) -> Any:
         original = obj
