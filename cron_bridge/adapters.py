@@ -28,7 +28,7 @@ from cron_bridge.redaction import redact_url
 from cron_bridge.registry import default_registry
 from cron_bridge.run.delivery import META_KEY, Delivery, run_delivery, worker_store
 from cron_bridge.run.stored import run_stored as run_stored_schedule
-from cron_bridge.schedules import EPOCH, Cron, Every, Schedule, load_zone
+from cron_bridge.schedules import EPOCH, Cron, Every, Schedule, load_zone, local_zone_name
 from cron_bridge.storable import HANDLER_ATTR, listed
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.untrusted import loads as loads_untrusted
@@ -65,6 +65,7 @@ __all__ = [
     "listed",
     "load_zone",
     "loads_untrusted",
+    "local_zone_name",
     "one_line_errors",
     "redact_url",
     "register",

@@ -17,10 +17,13 @@ Every datetime going in must be aware; every datetime coming out is aware UTC.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import os
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -31,7 +34,7 @@ from croniter import CroniterError, croniter
 
 from cron_bridge.errors import ConfigError
 
-__all__ = ["Cron", "Every", "Schedule", "parse_duration"]
+__all__ = ["Cron", "Every", "Schedule", "local_zone_name", "parse_duration"]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -115,6 +118,44 @@ def load_zone(tz: str) -> ZoneInfo:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
         raise ConfigError("unknown time zone", option="tz", value=tz) from exc
+
+
+def local_zone_name(*, why: str) -> str:
+    """The name of this process's local zone, for a tool whose cron fields are read in local
+    time (``rq cron`` from RQ 3, periodiq): ``TZ``, else the zone ``/etc/localtime`` links to,
+    else ``UTC`` on a machine whose local time is UTC.
+
+    Args:
+        why: who reads local time, for the error (``"rq cron"``).
+
+    Raises:
+        ConfigError: the local zone has no name that can be told (a POSIX ``TZ`` string).
+    """
+    given = os.environ.get("TZ", "").removeprefix(":")
+    if given:
+        try:
+            load_zone(given)
+        except ConfigError:
+            raise ConfigError(
+                f"{why} reads cron fields in local time, and this TZ is not a zone name; set "
+                "TZ=Area/City (or UTC)",
+                option="TZ",
+                value=given,
+            ) from None
+        return given
+    _, found, key = os.path.realpath("/etc/localtime").partition("zoneinfo/")
+    if found and key:
+        with contextlib.suppress(ConfigError):
+            load_zone(key)
+            return key
+    if time.timezone == 0 and not time.daylight:
+        return "UTC"
+    raise ConfigError(
+        f"{why} reads cron fields in local time, and this machine's zone has no name here; "
+        "set TZ=Area/City (or UTC)",
+        option="TZ",
+        value=time.tzname[0],
+    )
 
 
 class Cron:

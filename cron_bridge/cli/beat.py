@@ -101,8 +101,7 @@ def beat(app: tuple[str, ...], **options: Any) -> None:
 
     def jobs() -> list[Job]:
         found = load_app(app)
-        if not found:
-            _warn_no_jobs(app)
+        _say_what_else(app, declared=bool(found))
         return found
 
     run_beat(jobs, options)
@@ -155,8 +154,10 @@ def run_beat(load: Callable[[], list[Job]], options: Mapping[str, Any]) -> None:
             opened.close()
 
 
-def _warn_no_jobs(modules: tuple[str, ...]) -> None:
-    """Say once, at start, that the modules declare no job, and what they declare instead."""
+def _say_what_else(modules: tuple[str, ...], *, declared: bool) -> None:
+    """Say once, at start, what the modules hold that this beat does not run (a Celery
+    ``beat_schedule``, ``rq cron`` registrations, periodiq actors, with the command that runs
+    each), and when they declare no job at all."""
     loaded = [sys.modules[name] for name in modules if name in sys.modules]
     elsewhere = []
     for adapter in installed_adapters():
@@ -167,12 +168,16 @@ def _warn_no_jobs(modules: tuple[str, ...]) -> None:
             shown = getattr(adapter, "declared_as", adapter.name)
             elsewhere.append(f"{len(found)} {shown} entr{'y' if len(found) == 1 else 'ies'}"
                              + (f", which `{command}` runs" if command else ""))  # fmt: skip
-    log.warning(
-        "no job is declared in %s (imported): put @cluster_task(...) above a task there%s; "
-        "stored schedules still run",
-        ", ".join(modules),
-        f"; it has {', '.join(elsewhere)}" if elsewhere else "",
-    )
+    if not declared:
+        log.warning(
+            "no job is declared in %s (imported): put @cluster_task(...) above a task there%s; "
+            "stored schedules still run",
+            ", ".join(modules),
+            f"; it has {', '.join(elsewhere)}" if elsewhere else "",
+        )
+    elif elsewhere:
+        log.warning("%s also has %s: this beat runs only the @cluster_task jobs",
+                    ", ".join(modules), "; ".join(elsewhere))  # fmt: skip
 
 
 def _read_secret(secret: str | None, secret_file: str | None) -> str:

@@ -215,3 +215,22 @@ def test_a_beat_that_starts_with_no_job_warns_once_and_names_the_module(
         assert told[module] in warnings[0], warnings[0]
     else:
         assert "it has" not in warnings[0], warnings[0]
+
+
+def test_a_beat_says_what_else_its_modules_hold_that_it_does_not_run(tmp_path: Path) -> None:
+    """@cluster_task jobs beside periodiq actors: the beat runs the jobs and says once that
+    the actors are not run here, and which command runs them (never both at once)."""
+    beat = BeatProcess("both", tmp_path, command_env(), app="tests.apps.cli_app",
+                       store_url=f"sqlite:///{tmp_path}/s.db",
+                       extra=["-A", "tests.apps.periodiq_app"]).start()  # fmt: skip
+    try:
+        wait_for(lambda: "started with 3 jobs" in beat.output(), 30, "the beat to start")
+        assert beat.terminate() < 30
+    finally:
+        beat.ensure_stopped()
+    told = [line for line in beat.output().splitlines() if "also has" in line]
+    assert told == [told[0]] and " WARNING " in told[0], beat.output()
+    assert (
+        "tests.apps.cli_app, tests.apps.periodiq_app also has 4 periodiq entries, which "
+        "`cron-bridge periodiq tests.apps.cli_app tests.apps.periodiq_app` runs"
+    ) in told[0]

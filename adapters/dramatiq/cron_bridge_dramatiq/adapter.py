@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 import dramatiq
@@ -46,6 +47,8 @@ class DramatiqAdapter:
 
     name = "dramatiq"
     stored_task = "cron_bridge_stored"  # the actor stored schedules are enqueued to
+    declared_as = "periodiq"  # where declared_in's jobs come from, for listings
+    runs_with = "cron-bridge periodiq {modules}"  # what runs them
 
     def __init__(self) -> None:
         self._senders = Senders()
@@ -64,6 +67,13 @@ class DramatiqAdapter:
             queue=queue if isinstance(queue, str) else actor.queue_name,
             home=home,
         )
+
+    def declared_in(self, modules: Sequence[ModuleType]) -> list[Job]:
+        """periodiq's ``periodic=`` actors of the imported modules, as ``cron-bridge
+        periodiq`` would run them."""
+        from cron_bridge_dramatiq.periodiq import declared
+
+        return declared(modules)
 
     def wrap(self, obj: Any, job: Job) -> Any:
         actor: dramatiq.Actor[Any, Any] = obj

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import logging
 import logging.config
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -43,7 +42,7 @@ from cron_bridge.adapters import (
     Job,
     TaskRef,
     beat_options,
-    load_zone,
+    local_zone_name,
     one_line_errors,
     redact_url,
     register,
@@ -66,35 +65,7 @@ def rq_cron_zone() -> str:
     Raises:
         ConfigError: the local zone has no name this process can tell (set ``TZ``).
     """
-    if _RQ_MAJOR < 3:
-        return "UTC"
-    given = os.environ.get("TZ", "").removeprefix(":")
-    if given:
-        try:
-            load_zone(given)
-        except ConfigError:
-            raise ConfigError(
-                "rq cron reads cron fields in local time, and this TZ is not a zone name; "
-                "set TZ=Area/City (or UTC)",
-                option="TZ",
-                value=given,
-            ) from None
-        return given
-    try:
-        target = os.path.realpath("/etc/localtime")
-    except OSError:
-        target = ""
-    _, found, key = target.partition("zoneinfo/")
-    if found and key:
-        return key
-    if time.timezone == 0 and not time.daylight:
-        return "UTC"
-    raise ConfigError(
-        "rq cron reads cron fields in local time, and this machine's zone has no name here; "
-        "set TZ=Area/City (or UTC)",
-        option="TZ",
-        value=time.tzname[0],
-    )
+    return "UTC" if _RQ_MAJOR < 3 else local_zone_name(why="rq cron")
 
 
 def _job_name(registration: CronJob, taken: set[str]) -> str:

@@ -1,0 +1,240 @@
+"""``cron-bridge periodiq BROKER [MODULE...]``: periodiq's ``@dramatiq.actor(periodic=cron(...))``
+actors, run unchanged on any number of replicas, each occurrence claimed once.
+
+It imports the broker and the modules as ``periodiq`` does, takes every actor with a
+``periodic`` option, and reads each ``CronSpec`` as periodiq reads it: the five fields it
+expanded (its ``@hourly``-style aliases and day names included) in the local time of the
+process (pendulum's ``now()``: ``TZ``, else ``/etc/localtime``). The replica that wins an
+occurrence sends the actor as periodiq does, ``actor.send_with_options(scheduled_at=...)``,
+with ``scheduled_at`` written as periodiq writes it, so the ``PeriodiqMiddleware`` on the
+workers skips a message older than its ``skip_delay`` as before; the beat does not send one
+that late either (``misfire_grace`` is the middleware's ``skip_delay``).
+
+periodiq itself is not needed here, only the actors' ``periodic`` values: a spec is read by
+its expanded fields (``minute``, ``hour``, ``dom``, ``month``, ``dow``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import logging
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import click
+import dramatiq
+
+from cron_bridge.adapters import (
+    ConfigError,
+    Cron,
+    Dispatch,
+    Job,
+    TaskRef,
+    beat_options,
+    local_zone_name,
+    one_line_errors,
+    register,
+    run_beat,
+)
+
+__all__ = ["PeriodiqSender", "cron_expression", "periodic_jobs", "periodiq"]
+
+log = logging.getLogger(__name__)
+
+SENDER = "periodiq"
+SKIP_DELAY = 30  # PeriodiqMiddleware's default skip_delay, in seconds
+
+
+def _field(values: Iterable[int], low: int, high: int) -> str:
+    """One cron field for the values periodiq expanded, written short: ``*``, ``*/15``,
+    ``1-5``, ``0,30``."""
+    found = sorted(set(values))
+    if not found:
+        raise ConfigError("a field matches no value")
+    if found[0] <= low and found[-1] >= high:
+        return "*"
+    steps = {b - a for a, b in itertools.pairwise(found)}
+    if len(found) > 2 and len(steps) == 1 and (step := steps.pop()) > 1:
+        if found[0] == low and found[-1] + step > high:
+            return f"*/{step}"
+        return f"{found[0]}-{found[-1]}/{step}"
+    runs: list[list[int]] = []
+    for value in found:
+        if runs and value == runs[-1][-1] + 1:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run))
+                    for run in runs)  # fmt: skip
+
+
+def cron_expression(spec: Any) -> str:
+    """The cron expression of a periodiq ``CronSpec``, from the values periodiq expanded.
+
+    periodiq reads day-of-week 0 to 7 and matches it against ISO weekdays (Sunday is 7);
+    the expression here has 0 for Sunday, so ``0``, ``7`` and ``sun`` all fire on Sundays.
+    """
+    dow = sorted({value % 7 for value in spec.dow})
+    return " ".join([
+        _field(spec.minute, 0, 59),
+        _field(spec.hour, 0, 23),
+        _field(spec.dom, 1, 31),
+        _field(spec.month, 1, 12),
+        "*" if len(dow) == 7 else _field(dow, 0, 6),
+    ])  # fmt: skip
+
+
+def skip_delay(broker: Any) -> int:
+    """The ``skip_delay`` of the broker's ``PeriodiqMiddleware`` (30 s when it has none)."""
+    for middleware in broker.middleware:
+        if type(middleware).__name__ == "PeriodiqMiddleware":
+            return int(getattr(middleware, "skip_delay", SKIP_DELAY))
+    return SKIP_DELAY
+
+
+def periodic_actors(broker: Any) -> list[Any]:
+    """The broker's actors with a ``periodic`` option, in the order periodiq lists them."""
+    return [actor for actor in broker.actors.values() if "periodic" in actor.options]
+
+
+def periodic_jobs(actors: Sequence[Any], zone: str, grace: int) -> dict[str, tuple[Job, Any]]:
+    """The cluster job of each periodic actor, named after the actor.
+
+    Raises:
+        ConfigError: naming the actor, the option and the value.
+    """
+    found: dict[str, tuple[Job, Any]] = {}
+    for actor in actors:
+        spec = actor.options["periodic"]
+        try:
+            schedule = Cron(cron_expression(spec), tz=zone)
+        except (ConfigError, AttributeError, TypeError) as exc:
+            reason = exc.reason if isinstance(exc, ConfigError) else "not a periodiq cron(...)"
+            raise ConfigError(reason, job=actor.actor_name, option="periodic",
+                              value=str(spec)) from None  # fmt: skip
+        job = Job(name=actor.actor_name, schedule=schedule, adapter=SENDER,
+                  task=actor.actor_name, queue=actor.queue_name,
+                  misfire_grace=timedelta(seconds=grace))  # fmt: skip
+        found[actor.actor_name] = (job, actor)
+    return found
+
+
+def scheduled_at(dispatch: Dispatch, zone: str) -> str:
+    """The ``scheduled_at`` option as periodiq writes it: ``str()`` of a pendulum time in
+    the local zone (ISO 8601 with a space), which its middleware parses back."""
+    at = dispatch.occurrence.scheduled_at.astimezone(_zone(zone))
+    return at.isoformat(" ")
+
+
+def _zone(name: str) -> Any:
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name)
+
+
+class PeriodiqSender:
+    """Sends periodic actors as periodiq does."""
+
+    name = SENDER
+    declares = False  # it sends periodiq's actors; no job is declared on it
+
+    def __init__(self, actors: dict[str, Any], zone: str) -> None:
+        self.actors = actors
+        self.zone = zone
+
+    def accepts(self, obj: object, queue: object | None) -> bool:
+        return False
+
+    def describe(self, obj: object, queue: object | None) -> TaskRef:
+        raise ConfigError("periodiq actors are declared with periodic=, not @cluster_task")
+
+    def wrap(self, obj: Any, job: Job) -> Any:
+        return obj
+
+    def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
+        results: list[Exception | None] = []
+        for dispatch in dispatches:
+            actor = self.actors.get(dispatch.job.name)
+            if actor is None:
+                results.append(KeyError(f"no periodic actor {dispatch.job.name!r}"))
+                continue
+            try:
+                log.info("Scheduling %s at %s.", actor, scheduled_at(dispatch, self.zone))
+                actor.send_with_options(scheduled_at=scheduled_at(dispatch, self.zone))
+            except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome
+                results.append(exc)
+                continue
+            results.append(None)
+        return results
+
+
+def declared(modules: Sequence[Any]) -> list[Job]:
+    """The periodic actors of the current broker once ``modules`` are imported (``cron-bridge
+    list -A`` and the beat's start), as ``cron-bridge periodiq`` would run them."""
+    del modules  # the actors are on the broker the modules declared them on
+    actors = periodic_actors(dramatiq.get_broker())
+    if not actors:
+        return []
+    try:
+        zone = local_zone_name(why="periodiq")
+        jobs = periodic_jobs(actors, zone, skip_delay(dramatiq.get_broker()))
+    except ConfigError as exc:
+        log.warning("the periodiq actors cannot be listed: %s", exc)
+        return []
+    return [job for job, _ in jobs.values()]
+
+
+@click.command("periodiq")
+@click.argument("broker")
+@click.argument("modules", nargs=-1)
+@click.option("--path", "-P", "paths", multiple=True, default=["."], show_default=True,
+              help="The module import path; repeat it for several.")  # fmt: skip
+@click.option("--verbose", "-v", count=True, help="Turn on verbose log output.")
+@beat_options
+def periodiq(
+    broker: str, modules: tuple[str, ...], paths: tuple[str, ...], verbose: int, **options: Any
+) -> None:
+    """Run periodiq's periodic actors (BROKER is 'module' or 'module:a_broker', then the
+    modules to import) on any number of replicas: each occurrence is claimed once in the
+    store and sent by one replica, as periodiq sends it.
+
+    Takes what `periodiq` takes (BROKER, MODULE..., -P/--path, -v) and the options of
+    `cron-bridge beat`.
+    """
+    logging.getLogger().setLevel(logging.DEBUG if verbose else logging.INFO)
+    with one_line_errors():
+        for path in paths:
+            sys.path.insert(0, path)
+        from dramatiq.cli import import_broker
+
+        try:
+            _, found = import_broker(broker)  # type: ignore[no-untyped-call]
+            for module in modules:
+                importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - the user's modules, said in one line
+            raise ConfigError(f"{type(exc).__name__}: {exc}", option="BROKER",
+                              value=broker) from None  # fmt: skip
+        actors = periodic_actors(found)
+        if not actors:
+            raise ConfigError("No periodic actor to schedule.", option="MODULE",
+                              value=" ".join((broker, *modules)))  # fmt: skip
+        zone = local_zone_name(why="periodiq")
+        jobs = periodic_jobs(actors, zone, skip_delay(found))
+        _print_periodic_actors(actors, zone)
+        register(PeriodiqSender({name: actor for name, (_, actor) in jobs.items()}, zone))
+    run_beat(lambda: [job for job, _ in jobs.values()], options)
+
+
+def _print_periodic_actors(actors: Sequence[Any], zone: str) -> None:
+    """periodiq's own table of the actors it schedules."""
+    log.info("Registered periodic actors (cron fields in %s):", zone)
+    log.info("")
+    log.info("    %-24s module:actor@queue", "m h dom mon dow")
+    log.info("    %-24s ------------------", "-" * 24)
+    for actor in actors:
+        log.info("    %-24s %s:%s@%s", str(actor.options["periodic"]), actor.fn.__module__,
+                 actor.actor_name, actor.queue_name)  # fmt: skip
+    log.info("")

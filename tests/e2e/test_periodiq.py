@@ -1,0 +1,110 @@
+"""Twin test: stock ``periodiq`` (one process) and three ``cron-bridge periodiq`` replicas on
+the same actors (tests/apps/periodiq_app.py), side by side, each sending into its own broker
+namespace; the messages that reach Redis are compared field by field, minute by minute."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import dramatiq
+import pytest
+import redis
+
+from tests.e2e.processes import Service, command_env, wait_for
+from tests.servers import RedisServer
+
+pytestmark = pytest.mark.slow
+
+APP = "tests.apps.periodiq_app"
+WINDOW = 62.0  # seconds: covers a minute boundary
+# Differ between any two sends, whoever sends them.
+VOLATILE = {"message_id", "message_timestamp"}
+VOLATILE_OPTIONS = {"redis_message_id"}
+
+
+class Process(Service):
+    def __init__(self, name: str, folder: Path, env: dict[str, str], *argv: str) -> None:
+        super().__init__(name, folder, env)
+        self._argv = list(argv)
+
+    def argv(self) -> list[str]:
+        return self._argv
+
+
+def messages(client: redis.Redis, namespace: str) -> list[dict[str, Any]]:
+    """Every message waiting in the namespace's queues, decoded as a worker would."""
+    found = []
+    for key in client.scan_iter(f"{namespace}:*.msgs"):
+        for raw in client.hvals(key):
+            found.append(dramatiq.Message.decode(raw).asdict())
+    return found
+
+
+def shape(message: dict[str, Any]) -> dict[str, Any]:
+    kept = {k: v for k, v in message.items() if k not in VOLATILE}
+    kept["options"] = {k: v for k, v in message["options"].items() if k not in VOLATILE_OPTIONS}
+    return kept
+
+
+def test_stock_periodiq_and_three_cron_bridge_replicas_send_the_same_messages(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Each minute the same actors with the same queue, args, kwargs and options (its
+    ``scheduled_at`` to the second) reach the broker from both, and each of ours once."""
+    name = uuid.uuid4().hex[:8]
+    server = redis_server.url.rsplit("/", 1)[0]
+    broker = f"{server}/4"
+    stock = Process(
+        "stock", tmp_path,
+        command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"stock-{name}"),
+        str(Path(sys.executable).parent / "periodiq"), APP,
+    )  # fmt: skip
+    ours_env = command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"ours-{name}")
+    argv = [sys.executable, "-m", "cron_bridge", "periodiq", APP, "--store",
+            f"{server}/5?prefix=pq{name}:"]  # fmt: skip
+    ours = [
+        Process(f"replica{i}", tmp_path, ours_env, *argv, "--replica-id", f"replica{i}")
+        for i in range(3)
+    ]
+    client = redis.Redis.from_url(broker)
+    try:
+        started = [p.start() for p in (stock, *ours)]
+        wait_for(lambda: all("started with 4 jobs" in p.output() for p in ours), 60,
+                 "three replicas")  # fmt: skip
+        wait_for(lambda: "Starting Periodiq" in stock.output(), 60, "periodiq")
+        time.sleep(2)
+        began = time.time()
+        time.sleep(WINDOW)
+        ended = time.time()
+        alive = [p.name for p in started if p.process and p.process.poll() is None]
+        assert len(alive) == 4, [p.output()[-2000:] for p in started]
+    finally:
+        for process in (stock, *ours):
+            process.ensure_stopped()
+
+    def in_window(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from datetime import datetime
+
+        return [
+            m for m in found
+            if began <= datetime.fromisoformat(m["options"]["scheduled_at"]).timestamp() <= ended
+        ]  # fmt: skip
+
+    stock_sent = in_window(messages(client, f"stock-{name}"))
+    our_sent = in_window(messages(client, f"ours-{name}"))
+    assert stock_sent, stock.output()[-3000:]
+
+    def by_send(found: list[dict[str, Any]]) -> Counter[str]:
+        return Counter(repr(sorted(shape(m).items())) for m in found)
+
+    ours_counted = by_send(our_sent)
+    assert max(ours_counted.values()) == 1, ours_counted.most_common(2)  # each occurrence once
+    assert ours_counted == by_send(stock_sent)
+    actors = {m["actor_name"] for m in stock_sent}
+    assert {"every_minute", "report"} <= actors and "not_periodic" not in actors
+    assert {m["queue_name"] for m in stock_sent if m["actor_name"] == "report"} == {"reports"}
