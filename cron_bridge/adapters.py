@@ -7,12 +7,22 @@ An adapter registers an ``Adapter`` under the entry point group ``cron_bridge.ad
 ``Dispatch`` values to send. On the worker its task wrapper calls ``run_delivery`` with what
 its queue library says of the message, and its stored-schedule task ``run_stored_schedule``.
 A command that runs the library's own schedule declarations as a beat (``rq-cron``) registers
-a click command under ``cron_bridge.commands`` with ``beat_options``, and calls ``run_beat``.
+a click command under ``cron_bridge.commands`` with ``beat_options``, and calls ``run_beat``;
+one that moves another scheduler's stored jobs into stored schedules (``import rq-scheduler``)
+registers one under ``cron_bridge.importers``, and writes them with ``Schedules``.
 """
 
 from cron_bridge.beat.replica import Beat
 from cron_bridge.cli.beat import beat_options, run_beat
-from cron_bridge.cli.common import one_line_errors
+from cron_bridge.cli.common import (
+    load_app,
+    one_line_errors,
+    open_store,
+    optional_app_option,
+    print_table,
+    store_option,
+)
+from cron_bridge.control.schedules import Schedules, StoredSchedule
 from cron_bridge.errors import ConfigError, InvalidMessage, RefusedTask, StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job, Occurrence
 from cron_bridge.plugins import (
@@ -54,24 +64,31 @@ __all__ = [
     "Occurrence",
     "RefusedTask",
     "Schedule",
+    "Schedules",
     "Senders",
     "Store",
     "StoreUnavailable",
+    "StoredSchedule",
     "TaskRef",
     "Window",
     "beat_options",
     "default_registry",
     "get_adapter",
     "listed",
+    "load_app",
     "load_zone",
     "loads_untrusted",
     "local_zone_name",
     "one_line_errors",
+    "open_store",
+    "optional_app_option",
+    "print_table",
     "redact_url",
     "register",
     "run_beat",
     "run_delivery",
     "run_stored_schedule",
     "store_from_url",
+    "store_option",
     "worker_store",
 ]

@@ -1,18 +1,21 @@
 """The ``cron-bridge`` command line: one module per command group, attached to ``main`` here.
 
 ``main`` (``cron_bridge.cli.main``) is the group; ``beat``, ``jobs`` (list, run, history),
-``control`` (pause, resume), ``schedules`` (schedule ...) and ``demo`` each define their
-commands; ``common`` is what they share (one-line errors, exit codes, options).
+``control`` (pause, resume), ``schedules`` (schedule ...), ``imports`` (import ...) and
+``demo`` each define their commands, and the installed adapters add theirs (``rq-cron``,
+``periodiq``, ``import rq-scheduler``) through entry points; ``common`` is what they share
+(one-line errors, exit codes, options).
 """
 
 from cron_bridge.cli.beat import beat
 from cron_bridge.cli.control import pause, resume
 from cron_bridge.cli.demo import demo
+from cron_bridge.cli.imports import import_
 from cron_bridge.cli.jobs import history, list_jobs, run
 from cron_bridge.cli.main import main
 from cron_bridge.cli.schedules import schedule
 
-for _command in (beat, list_jobs, run, history, pause, resume, schedule, demo):
+for _command in (beat, list_jobs, run, history, pause, resume, schedule, import_, demo):
     main.add_command(_command)
 
 __all__ = ["main"]

@@ -9,12 +9,15 @@ from importlib.metadata import EntryPoint, entry_points
 
 import click
 
-__all__ = ["COMMANDS_GROUP", "main"]
+__all__ = ["COMMANDS_GROUP", "IMPORTERS_GROUP", "Commands", "main"]
 
 COMMANDS_GROUP = "cron_bridge.commands"
 """Where adapter distributions register more commands (``cron-bridge rq-cron``): click
 commands, loaded only when named (or listed by ``--help``), so no other command imports a
 queue library."""
+
+IMPORTERS_GROUP = "cron_bridge.importers"
+"""Where adapter distributions register ``cron-bridge import SOURCE`` commands."""
 
 # The commands that run a beat log at INFO by default; the others at WARNING.
 RUN_BEATS = {"beat", "demo", "rq-cron", "periodiq"}
@@ -23,8 +26,10 @@ RUN_BEATS = {"beat", "demo", "rq-cron", "periodiq"}
 class Commands(click.Group):
     """The built-in commands, and those the installed adapters register."""
 
+    entry_point_group = COMMANDS_GROUP
+
     def _installed(self) -> dict[str, EntryPoint]:
-        return {point.name: point for point in entry_points(group=COMMANDS_GROUP)}
+        return {point.name: point for point in entry_points(group=self.entry_point_group)}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self._installed()))

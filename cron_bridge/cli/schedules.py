@@ -26,11 +26,11 @@ __all__ = ["schedule"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Options given as text on the command line, read as the Python API reads them.
-_TEXT_OPTIONS = ("cron", "every", "at", "tz", "start", "end", "jitter", "misfire",
+_TEXT_OPTIONS = ("cron", "every", "at", "tz", "offset", "start", "end", "jitter", "misfire",
                  "misfire_grace", "overlap", "lock_ttl", "timeout")  # fmt: skip
 
 
-_WHEN = ("cron", "every", "at", "tz", "start", "end", "jitter")
+_WHEN = ("cron", "every", "at", "tz", "offset", "start", "end", "jitter")
 
 
 def _spec_options(func: F) -> F:

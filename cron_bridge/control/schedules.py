@@ -44,7 +44,7 @@ _TAKE_TRIES = 1_000  # feed numbers tried past the head hint before giving up
 LIBRARIES = ("celery", "rq", "dramatiq")
 TASK_MAX = 300
 SPEC_MAX = 64 * 1024  # bytes of JSON per schedule
-_SCHEDULE_OPTIONS = ("cron", "every", "at", "tz", "start", "end", "jitter")
+_SCHEDULE_OPTIONS = ("cron", "every", "at", "tz", "offset", "start", "end", "jitter")
 # Every replica follows the stored schedules once a second, and whoever holds the secret must
 # not be able to make one schedule flood the broker (every="1ms" is a thousand sends a second).
 MIN_EVERY = timedelta(seconds=1)
@@ -186,6 +186,30 @@ class Schedules:
         spec.job()  # validates, naming the option, before anything is written
         _check_storable(spec)
         self._write(spec, by=by, action="schedule added", create=True)
+        return spec
+
+    def check(
+        self,
+        name: str,
+        *,
+        task: str,
+        library: str,
+        args: list[Any] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        queue: str | None = None,
+        **options: Any,
+    ) -> StoredSchedule:
+        """What ``add`` would store, checked as ``add`` checks it, without writing anything
+        (an import's dry run).
+
+        Raises:
+            ConfigError: what ``add`` would refuse, naming the option.
+        """
+        spec = StoredSchedule(name=name, library=library, task=task, options=options,
+                              args=[] if args is None else args,
+                              kwargs={} if kwargs is None else kwargs, queue=queue)  # fmt: skip
+        spec.job()
+        _check_storable(spec)
         return spec
 
     def update(self, name: str, *, by: str = "python", **changes: Any) -> StoredSchedule:

@@ -1,0 +1,111 @@
+"""``cron-bridge import rq-scheduler`` on jobs the real rq-scheduler created: a dry run that
+changes nothing, then --apply, which writes the stored schedules and leaves nothing of a
+moved job in Redis; what cannot move stays, with the reason."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from rq_scheduler import Scheduler
+
+from cron_bridge.control.schedules import Schedules
+from cron_bridge.stores import store_from_url
+from tests.apps.rq_cron_tasks import cleanup, send_report, sync_accounts
+from tests.e2e.processes import cli, command_env
+from tests.servers import RedisServer
+
+pytestmark = pytest.mark.slow
+
+
+def snapshot(client: redis.Redis) -> dict[bytes, object]:
+    """Every key of the database with its value, to tell that nothing changed."""
+    found: dict[bytes, object] = {}
+    for key in client.scan_iter("*"):
+        kind = client.type(key)
+        found[key] = (client.hgetall(key) if kind == b"hash"
+                      else client.zrange(key, 0, -1, withscores=True))  # fmt: skip
+    return found
+
+
+# rq-scheduler's own call into crontab warns of a change to come.
+@pytest.mark.filterwarnings("ignore:Version 0.22.0:FutureWarning")
+def test_rq_scheduler_jobs_move_into_stored_schedules(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    db = 13
+    client = redis.Redis(port=redis_server.port, db=db)
+    client.flushdb()
+    url = f"{redis_server.url.rsplit('/', 1)[0]}/{db}"
+    store_url = f"{redis_server.url.rsplit('/', 1)[0]}/14?prefix=imp{uuid.uuid4().hex[:8]}:"
+    scheduler = Scheduler(connection=client)
+    cron = scheduler.cron("*/10 * * * *", func=send_report, args=["daily"],
+                          kwargs={"to": "team@example.com"}, queue_name="reports",
+                          id="nightly-report")  # fmt: skip
+    local = scheduler.cron("30 6 * * 1-5", func=cleanup, use_local_timezone=True)
+    every_at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=97)
+    every = scheduler.schedule(every_at, sync_accounts, args=["eu"], interval=120)
+    counted = scheduler.schedule(every_at, sync_accounts, args=["us"], interval=60, repeat=3)
+    once = scheduler.enqueue_in(timedelta(hours=1), cleanup)
+    opaque = scheduler.cron("0 * * * *", func=sync_accounts, args=[datetime(2026, 1, 1)])
+    meta = scheduler.cron("0 0 * * *", func=cleanup, meta={"owner": "ops"})
+    unagreed = scheduler.schedule(every_at, print, args=["x"], interval=60)
+    env = command_env(CRON_BRIDGE_STORED_TASKS="tests.apps.rq_cron_tasks.*", TZ="Europe/Warsaw")
+    base = ["import", "rq-scheduler", "-u", url, "--store", store_url]
+
+    before = snapshot(client)
+    dry = cli(*base, env=env, cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert "4 of 8 job(s) would move; run again with --apply" in dry.stdout
+    assert snapshot(client) == before  # a dry run changes nothing
+    assert Schedules(store_from_url(store_url)).list() == {}
+
+    alive = Scheduler(connection=client, name="still-running")
+    alive.register_birth()
+    refused = cli(*base, "--apply", env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "rqscheduler is running" in refused.stderr
+    now = snapshot(client)
+    assert {k: v for k, v in now.items() if not k.startswith(b"rq:scheduler_instance:")} == before
+    alive.register_death()
+    client.delete(alive.key)
+
+    done = cli(*base, "--apply", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "4 of 8 job(s) moved" in done.stdout
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:-1]}
+    assert "not plain data" in lines[opaque.id]
+    assert "cannot carry meta ['owner']" in lines[meta.id]
+    assert "one-off" in lines[once.id]
+    assert "CRON_BRIDGE_STORED_TASKS" in lines[unagreed.id]
+
+    stored = {
+        name: spec.to_json() for name, spec in Schedules(store_from_url(store_url)).list().items()
+    }
+    assert stored["nightly-report"] == {
+        "name": "nightly-report", "library": "rq", "task": "tests.apps.rq_cron_tasks.send_report",
+        "options": {"cron": "*/10 * * * *", "tz": "UTC"}, "args": ["daily"],
+        "kwargs": {"to": "team@example.com"}, "queue": "reports", "backoff": None,
+    }  # fmt: skip
+    (local_name,) = [n for n in stored if n.startswith("cleanup-")]
+    assert stored[local_name]["options"] == {"cron": "30 6 * * 1-5", "tz": "Europe/Warsaw"}
+    by_region = {
+        spec["args"][0]: spec for spec in stored.values() if spec["args"] in (["eu"], ["us"])
+    }
+    offset = f"{every_at.timestamp() % 120:g}s"
+    assert by_region["eu"]["options"] == {"every": "120s", "offset": offset}
+    last = every_at + timedelta(seconds=2 * 60)  # repeat=3: the next run and two more
+    assert by_region["us"]["options"]["end"] == (last + timedelta(seconds=1)).isoformat()
+
+    # Nothing of a moved job is left; what stays is untouched.
+    remaining = {member.decode() for member in client.zrange("rq:scheduler:scheduled_jobs", 0, -1)}
+    assert remaining == {once.id, opaque.id, meta.id, unagreed.id}
+    for job in (cron, local, every, counted):
+        assert not client.exists(f"rq:job:{job.id}")
+    for job in (once, opaque, meta, unagreed):
+        assert client.exists(f"rq:job:{job.id}")
+
+    again = cli(*base, "--apply", env=env, cwd=tmp_path)
+    assert again.returncode == 0 and "0 of 4 job(s) moved" in again.stdout
