@@ -20,7 +20,7 @@ IMPORTERS_GROUP = "cron_bridge.importers"
 """Where adapter distributions register ``cron-bridge import SOURCE`` commands."""
 
 # The commands that run a beat log at INFO by default; the others at WARNING.
-RUN_BEATS = {"beat", "demo", "rq-cron", "periodiq"}
+RUN_BEATS = {"beat", "demo", "rq-cron", "periodiq", "dramatiq-crontab"}
 
 
 class Commands(click.Group):

@@ -1,0 +1,112 @@
+"""Twin test: stock ``manage.py crontab`` (dramatiq-crontab, one process) and three
+``cron-bridge dramatiq-crontab`` replicas on the same Django project (tests/apps/crontabproj),
+side by side, each sending into its own broker namespace; the messages that reach Redis are
+compared field by field and counted per actor over the same window."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import dramatiq
+import pytest
+import redis
+
+from tests.e2e.processes import Service, cli, command_env, wait_for
+from tests.servers import RedisServer
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = "tests.apps.crontabproj.settings"
+WINDOW = 62.0  # seconds: covers a minute boundary
+VOLATILE = {"message_id", "message_timestamp"}
+VOLATILE_OPTIONS = {"redis_message_id"}
+
+
+class Process(Service):
+    def __init__(self, name: str, folder: Path, env: dict[str, str], *argv: str) -> None:
+        super().__init__(name, folder, env)
+        self._argv = list(argv)
+
+    def argv(self) -> list[str]:
+        return self._argv
+
+
+def messages(client: redis.Redis, namespace: str) -> list[dict[str, Any]]:
+    found = []
+    for key in client.scan_iter(f"{namespace}:*.msgs"):
+        found += [dramatiq.Message.decode(raw).asdict() for raw in client.hvals(key)]
+    return found
+
+
+def shape(message: dict[str, Any]) -> str:
+    kept = {k: v for k, v in message.items() if k not in VOLATILE}
+    kept["options"] = {k: v for k, v in message["options"].items() if k not in VOLATILE_OPTIONS}
+    return repr(sorted(kept.items()))
+
+
+def test_manage_py_crontab_and_three_cron_bridge_replicas_send_the_same_messages(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The same actors with the same queue, args, kwargs and options from both; the crontab
+    ones in the same minutes, the interval one as often (±1); each of ours once."""
+    name = uuid.uuid4().hex[:8]
+    server = redis_server.url.rsplit("/", 1)[0]
+    broker = f"{server}/6"
+    stock_env = command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"stock-{name}")
+    stock = Process("stock", tmp_path, stock_env, sys.executable, "-m", "django", "crontab",
+                    f"--settings={SETTINGS}")  # fmt: skip
+    ours_env = command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"ours-{name}")
+    store_url = f"{server}/7?prefix=dc{name}:"
+    argv = [sys.executable, "-m", "cron_bridge", "dramatiq-crontab", "--settings", SETTINGS,
+            "--store", store_url]  # fmt: skip
+    ours = [
+        Process(f"replica{i}", tmp_path, ours_env, *argv, "--replica-id", f"replica{i}")
+        for i in range(3)
+    ]
+    client = redis.Redis.from_url(broker)
+    try:
+        started = [p.start() for p in (stock, *ours)]
+        wait_for(lambda: all("started with 5 jobs" in p.output() for p in ours), 60,
+                 "three replicas")  # fmt: skip
+        wait_for(lambda: "Starting scheduler" in stock.output(), 60, "manage.py crontab")
+        time.sleep(2)
+        began = time.time()
+        time.sleep(WINDOW)
+        ended = time.time()
+        alive = [p.name for p in started if p.process and p.process.poll() is None]
+        assert len(alive) == 4, [p.output()[-2000:] for p in started]
+    finally:
+        for process in (stock, *ours):
+            process.ensure_stopped()
+
+    def sent(namespace: str) -> list[dict[str, Any]]:
+        return [m for m in messages(client, namespace)
+                if began <= m["message_timestamp"] / 1000 <= ended]  # fmt: skip
+
+    stock_sent, our_sent = sent(f"stock-{name}"), sent(f"ours-{name}")
+    assert stock_sent, stock.output()[-3000:]
+    # Field by field: the same kinds of message from both.
+    assert {shape(m) for m in our_sent} == {shape(m) for m in stock_sent}
+
+    def per_minute(found: list[dict[str, Any]]) -> Counter[tuple[str, int]]:
+        return Counter((m["actor_name"], int(m["message_timestamp"] / 60_000)) for m in found
+                       if m["actor_name"] != "pulse")  # fmt: skip
+
+    assert per_minute(our_sent) == per_minute(stock_sent)
+    assert {actor for actor, _ in per_minute(stock_sent)} == {
+        "every_minute", "weekdays_and_weekends", "heartbeat"}  # fmt: skip
+    pulses = Counter(m["actor_name"] for m in stock_sent)["pulse"]
+    assert pulses >= 11 and abs(Counter(m["actor_name"] for m in our_sent)["pulse"] - pulses) <= 1
+
+    # Each occurrence once: one message per occurrence the store says was enqueued.
+    history = cli("history", "every_minute", "--json", "-n", "50", "--store", store_url,
+                  env=ours_env, cwd=tmp_path)  # fmt: skip
+    assert history.returncode == 0, history.stderr
+    assert history.stdout.count('"enqueued"') == len(
+        [m for m in messages(client, f"ours-{name}") if m["actor_name"] == "every_minute"]
+    )
