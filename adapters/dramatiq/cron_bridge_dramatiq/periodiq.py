@@ -26,6 +26,7 @@ from typing import Any
 
 import click
 import dramatiq
+import dramatiq.broker
 
 from cron_bridge.adapters import (
     ConfigError,
@@ -175,12 +176,14 @@ def declared(modules: Sequence[Any]) -> list[Job]:
     """The periodic actors of the current broker once ``modules`` are imported (``cron-bridge
     list -A`` and the beat's start), as ``cron-bridge periodiq`` would run them."""
     del modules  # the actors are on the broker the modules declared them on
-    actors = periodic_actors(dramatiq.get_broker())
+    # The broker the modules set, if any: get_broker() would make one where none is.
+    broker = getattr(dramatiq.broker, "global_broker", None)
+    actors = periodic_actors(broker) if broker is not None else []
     if not actors:
         return []
     try:
         zone = local_zone_name(why="periodiq")
-        jobs = periodic_jobs(actors, zone, skip_delay(dramatiq.get_broker()))
+        jobs = periodic_jobs(actors, zone, skip_delay(broker))
     except ConfigError as exc:
         log.warning("the periodiq actors cannot be listed: %s", exc)
         return []
