@@ -10,11 +10,13 @@ KOMBU_FLOOR := 5.3
 FLOOR  := .venv-celery-floor
 FLOOR_STAMP := $(FLOOR)/.installed-$(CELERY_FLOOR)-$(KOMBU_FLOOR)
 # The lowest RQ and Dramatiq their adapters declare, for their end-to-end tests (the tests
-# check these are the declared floors); .venv has the newest.
+# check these are the declared floors); .venv has the newest. rq-scheduler lives here too,
+# for the jobs `cron-bridge import rq-scheduler` reads: it brings the `crontab` module, which
+# takes the place of python-crontab's that django-celery-beat imports in .venv.
 RQ_FLOOR := 2.8.0
 DRAMATIQ_FLOOR := 1.17.1
 QUEUE_FLOOR := .venv-queue-floor
-QUEUE_FLOOR_STAMP := $(QUEUE_FLOOR)/.installed-$(RQ_FLOOR)-$(DRAMATIQ_FLOOR)
+QUEUE_FLOOR_STAMP := $(QUEUE_FLOOR)/.installed-$(RQ_FLOOR)-$(DRAMATIQ_FLOOR)-rq-scheduler
 
 .PHONY: demo test lint typecheck docs pytest bench chaos clean
 
@@ -52,7 +54,7 @@ $(QUEUE_FLOOR_STAMP): $(STAMP) adapters/rq/pyproject.toml adapters/dramatiq/pypr
 	$(QUEUE_FLOOR)/bin/python -m pip install --quiet --upgrade pip
 	$(QUEUE_FLOOR)/bin/python -m pip install --quiet "rq==$(RQ_FLOOR)" \
 		"dramatiq[redis,rabbitmq]==$(DRAMATIQ_FLOOR)" psutil -e ".[redis]" -e adapters/rq \
-		-e adapters/dramatiq
+		-e adapters/dramatiq rq-scheduler
 	touch $(QUEUE_FLOOR_STAMP)
 
 # The end-to-end tests mostly wait on sleeps and servers, so they run side by side (each

@@ -88,7 +88,10 @@ def test_a_decorated_task_sent_directly_behaves_as_its_undecorated_twin(
         "plain": direct.RETRIES + 1,
         "decorated": direct.RETRIES + 1,
     }, worker.output()[-3000:]
+    # RQ schedules a retry at int(now + interval), so its own 1 s can be 0.1 s; the others
+    # wait at least the delay. Both twins keep to the library's own bound, and to 10 s.
+    lowest = 0.0 if library == "rq" else direct.DELAY_S * 0.9
     for twin in ("plain", "decorated"):
         times = [line["at"] for line in lines if line["twin"] == twin]
         gaps = [b - a for a, b in itertools.pairwise(times)]
-        assert all(gap >= direct.DELAY_S * 0.9 for gap in gaps), (twin, gaps)
+        assert all(lowest <= gap < 10 for gap in gaps), (twin, gaps)
