@@ -15,17 +15,13 @@ from cron_bridge.cli.common import (
     optional_app_option,
     store_option,
 )
+from cron_bridge.cli.names import check_name
 from cron_bridge.control import pause as control
 
 __all__ = ["pause", "resume"]
 
-_app = optional_app_option("The module that declares the job; when given, an unknown name is "
-                           "refused.")  # fmt: skip
-
-
-def _known(name: str, app: tuple[str, ...]) -> None:
-    if app and name not in {job.name for job in load_app(app)}:
-        fail(f"no job called {name!r} in {' '.join(app)}")
+_app = optional_app_option("The module that declares the job, for a name no beat has "
+                           "published to the store yet.")  # fmt: skip
 
 
 @click.command()
@@ -39,9 +35,9 @@ def pause(name: str, reason: str, app: tuple[str, ...], store: str | None) -> No
     Runs already in flight, and messages already in a queue, are not stopped.
     """
     with one_line_errors():
-        _known(name, app)
         opened = open_store(store)
         try:
+            check_name(opened, name, app)
             record = control.pause(opened, name, reason=reason, by=control.cli_actor())
         finally:
             opened.close()
@@ -64,9 +60,9 @@ def resume(name: str, catch_up: bool, app: tuple[str, ...], store: str | None) -
     if catch_up and not app:
         fail("--catch-up runs the job: give its module with -A (or CRON_BRIDGE_APP)")
     with one_line_errors():
-        _known(name, app)
         opened = open_store(store)
         try:
+            check_name(opened, name, app)
             if catch_up:
                 replica = Beat(opened, load_app(app))
                 ended, ran = replica.resume(name, by=control.cli_actor(), catch_up=True)

@@ -23,6 +23,7 @@ from cron_bridge.cli.common import (
     print_table,
     store_option,
 )
+from cron_bridge.cli.names import check_name
 from cron_bridge.control import aside
 from cron_bridge.control import pause as control
 from cron_bridge.control.audit import Audit, OccurrenceReport, audit, occurrence_report
@@ -191,6 +192,7 @@ def history(
         if opened is None:
             fail("no store: give --store or set CRON_BRIDGE_STORE")
         try:
+            check_name(opened, name, app, records=True)
             if changes:
                 _show_changes(control.changes(opened, name)[:count], as_json)
                 return

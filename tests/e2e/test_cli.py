@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from cron_bridge.control import pause as control
+from cron_bridge.stores import store_from_url
 from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
 
 pytestmark = pytest.mark.slow
@@ -234,3 +236,39 @@ def test_a_beat_says_what_else_its_modules_hold_that_it_does_not_run(tmp_path: P
         "tests.apps.cli_app, tests.apps.periodiq_app also has 4 periodiq entries, which "
         "`cron-bridge periodiq tests.apps.cli_app tests.apps.periodiq_app` runs"
     ) in told[0]
+
+
+def test_a_job_name_nobody_declared_is_refused_with_the_closest_names(tmp_path: Path) -> None:
+    """pause, resume and history check the name against the jobs the cluster knows (what
+    the beats published, stored schedules, -A): a typo is one line, exit 2, and writes no
+    pause for a job that does not exist."""
+    store = f"sqlite:///{tmp_path}/s.db"
+    env = command_env(CRON_BRIDGE_STORE=store)
+    unknown = cli("pause", "nosuch.job", env=env, cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().splitlines() == [
+        "cron-bridge: no job called 'nosuch.job' is known: no beat has published its jobs to "
+        "this store yet; give the module that declares it with -A"
+    ]
+    typo = cli("pause", "reports.minutly", "-A", APP, env=env, cwd=tmp_path)
+    assert typo.returncode == 2
+    assert "no job called 'reports.minutly' (did you mean 'reports.minutely'?)" in typo.stderr
+    beat = BeatProcess("names", tmp_path, env, app=APP, store_url=store).start()
+    try:
+        wait_for(lambda: "started with" in beat.output(), 30, "the beat to publish its jobs")
+        time.sleep(1)
+    finally:
+        beat.terminate()
+        beat.ensure_stopped()
+    # Known from the catalog the beat published, without -A.
+    assert cli("pause", "cache.warm", env=env, cwd=tmp_path).returncode == 0
+    assert cli("resume", "cache.warm", env=env, cwd=tmp_path).returncode == 0
+    for command in (["resume", "cache.wram"], ["history", "cache.wram"], ["pause", "zzz"]):
+        refused = cli(*command, env=env, cwd=tmp_path)
+        assert refused.returncode == 2, (command, refused.stdout)
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "did you mean 'cache.warm'" in cli("history", "cache.wram", env=env,
+                                              cwd=tmp_path).stderr  # fmt: skip
+    listed = cli("pause", "zzz", env=env, cwd=tmp_path).stderr
+    assert "(known: billing.broken, cache.warm, reports.minutely)" in listed
+    assert control.paused(store_from_url(store)) == {}
