@@ -3,11 +3,14 @@ modules of ``cron_bridge.cli`` define (attached in its ``__init__``)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
 
 import click
+
+from cron_bridge.plugins import ENTRY_POINT_GROUP
 
 __all__ = ["COMMANDS_GROUP", "IMPORTERS_GROUP", "Commands", "main"]
 
@@ -50,7 +53,34 @@ class Commands(click.Group):
         return loaded if isinstance(loaded, click.Command) else None
 
 
+def versions() -> list[str]:
+    """A line per installed distribution of cron-bridge, each adapter with its queue
+    library's version (an adapter's entry point is named after its library)."""
+    lines = [f"cron-bridge {version('cron-bridge')}"]
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        dist = point.dist
+        shown = f"{dist.name} {dist.version}" if dist is not None else point.value
+        with contextlib.suppress(PackageNotFoundError):  # a fourth library's adapter
+            shown += f" ({point.name} {version(point.name)})"
+        lines.append(shown)
+    return lines
+
+
+def _print_versions(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo("\n".join(versions()))
+        ctx.exit()
+
+
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_versions,
+    help="Show the versions of cron-bridge, its adapters and their queue libraries.",
+)
 @click.option(
     "--log-level",
     default=None,

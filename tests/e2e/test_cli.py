@@ -272,3 +272,16 @@ def test_a_job_name_nobody_declared_is_refused_with_the_closest_names(tmp_path: 
     listed = cli("pause", "zzz", env=env, cwd=tmp_path).stderr
     assert "(known: billing.broken, cache.warm, reports.minutely)" in listed
     assert control.paused(store_from_url(store)) == {}
+
+
+def test_version_names_every_distribution_and_its_queue_library(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    done = cli("--version", env=command_env(), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"cron-bridge {version('cron-bridge')}",
+        f"cron-bridge-celery {version('cron-bridge-celery')} (celery {version('celery')})",
+        f"cron-bridge-dramatiq {version('cron-bridge-dramatiq')} (dramatiq {version('dramatiq')})",
+        f"cron-bridge-rq {version('cron-bridge-rq')} (rq {version('rq')})",
+    ]
