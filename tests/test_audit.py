@@ -155,3 +155,27 @@ def test_the_audit_says_what_became_of_each_occurrence_that_never_completed() ->
     assert why["missed"] == "missed on beat-a"
     assert why["unclaimed"].startswith("never claimed")
     assert json.loads(json.dumps(found.to_json()))["why_never_completed"][made["held"].id]
+
+
+def test_the_audit_leaves_out_the_occurrences_before_a_replica_first_declared_the_job() -> None:
+    """A job first published 10 minutes ago, audited over 24 h: the 47 half-hours before it
+    are not "never claimed (no replica up)"; the window starts at the first declaration, which
+    a later publish (a restart, a schedule change) never moves."""
+    from cron_bridge import declare
+    from cron_bridge.control import catalog
+
+    store = MemoryStore()
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    job = declare("billing.new", every="30m", target="inline", handler=lambda ctx: None)
+    deployed = now - timedelta(minutes=10)
+    catalog.publish(store, [job], now=deployed)
+    catalog.publish_some(store, [job], now=now)  # changed again later: the first stays
+    assert catalog.first_seen(store, job.name) == deployed
+    end = now - timedelta(minutes=1)  # the CLI's --grace
+    whole_day = audit(store, job.name, now - timedelta(hours=24), end, job.schedule)
+    assert whole_day.occurrences == 47 and len(whole_day.never) == 47  # what it said before
+    found = audit(store, job.name, now - timedelta(hours=24), end, job.schedule,
+                  first_seen=catalog.first_seen(store, job.name))  # fmt: skip
+    assert (found.occurrences, found.first_seen, found.clean) == (0, deployed, True)
+    assert found.to_json()["first_seen"] == deployed.isoformat()
+    assert catalog.first_seen(store, "never.declared") is None

@@ -24,7 +24,7 @@ from cron_bridge.cli.common import (
     store_option,
 )
 from cron_bridge.cli.names import check_name
-from cron_bridge.control import aside
+from cron_bridge.control import aside, catalog
 from cron_bridge.control import pause as control
 from cron_bridge.control.audit import Audit, OccurrenceReport, audit, occurrence_report
 from cron_bridge.control.schedules import Schedules
@@ -202,7 +202,8 @@ def history(
             if audit_window:
                 schedule = _audited_schedule(opened, name, jobs, app)
                 now = datetime.now(UTC)
-                found = audit(opened, name, now - window[0], now - window[1], schedule)
+                found = audit(opened, name, now - window[0], now - window[1], schedule,
+                              first_seen=catalog.first_seen(opened, name))  # fmt: skip
                 _show_audit(found, as_json)
                 sys.exit(0 if found.clean else EXIT_FAILED)
             records = aside.history(opened, name, count)
@@ -325,6 +326,9 @@ def _show_audit(found: Audit, as_json: bool) -> None:
         f"{found.job}: occurrences due {found.start.isoformat()[:19]} to "
         f"{found.end.isoformat()[:19]} UTC, from {source}"
     )
+    if found.first_seen is not None:
+        click.echo(f"first declared by a replica at {found.first_seen.isoformat()[:19]} UTC: "
+                   "the occurrences due before it are left out")  # fmt: skip
     header = ["OCCURRENCES", "COMPLETED ONCE", "NEVER COMPLETED", "MORE THAN ONCE"]
     counts = [found.occurrences, found.once, len(found.never), len(found.more)]
     print_table([[*header, "BEYOND HISTORY"], [str(n) for n in [*counts, found.beyond_history]]])

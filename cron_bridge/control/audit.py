@@ -138,6 +138,8 @@ class Audit:
         more: occurrences with more than one completed run, with how many.
         beyond_history: occurrences older than the oldest record the store still keeps (its
             history is full), which cannot be judged.
+        first_seen: when a replica first declared the job, when it is after ``start``: the
+            occurrences due before it are left out (no replica knew the job).
     """
 
     job: str
@@ -150,6 +152,7 @@ class Audit:
     why: dict[str, str] = field(default_factory=dict)
     more: dict[str, int] = field(default_factory=dict)
     beyond_history: int = 0
+    first_seen: datetime | None = None
 
     @property
     def clean(self) -> bool:
@@ -167,17 +170,28 @@ class Audit:
             "why_never_completed": self.why,
             "completed_more_than_once": self.more,
             "older_than_kept_history": self.beyond_history,
+            "first_seen": None if self.first_seen is None else self.first_seen.isoformat(),
         }
 
 
 def audit(
-    store: Store, job: str, start: datetime, end: datetime, schedule: Schedule | None = None
+    store: Store,
+    job: str,
+    start: datetime,
+    end: datetime,
+    schedule: Schedule | None = None,
+    *,
+    first_seen: datetime | None = None,
 ) -> Audit:
     """Count the occurrences of ``job`` due in (start, end] by completed runs.
 
     With the job's ``schedule`` every occurrence it should have had is counted, including ones
-    that left no record; without it, the occurrences found in the records.
+    that left no record; without it, the occurrences found in the records. With ``first_seen``
+    (when a replica first declared the job) the window starts there if that is later.
     """
+    asked_from = start
+    if first_seen is not None and first_seen > start:
+        start = first_seen
     records = store.history(job, store.history_limit)
     by_occurrence: dict[str, list[RunRecord]] = defaultdict(list)
     for record in records:
@@ -198,7 +212,8 @@ def audit(
             if occurrence.job == job and start < occurrence.scheduled_at <= end:
                 expected.append(occurrence)
         expected.sort(key=lambda o: o.scheduled_at)
-    result = Audit(job=job, start=start, end=end, from_schedule=schedule is not None)
+    result = Audit(job=job, start=asked_from, end=end, from_schedule=schedule is not None,
+                   first_seen=start if start != asked_from else None)  # fmt: skip
     ledgers = functools.cache(lambda: aside.Aside(store))  # read once, if ever needed
     for occurrence in expected:
         if history_full and oldest is not None and occurrence.scheduled_at < oldest:

@@ -24,7 +24,7 @@ from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job
 from cron_bridge.stores.base import Store
 
-__all__ = ["GROUP", "JobInfo", "Publisher", "publish", "publish_some", "read"]
+__all__ = ["GROUP", "JobInfo", "Publisher", "first_seen", "publish", "publish_some", "read"]
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,16 @@ class JobInfo:
     target: str
     external: bool
     seen: str  # the day a replica last declared it, YYYY-MM-DD
+    # When a replica first declared it (epoch ms), kept by every later write; "" when unknown
+    # (an entry of a version before it was kept): the audit leaves out what was due before.
+    first: str = ""
 
     @classmethod
-    def of(cls, job: Job, today: str) -> JobInfo:
+    def of(cls, job: Job, today: str, first: str = "") -> JobInfo:
         target = "inline" if job.target == "inline" else f"{job.adapter}:{job.queue or 'default'}"
         return cls(name=job.name, schedule=job.schedule.describe()[:_TEXT_MAX],
                    tz=str(job.schedule.tz)[:_TEXT_MAX], scope=job.scope, target=target[:_TEXT_MAX],
-                   external=job.external, seen=today)  # fmt: skip
+                   external=job.external, seen=today, first=first)  # fmt: skip
 
     @classmethod
     def parse(cls, name: str, text: str) -> JobInfo | None:
@@ -69,7 +72,10 @@ class JobInfo:
             if not isinstance(value, str) or len(value) > _TEXT_MAX:
                 return None
             fields[key] = value
-        return cls(name=name, external=data.get("external") is True, **fields)
+        first = data.get("first", "")
+        if not isinstance(first, str) or (first and untrusted.instant(first) is None):
+            first = ""  # unknown rather than wrong
+        return cls(name=name, external=data.get("external") is True, first=first, **fields)
 
     def text(self) -> str:
         data = asdict(self)
@@ -84,15 +90,16 @@ def publish(store: Store, jobs: Iterable[Job], *, now: datetime | None = None) -
     Raises:
         StoreUnavailable: the store did not answer (nothing is lost: the next publish writes).
     """
-    today = (now or datetime.now(UTC)).date()
+    moment = now or datetime.now(UTC)
+    today = moment.date()
     stored = store.controls(GROUP)
     changed: dict[str, str] = {}
     for count, job in enumerate(sorted(jobs, key=lambda j: j.name)):
         if count >= MAX_JOBS:
             log.warning("the dashboard lists the first %d jobs of this namespace", MAX_JOBS)
             break
-        info = JobInfo.of(job, today.isoformat())
         old = JobInfo.parse(job.name, stored.get(job.name, ""))
+        info = JobInfo.of(job, today.isoformat(), _first(old, moment))
         if old is not None and _same(old, info) and _recent(old.seen, today):
             continue
         changed[job.name] = info.text()
@@ -108,11 +115,33 @@ def publish_some(store: Store, jobs: Sequence[Job], *, now: datetime | None = No
     Raises:
         StoreUnavailable: the store did not answer.
     """
-    today = (now or datetime.now(UTC)).date().isoformat()
-    entries = {job.name: JobInfo.of(job, today).text() for job in jobs}
+    moment = now or datetime.now(UTC)
+    today = moment.date().isoformat()
+    entries = {}
+    for job in jobs:  # a few: each one's own entry is read for when it was first declared
+        old = JobInfo.parse(job.name, store.control(GROUP, job.name) or "")
+        entries[job.name] = JobInfo.of(job, today, _first(old, moment)).text()
     if entries:
         store.put_controls(GROUP, entries)
     return len(entries)
+
+
+def _first(old: JobInfo | None, now: datetime) -> str:
+    """The entry's first declaration: the old entry's, or now for a job new to the store
+    (an old entry that does not say stays unknown)."""
+    if old is not None:
+        return old.first
+    return str(int(now.timestamp() * 1000))
+
+
+def first_seen(store: Store, name: str) -> datetime | None:
+    """When a replica first declared ``name``; None when the store does not say.
+
+    Raises:
+        StoreUnavailable: the store did not answer.
+    """
+    info = JobInfo.parse(name, store.control(GROUP, name) or "")
+    return None if info is None or not info.first else untrusted.instant(info.first)
 
 
 def read(store: Store) -> dict[str, JobInfo]:
