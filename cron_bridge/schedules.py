@@ -54,6 +54,7 @@ _FOLD_WINDOW = timedelta(hours=3)
 
 _MAX_SECONDS = 100 * 366 * 86400
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_PLAIN_SECONDS = re.compile(r"\d{1,12}(?:\.\d{1,9})?")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -76,7 +77,8 @@ class Schedule(Protocol):
 
 
 def parse_duration(value: object, *, option: str = "duration") -> timedelta:
-    """Read ``"90s"``, ``"5m"``, ``"1h30m"``, ``"250ms"``, a number of seconds or a timedelta.
+    """Read ``"90s"``, ``"5m"``, ``"1h30m"``, ``"250ms"``, a number of seconds (also as text,
+    ``"5"``, as a command line gives it) or a timedelta.
 
     Raises:
         ConfigError: for anything else, naming ``option``.
@@ -92,7 +94,9 @@ def parse_duration(value: object, *, option: str = "duration") -> timedelta:
         seconds = value
     elif isinstance(value, str) and len(value) <= 100:
         text = value.strip().lower().replace(" ", "")
-        if text and _DURATION_PART.sub("", text) == "":
+        if _PLAIN_SECONDS.fullmatch(text):  # "5" on a command line: seconds, as 5 in Python
+            seconds = float(text)
+        elif text and _DURATION_PART.sub("", text) == "":
             seconds = sum(
                 float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text)
             )

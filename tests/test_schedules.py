@@ -183,10 +183,11 @@ def test_occurrences_are_after_start_up_to_and_including_end() -> None:
 @pytest.mark.parametrize(
     ("text", "seconds"),
     [("90s", 90), ("5m", 300), ("1h", 3600), ("1d", 86400), ("1h30m", 5400), ("250ms", 0.25),
-     (12, 12), (1.5, 1.5), (timedelta(minutes=2), 120)],
+     (12, 12), (1.5, 1.5), (timedelta(minutes=2), 120), ("5", 5), ("2.5", 2.5)],
 )  # fmt: skip
 def test_durations(text: object, seconds: float) -> None:
-    """Durations read as strings, numbers of seconds or timedeltas."""
+    """Durations read as strings, numbers of seconds (as text too: ``--shutdown-timeout 5``)
+    or timedeltas."""
     assert parse_duration(text).total_seconds() == seconds
 
 

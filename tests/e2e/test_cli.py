@@ -285,3 +285,16 @@ def test_version_names_every_distribution_and_its_queue_library(tmp_path: Path) 
         f"cron-bridge-dramatiq {version('cron-bridge-dramatiq')} (dramatiq {version('dramatiq')})",
         f"cron-bridge-rq {version('cron-bridge-rq')} (rq {version('rq')})",
     ]
+
+
+def test_a_duration_in_plain_seconds_is_taken_on_the_command_line(tmp_path: Path) -> None:
+    """``--shutdown-timeout 5``, as job options take 5: seconds, not a refusal."""
+    beat = BeatProcess("secs", tmp_path, command_env(), app=APP,
+                       store_url=f"sqlite:///{tmp_path}/s.db",
+                       extra=["--shutdown-timeout", "5"]).start()  # fmt: skip
+    try:
+        wait_for(lambda: "started with" in beat.output(), 30, "the beat to start")
+        assert beat.terminate() < 30
+    finally:
+        beat.ensure_stopped()
+    assert beat.process is not None and beat.process.returncode == 0, beat.output()[-2000:]
