@@ -211,13 +211,20 @@ def _host_port(option: str, bind: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def _url(host: str, port: int) -> str:
+    """The address to open: an IPv6 host in brackets, and the loopback for every interface
+    (``0.0.0.0``), which a browser on this host can open."""
+    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, f"[{host}]" if ":" in host else host)
+    return f"http://{shown}:{port}"
+
+
 def _serve_metrics(bind: str) -> Any:
     host, port = _host_port("--metrics", bind)
     try:
         server = serve_metrics(host, port)
     except OSError as exc:
         fail(f"cannot listen on {bind}: {exc.strerror or exc}")
-    log.info("Prometheus metrics on http://%s/metrics", bind)
+    log.info("Prometheus metrics on %s/metrics", _url(host, port))
     return server
 
 
@@ -241,5 +248,7 @@ def _serve_http(
     host, port = _host_port("--http", bind)
     app = asgi_app(replica, secret=secret, namespaces=namespaces)
     server = serve(app, host, port, forwarded_allow_ips=forwarded_allow_ips)
-    log.info("HTTP trigger on http://%s/_scheduler/run/<job>", bind)
+    where = _url(host, port)
+    log.info("dashboard on %s/_scheduler/ (log in with the secret); HTTP trigger on "
+             "%s/_scheduler/run/<job>", where, where)  # fmt: skip
     return server

@@ -298,3 +298,23 @@ def test_a_duration_in_plain_seconds_is_taken_on_the_command_line(tmp_path: Path
     finally:
         beat.ensure_stopped()
     assert beat.process is not None and beat.process.returncode == 0, beat.output()[-2000:]
+
+
+def test_the_beat_prints_the_dashboards_url_for_a_bare_port(tmp_path: Path) -> None:
+    """``--http PORT`` listens on the loopback, and the beat says where to open the dashboard
+    (it used to log ``http://PORT/...``)."""
+    from tests.servers import free_port
+
+    port = free_port()
+    env = command_env(CRON_BRIDGE_SECRET="s" * 40)
+    beat = BeatProcess("url", tmp_path, env, app=APP, store_url=f"sqlite:///{tmp_path}/s.db",
+                       extra=["--http", str(port)]).start()  # fmt: skip
+    try:
+        wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
+    finally:
+        beat.terminate()
+        beat.ensure_stopped()
+    assert (
+        f"dashboard on http://127.0.0.1:{port}/_scheduler/ (log in with the secret); HTTP "
+        f"trigger on http://127.0.0.1:{port}/_scheduler/run/<job>"
+    ) in beat.output()
