@@ -208,9 +208,9 @@ class Beat:
             self._install_signal_handlers()
         if self._stored is not None:
             self._stored.listen(self._wake.set)
-        log.info(
-            "beat %s started with %d jobs on %s", self.replica_id, len(self.jobs()), self.store.url
-        )
+        count = len(self.jobs())
+        log.info("beat %s started with %d job%s on %s", self.replica_id, count,
+                 "" if count == 1 else "s", self.store.url)  # fmt: skip
         self._thread.start()
 
     def run_forever(self) -> None:

@@ -318,3 +318,19 @@ def test_the_beat_prints_the_dashboards_url_for_a_bare_port(tmp_path: Path) -> N
         f"dashboard on http://127.0.0.1:{port}/_scheduler/ (log in with the secret); HTTP "
         f"trigger on http://127.0.0.1:{port}/_scheduler/run/<job>"
     ) in beat.output()
+
+
+def test_one_job_is_one_job(tmp_path: Path) -> None:
+    (tmp_path / "onejob.py").write_text(
+        "from cron_bridge import cluster_task\n\n\n"
+        "@cluster_task(every='1h', target='inline')\n"
+        "def hourly(ctx):\n    pass\n"
+    )
+    beat = BeatProcess("one", tmp_path, command_env(), app="onejob",
+                       store_url=f"sqlite:///{tmp_path}/s.db").start()  # fmt: skip
+    try:
+        wait_for(lambda: "started with" in beat.output(), 30, "the beat to start")
+    finally:
+        beat.terminate()
+        beat.ensure_stopped()
+    assert "started with 1 job on" in beat.output(), beat.output()[-1000:]

@@ -148,7 +148,8 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
             _exit(str(exc))
         self._beat = Beat(store, jobs)
         if announce:
-            log.info("cron-bridge: %d entries on %s as replica %s", len(jobs), store.url,
+            log.info("cron-bridge: %d entr%s on %s as replica %s", len(jobs),
+                     "y" if len(jobs) == 1 else "ies", store.url,
                      self._beat.replica_id)  # fmt: skip
 
     def _ours(self, job: Job) -> bool:
