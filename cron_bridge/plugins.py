@@ -201,6 +201,15 @@ def find_adapter(obj: object, queue: object | None, *, job: str) -> Adapter:
     for adapter in installed_adapters():
         if adapter.accepts(obj, queue):
             return adapter
+    missing = _distribution_for(obj, queue)
+    if missing is not None:
+        raise ConfigError(
+            f"this is a {missing[0]} task, and the {missing[0]} adapter is not installed: "
+            f"pip install {missing[1]} (installed: {_names(declaring=True)})",
+            job=job,
+            option="target",
+            value="queue",
+        )
     raise ConfigError(
         f"no installed adapter accepts {obj!r} (installed: {_names(declaring=True)}); decorate a "
         'Celery task, a Dramatiq actor or a function with an RQ queue=, or use target="inline"',
@@ -208,6 +217,23 @@ def find_adapter(obj: object, queue: object | None, *, job: str) -> Adapter:
         option="target",
         value="queue",
     )
+
+
+# The adapter distribution for a task (or an RQ queue=) of each library, by the top module of
+# its type: what to install when no installed adapter accepts it.
+_DISTRIBUTIONS = {
+    "celery": ("Celery", "cron-bridge-celery"),
+    "dramatiq": ("Dramatiq", "cron-bridge-dramatiq"),
+    "rq": ("RQ", "cron-bridge-rq"),
+}
+
+
+def _distribution_for(obj: object, queue: object | None) -> tuple[str, str] | None:
+    for value in (obj, queue):
+        top = (type(value).__module__ or "").partition(".")[0]
+        if top in _DISTRIBUTIONS:
+            return _DISTRIBUTIONS[top]
+    return None
 
 
 def _names(*, declaring: bool = False) -> str:

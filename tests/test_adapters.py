@@ -366,3 +366,27 @@ def test_a_task_decorated_away_from_its_module_is_refused_with_how_to_declare_it
     assert "above its definition in tests.apps.imported" in error.reason
     assert f"decorated in {__name__}" in error.reason
     assert len(registry) == 0
+
+
+@pytest.mark.parametrize("library", ["celery", "dramatiq", "rq"])
+def test_a_task_whose_adapter_is_not_installed_names_the_distribution_to_install(
+    library: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the library's adapter, the error says which distribution to install (it used
+    to say "decorate a Celery task..." about a Celery task)."""
+    from cron_bridge import plugins
+
+    others = [a for a in installed_adapters() if a.name != library]
+    monkeypatch.setattr(plugins, "_adapters", others)
+    if library == "celery":
+        task: Any = Celery("missing", set_as_current=False).task(name="missing.task")(report)
+        queue: Any = None
+    elif library == "dramatiq":
+        task, queue = dramatiq.actor(actor_name="missing_actor", broker=StubBroker())(report), None
+    else:
+        task, queue = report, Queue("reports", connection=Redis())
+    with pytest.raises(ConfigError) as caught:
+        cluster_task(every="1m", queue=queue, registry=Registry())(task)
+    distribution = f"cron-bridge-{library}"
+    assert f"adapter is not installed: pip install {distribution}" in caught.value.reason
+    assert (caught.value.option, caught.value.value) == ("target", "queue")

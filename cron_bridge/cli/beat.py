@@ -71,6 +71,7 @@ _OPTIONS = [
         envvar="CRON_BRIDGE_SHUTDOWN_TIMEOUT",
         default="25s",
         show_default=True,
+        help="How long a stop waits for runs in flight before aborting them (reason shutdown).",
     ),
     click.option(
         "--namespace",

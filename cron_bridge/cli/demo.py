@@ -240,7 +240,8 @@ def _totals(
 
 
 @click.command()
-@click.option("--replicas", default=3, show_default=True, type=click.IntRange(1, 20))
+@click.option("--replicas", default=3, show_default=True, type=click.IntRange(1, 20),
+              help="How many beat replicas to start.")  # fmt: skip
 @click.option("--duration", default=30, show_default=True, type=FiniteRange(5, 3600),
               help="Seconds to run.")  # fmt: skip
 @click.option("--keep", is_flag=True, help="Keep the folder with the store and the logs.")

@@ -33,10 +33,27 @@ _TEXT_OPTIONS = ("cron", "every", "at", "tz", "offset", "start", "end", "jitter"
 _WHEN = ("cron", "every", "at", "tz", "offset", "start", "end", "jitter")
 
 
+_HELP = {
+    "cron": "A 5-field cron expression, or @hourly, @daily, @weekly, @monthly, @yearly.",
+    "every": "An interval: 90s, 5m, 1h, 1d, or seconds (at least 1s).",
+    "at": "One time for a one-off run, ISO 8601 with its zone (2026-12-01T09:00:00+01:00).",
+    "tz": "The IANA zone the cron fields are read in (default UTC).",
+    "offset": "Shift an --every from the epoch multiples (--every 1h --offset 15m: at :15).",
+    "start": "No occurrence before this time (ISO 8601 with its zone).",
+    "end": "No occurrence after this time (ISO 8601 with its zone).",
+    "jitter": "Delay each occurrence by up to this much, the same on every replica.",
+    "misfire": "skip (default), or run-once: run the latest occurrence missed while down.",
+    "misfire_grace": "How late an occurrence may still start (default 30s).",
+    "overlap": "skip (default) or allow: a run while the previous one still runs.",
+    "lock_ttl": "The overlap lock's lifetime, renewed by the heartbeat (default 30s).",
+    "timeout": "Abort the run (ctx.signal, reason timeout) after this long.",
+}
+
+
 def _spec_options(func: F) -> F:
     for option in reversed(_TEXT_OPTIONS):
         flag = "--" + option.replace("_", "-")
-        func = click.option(flag, option, default=None, help=f"The job's {option}.")(func)
+        func = click.option(flag, option, default=None, help=_HELP[option])(func)
     func = click.option("--attempts", type=click.IntRange(1, 1000), default=None,
                         help="Total tries, the first included.")(func)  # fmt: skip
     func = click.option("--queue", default=None, help="The queue (default: the task's).")(func)
@@ -90,7 +107,8 @@ def schedule() -> None:
 @click.argument("name")
 @click.option("--task", required=True, help="The task the workers know: a Celery task name, "
               "a Dramatiq actor name, an RQ function's dotted path.")  # fmt: skip
-@click.option("--library", required=True, type=click.Choice(LIBRARIES))
+@click.option("--library", required=True, type=click.Choice(LIBRARIES),
+              help="The queue library whose workers run the task.")  # fmt: skip
 @_spec_options
 @_app
 @store_option
@@ -112,8 +130,9 @@ def add(name: str, task: str, library: str, app: tuple[str, ...], store: str | N
 
 @schedule.command("update")
 @click.argument("name")
-@click.option("--task", default=None)
-@click.option("--library", default=None, type=click.Choice(LIBRARIES))
+@click.option("--task", default=None, help="Another task for the schedule (checked as by add).")
+@click.option("--library", default=None, type=click.Choice(LIBRARIES),
+              help="The queue library whose workers run the task.")  # fmt: skip
 @_spec_options
 @_app
 @store_option

@@ -70,6 +70,21 @@ def _script(name: str) -> str:
     return (resources.files("cron_bridge.stores") / "lua" / f"{name}.lua").read_text()
 
 
+_NEEDS_PASSWORD = ("HELLO must be called with the client already authenticated",
+                   "NOAUTH", "Authentication required")  # fmt: skip
+
+
+def _explained(exc: BaseException) -> str:
+    """redis-py's error, with what to do when it is about the password."""
+    text = str(exc)
+    if any(sign in text for sign in _NEEDS_PASSWORD):
+        return ("the server needs a password: give it in the URL, redis://:PASSWORD@HOST:PORT/DB "
+                f"or redis://USER:PASSWORD@... ({text})")  # fmt: skip
+    if "WRONGPASS" in text or "invalid password" in text or "invalid username-password" in text:
+        return f"the server refused the user or password in the URL ({text})"
+    return text
+
+
 class RedisStore(Store):
     """A store in Redis, Valkey or Redis Cluster.
 
@@ -169,7 +184,7 @@ class RedisStore(Store):
             raise StoreUnavailable("redis: no Sentinel named a reachable primary",
                                    host=self._host) from exc  # fmt: skip
         except _REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"redis: {exc}", host=self._host) from exc
+            raise StoreUnavailable(f"redis: {_explained(exc)}", host=self._host) from exc
         cluster = isinstance(client, RedisCluster)
         nodes = len(client.get_primaries()) if cluster else 1  # type: ignore[union-attr]
         self.stats.add(pipelines * nodes + commands)

@@ -102,3 +102,32 @@ def test_every_bad_value_on_the_command_line_is_one_line_and_exit_2(
     assert "hunter2" not in done.stderr + done.stdout
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) <= 4, done.stderr  # click's usage errors come with a usage line
+
+
+def test_a_redis_that_needs_a_password_gets_an_answer_that_says_so(tmp_path: Path) -> None:
+    """redis-py's "HELLO must be called with the client already authenticated" becomes one
+    line that says the server needs a password and how to give it; a wrong one says so too."""
+    from tests.conftest import unavailable
+    from tests.servers import RedisServer, ServerUnavailable
+
+    server = RedisServer(extra=["--requirepass", "sekrit"])
+    try:
+        server.start()
+    except ServerUnavailable as exc:
+        unavailable("redis-server", exc)
+    try:
+        port = server.port
+        for url, says in (
+            (f"redis://127.0.0.1:{port}/0", "the server needs a password: give it in the URL, "
+             "redis://:PASSWORD@HOST:PORT/DB"),
+            (f"redis://:wrong@127.0.0.1:{port}/0", "the server refused the user or password"),
+        ):  # fmt: skip
+            done = cli("history", "x", "--store", url, env=command_env(), cwd=tmp_path)
+            assert done.returncode == 2, done.stdout
+            (line,) = done.stderr.strip().splitlines()
+            assert says in line and "wrong" not in line, line
+        ok = cli("history", "x", "--store", f"redis://:sekrit@127.0.0.1:{port}/0",
+                 env=command_env(), cwd=tmp_path)  # fmt: skip
+        assert "needs a password" not in ok.stderr, ok.stderr
+    finally:
+        server.remove()

@@ -334,3 +334,29 @@ def test_one_job_is_one_job(tmp_path: Path) -> None:
         beat.terminate()
         beat.ensure_stopped()
     assert "started with 1 job on" in beat.output(), beat.output()[-1000:]
+
+
+def test_every_option_of_every_command_has_its_own_help(tmp_path: Path) -> None:
+    """No option without a help text, and none that says only "The job's every."."""
+    import click
+
+    from cron_bridge.cli import main
+
+    missing = []
+    ctx = click.Context(main)
+
+    def walk(group: click.Group, prefix: str) -> None:
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            assert command is not None
+            if isinstance(command, click.Group):
+                walk(command, f"{prefix}{name} ")
+                continue
+            for param in command.params:
+                if isinstance(param, click.Option) and (
+                    not param.help or param.help.startswith("The job's ")
+                ):
+                    missing.append(f"{prefix}{name} {param.opts[0]}")
+
+    walk(main, "")
+    assert missing == []
