@@ -284,3 +284,29 @@ def test_a_held_back_retry_stops_waiting_when_its_run_is_aborted() -> None:
         "skipped-overlap",
         f"attempt 2 yielded to {later.id} on worker-a",
     )
+
+
+def test_a_failed_attempt_is_a_warning_and_the_last_an_error_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``--log-level warning`` shows every failure: attempts that will be tried again as a
+    WARNING with the error, the last one as an ERROR with the traceback."""
+    import logging
+
+    def broken(ctx: JobContext) -> None:
+        raise RuntimeError(f"ledger locked (attempt {ctx.attempt})")
+
+    job = replace(job_of("failing.job", broken, lock_ttl="5s"), attempts=3)
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    guard = Guard(MemoryStore(), "worker-a")
+    with caplog.at_level(logging.INFO, logger="cron_bridge.run.guard"):
+        guard.run(job, occurrence, trigger="queue", attempt=1)
+        guard.run(job, occurrence, trigger="queue", attempt=3)
+    first, last = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert first.levelno == logging.WARNING and first.exc_info is None
+    assert "attempt 1 (attempts remain): RuntimeError: ledger locked (attempt 1)" in (
+        first.getMessage()
+    )
+    assert last.levelno == logging.ERROR and "attempt 3, the last" in last.getMessage()
+    assert last.exc_info is not None and last.exc_info[0] is RuntimeError
+    assert "in broken" in caplog.text  # the traceback names the handler's frame

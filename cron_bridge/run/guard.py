@@ -21,6 +21,7 @@ from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.keys import lock_key, lock_owner, parse_lock_owner
+from cron_bridge.redaction import escape_log
 from cron_bridge.run.lease import Lease, Releaser
 from cron_bridge.run.recording import Recorder
 from cron_bridge.stores.base import Outcome, RunRecord, Store
@@ -144,6 +145,7 @@ class Guard:
         )
         began = time.monotonic()
         record: RunRecord | None = None
+        failure: BaseException | None = None
         # Only a queue delivery can come again (a redelivery), and the completion mark is read
         # only under the lock: only such runs write it; any other run just frees its lock.
         marks = locked and trigger == "queue"
@@ -166,6 +168,7 @@ class Guard:
             else:
                 error = f"{type(exc).__name__}: {exc}"
                 record = made(outcome="failed", error=error, duration_ms=_ms(began))
+                failure = exc
         finally:
             stop_helpers.set()
             if lease is not None:
@@ -178,7 +181,9 @@ class Guard:
         if marks and record.outcome == "completed":
             # Marked before the lock is freed: a redelivery that takes it next sees the mark.
             self._finish(occurrence, (key, owner), job)
-        self._record(record)
+        # A task called directly on a worker retries as the library says: not known here.
+        direct = trigger == "manual" and job.target == "queue"
+        self._record(record, failure, last=None if direct else attempt >= job.attempts)
         return record
 
     def _heartbeat(
@@ -313,14 +318,25 @@ class Guard:
             if ttl is not None:
                 self._releaser.later(key, owner, ttl.total_seconds())
 
-    def _record(self, record: RunRecord) -> None:
-        log.info(
-            "%s %s on %s%s",
-            record.outcome,
-            record.occurrence_id,
-            record.replica,
-            f" ({record.reason or record.error})" if record.reason or record.error else "",
-        )
+    def _record(
+        self, record: RunRecord, failure: BaseException | None = None, *, last: bool | None = True
+    ) -> None:
+        """Log the run and write its record. A failed attempt is a WARNING with its error
+        while attempts remain, and an ERROR with its traceback when it was the last (or when
+        that is not known here: ``last`` None); an aborted run is a WARNING; the rest INFO."""
+        said = record.reason or record.error
+        line = f"{record.outcome} {record.occurrence_id} on {record.replica}"
+        if record.outcome == "failed" and last is False:
+            log.warning("%s, attempt %d (attempts remain): %s", line, record.attempt,
+                        escape_log(said or ""))  # fmt: skip
+        elif record.outcome == "failed":
+            which = "the last" if last else "called directly: the task's own retries decide"
+            log.error("%s, attempt %d, %s: %s", line, record.attempt, which,
+                      escape_log(said or ""), exc_info=failure)  # fmt: skip
+        elif record.outcome == "aborted":
+            log.warning("%s (%s)", line, said)
+        else:
+            log.info("%s%s", line, f" ({said})" if said else "")
         telemetry.observe(record)
         try:
             self._recorder.write([record])
