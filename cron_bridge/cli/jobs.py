@@ -31,7 +31,7 @@ from cron_bridge.control.schedules import Schedules
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.plugins import installed_adapters
-from cron_bridge.schedules import Schedule, parse_duration
+from cron_bridge.schedules import Schedule, load_zone, parse_duration
 from cron_bridge.stores import RunRecord, Store
 from cron_bridge.windows import NEVER
 
@@ -84,7 +84,7 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
     for row in rows:
         last = row["last"]
         shown_last = (
-            f"{last['started_at'][:19]} {last['outcome']} {last['replica']}" if last else "-"
+            f"{last['started_at'][:19]}Z {last['outcome']} {last['replica']}" if last else "-"
         )
         table.append(
             [
@@ -93,7 +93,7 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
                 row["timezone"],
                 row["scope"],
                 row["target"],
-                "paused" if row["paused"] else (row["next"] or _no_next(jobs, row["name"]))[:19],
+                "paused" if row["paused"] else (row["next"] or _no_next(jobs, row["name"])),
                 shown_last,
             ]
         )
@@ -265,9 +265,13 @@ def _audited_schedule(
 
 
 def _next_run(job: Job, now: datetime) -> str | None:
-    """ISO time of the next occurrence; None for an external job or one with none left."""
+    """ISO time of the next occurrence in the job's zone, with its UTC offset (what a person
+    thinks in: ``0 3 * * *`` in Warsaw is 03:00+01:00, not 02:00); None for an external job
+    or one with none left."""
     upcoming = None if job.external else job.schedule.next_after(now)
-    return None if upcoming is None or upcoming >= NEVER else upcoming.isoformat()
+    if upcoming is None or upcoming >= NEVER:
+        return None
+    return upcoming.astimezone(load_zone(str(job.schedule.tz))).isoformat(timespec="seconds")
 
 
 def _no_next(jobs: list[Job], name: str) -> str:

@@ -71,7 +71,9 @@ def test_list_shows_a_beat_schedule_and_the_stored_schedules_beside_declared_job
     stored = rows["tenant-1.report"]
     assert (stored["source"], stored["target"], stored["timezone"]) == (
         "stored", "stored:rq:default", "Europe/Warsaw")  # fmt: skip
-    assert stored["next"].endswith("T05:00:00+00:00")  # 06:00 in Warsaw in December
+    # In the job's zone, with its offset: 06:00 in Warsaw in December, 05:00 UTC.
+    assert stored["next"].endswith("T06:00:00+01:00")
+    assert datetime.fromisoformat(stored["next"]).astimezone(UTC).hour == 5
     # Without the module that declares cache.warm, its stored schedule is what a beat runs.
     table = cli("list", "-A", "tests.apps.celery_beat_app", env=env, cwd=tmp_path).stdout
     expected = [("cache.warm", "stored:rq:default"),
