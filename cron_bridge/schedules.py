@@ -224,6 +224,11 @@ class Cron:
     def describe(self) -> str:
         return self.expr
 
+    def matches_wall(self, wall: datetime) -> bool:
+        """Whether the fields match the wall time ``wall`` (naive, in the job's zone): False
+        for an occurrence daylight saving time moved out of the spring gap."""
+        return bool(croniter.match(self._fields, wall.replace(tzinfo=None), day_or=self.day_or))
+
     def next_after(self, dt: datetime) -> datetime:
         after = _aware_utc(dt)
         # Wall times earlier than ``after``'s own can still fire after it when a fold is near:

@@ -14,8 +14,10 @@ from cron_bridge.cli.imports import import_
 from cron_bridge.cli.jobs import history, list_jobs, run
 from cron_bridge.cli.main import main
 from cron_bridge.cli.schedules import schedule
+from cron_bridge.cli.upcoming import next_runs
 
-for _command in (beat, list_jobs, run, history, pause, resume, schedule, import_, demo):
+_COMMANDS = (beat, list_jobs, next_runs, run, history, pause, resume, schedule, import_, demo)
+for _command in _COMMANDS:
     main.add_command(_command)
 
 __all__ = ["main"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -362,3 +362,37 @@ def test_every_option_of_every_command_has_its_own_help(tmp_path: Path) -> None:
 
     walk(main, "")
     assert missing == []
+
+
+def test_next_lists_occurrences_in_the_jobs_zone_and_marks_what_dst_does(tmp_path: Path) -> None:
+    """A 02:30 job in Warsaw over the next year: each occurrence at 02:30 local with its
+    offset and UTC time; the spring-forward day's (02:30 does not exist) marked moved, the
+    fall-back day's marked as in the repeated hour; a typo gets the closest name."""
+    (tmp_path / "dstjobs.py").write_text(
+        "from cron_bridge import cluster_task\n\n\n"
+        "@cluster_task(cron='30 2 * * *', tz='Europe/Warsaw', target='inline', name='nightly')\n"
+        "def nightly(ctx):\n    pass\n"
+    )
+    env = command_env()
+    done = cli("next", "nightly", "-A", "dstjobs", "-n", "366", "--json", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert len(rows) == 366
+    plain = [r for r in rows if not r["note"]]
+    assert all(r["at"][11:19] == "02:30:00" and r["at"][19:] in ("+01:00", "+02:00") for r in plain)
+    moved = [r for r in rows if r["note"].startswith("moved by DST")]
+    repeated = [r for r in rows if r["note"].startswith("in the hour the clocks go back")]
+    assert len(moved) == len(repeated) == 1, [r for r in rows if r["note"]]
+    spring, autumn = (datetime.fromisoformat(moved[0]["at"]),
+                      datetime.fromisoformat(repeated[0]["at"]))  # fmt: skip
+    assert (spring.month, spring.weekday(), spring.hour, spring.utcoffset()) == (
+        3, 6, 3, timedelta(hours=2))  # fmt: skip
+    assert (autumn.month, autumn.weekday(), autumn.hour) == (10, 6, 2)
+    table = cli("next", "nightly", "-A", "dstjobs", "-n", "2", env=env, cwd=tmp_path)
+    assert table.stdout.splitlines()[:2] == [
+        "nightly: 30 2 * * * in Europe/Warsaw",
+        "OCCURRENCE                 UTC                        NOTE",
+    ]
+    typo = cli("next", "nightyl", "-A", "dstjobs", env=env, cwd=tmp_path)
+    assert typo.returncode == 2
+    assert "no job called 'nightyl' (did you mean 'nightly'?) in dstjobs" in typo.stderr
