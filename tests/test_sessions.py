@@ -179,3 +179,18 @@ def test_a_panels_health_probe_pings_the_store_in_the_background_at_most_once_pe
         time.sleep(0.01)
     assert probe.reachable() is False
     assert len(pings) == 1
+
+
+def test_an_unknown_job_page_is_an_html_404_with_the_closest_names() -> None:
+    """Not raw JSON: a page that says what was not found, links the closest job, and leads
+    back; the name from the URL is escaped."""
+    app = App(MemoryStore())
+    cookie = cookie_of(app.login())
+    status, head, body = app("/_scheduler/jobs/asgi.jbo", headers={"cookie": cookie})
+    page = body.decode()
+    assert status == 404 and head["content-type"].startswith("text/html")
+    assert "No job called &#x27;asgi.jbo&#x27;" in page
+    assert '<a href="/_scheduler/jobs/asgi.job">asgi.job</a>' in page
+    assert '<a href="/_scheduler/">All jobs</a>' in page
+    hostile = app("/_scheduler/jobs/<script>x</script>", headers={"cookie": cookie})
+    assert hostile[0] == 404 and b"<script>x" not in hostile[2]

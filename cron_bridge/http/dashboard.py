@@ -9,6 +9,7 @@ seconds while nobody is typing.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -140,6 +141,21 @@ def login_page(path: str, *, wrong: bool = False) -> str:
   <p><button type=submit>Sign in</button></p>
 </form>"""
     return _page("cron-bridge: sign in", body, refresh=False)
+
+
+def not_found_page(path: str, what: str, known: Iterable[str]) -> str:
+    """The dashboard's 404: what was not found, the closest job names, a way back."""
+    close = difflib.get_close_matches(what, list(known), n=3, cutoff=0.6)
+    links = "".join(
+        f'<li><a href="{escape(path)}/jobs/{quote(name, safe="")}">{escape(name)}</a></li>'
+        for name in close
+    )
+    hint = f"<p>Did you mean:</p><ul>{links}</ul>" if close else ""
+    body = f"""
+<h1>No job called {escape(repr(what))}</h1>
+{hint}
+<p><a href="{escape(path)}/">All jobs</a></p>"""
+    return _page("cron-bridge: not found", body, refresh=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -205,7 +205,7 @@ class TriggerHandler:
         name = path[len(self.base + "/jobs/") :]
         found = {info.name: (info, job) for info, job in view.jobs()}
         if name not in found:
-            return Response(404, {"error": f"no job called {name!r}"})
+            return Response(404, dashboard.not_found_page(self.base, name, found))
         said = query.get("said", [None])[-1]
         return Response(200, dashboard.job_page(view, self.base, csrf, *found[name], said))
 
