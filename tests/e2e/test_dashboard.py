@@ -66,6 +66,9 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
 
             sign_in(page, SECRET)
             jobs = page.locator("#jobs + div table tbody tr")
+            # all_inner_texts does not wait: the page after the sign-in may still be loading
+            # (a CI run under load read it empty).
+            jobs.first.wait_for(timeout=30_000)
             # The first cell holds the job and, below it, its strip of occurrences.
             assert [row.split("\t")[0].strip() for row in jobs.all_inner_texts()] == JOBS
             replicas = page.locator("#replicas + div table").inner_text()
