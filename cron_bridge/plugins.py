@@ -29,6 +29,7 @@ __all__ = [
     "SPLIT_MIN",
     "Adapter",
     "Dispatch",
+    "Sender",
     "Senders",
     "TaskRef",
     "find_adapter",
@@ -115,6 +116,29 @@ class Adapter(Protocol):
         Returns one entry per dispatch: None when it was sent, else the broker's error (the
         beat retries those within the job's ``misfire_grace``).
         """
+
+
+class Sender:
+    """The base of an adapter that sends another scheduler's declarations as that scheduler
+    sends them (celery beat's ``beat_schedule``, ``rq cron``, periodiq, dramatiq-crontab): no
+    job is declared on it with ``@cluster_task``, so it accepts, describes and wraps nothing;
+    a subclass names itself and implements ``enqueue_many``."""
+
+    name: str
+    declares = False  # left out of the adapters a job can be declared on
+    what = "these declarations"  # what it sends, for the error if one is declared on it
+
+    def accepts(self, obj: object, queue: object | None) -> bool:
+        return False
+
+    def describe(self, obj: object, queue: object | None) -> TaskRef:
+        raise ConfigError(f"{self.what} are not declared with @cluster_task")
+
+    def wrap(self, obj: Any, job: Job) -> Any:
+        return obj
+
+    def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
+        raise NotImplementedError
 
 
 SENDERS = 2  # threads a large batch is sent from

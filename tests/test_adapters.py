@@ -390,3 +390,24 @@ def test_a_task_whose_adapter_is_not_installed_names_the_distribution_to_install
     distribution = f"cron-bridge-{library}"
     assert f"adapter is not installed: pip install {distribution}" in caught.value.reason
     assert (caught.value.option, caught.value.value) == ("target", "queue")
+
+
+def test_the_senders_of_other_schedulers_take_no_cluster_task() -> None:
+    """celery beat's, rq cron's, periodiq's and dramatiq-crontab's senders share the core's
+    Sender: nothing is declared on them (and declares=False keeps them out of the adapters
+    an error about a declaration lists)."""
+    from cron_bridge.plugins import Sender
+    from cron_bridge_celery.sender import BeatScheduleSender
+    from cron_bridge_dramatiq.crontab import CrontabSender
+    from cron_bridge_dramatiq.periodiq import PeriodiqSender
+    from cron_bridge_rq.rq_cron import RQCronSender
+
+    senders = [BeatScheduleSender(Celery("s", set_as_current=False), {}), CrontabSender({}),
+               PeriodiqSender({}, "UTC"), RQCronSender(Redis(), {})]  # fmt: skip
+    for sender in senders:
+        assert isinstance(sender, Sender) and sender.declares is False
+        assert sender.accepts(report, None) is False
+        with pytest.raises(ConfigError, match="are not declared with @cluster_task"):
+            sender.describe(report, None)
+    assert {s.name for s in senders} == {"celery-beat-schedule", "dramatiq-crontab", "periodiq",
+                                         "rq-cron"}  # fmt: skip

@@ -159,6 +159,17 @@ class Worker(Service):
         raise ValueError(self.library)
 
 
+class Command(Service):
+    """Any long-running command, as given (a stock scheduler beside cron-bridge's replicas)."""
+
+    def __init__(self, name: str, folder: Path, env: dict[str, str], *argv: str) -> None:
+        super().__init__(name, folder, env)
+        self._argv = list(argv)
+
+    def argv(self) -> list[str]:
+        return self._argv
+
+
 class CeleryProcess(Service):
     """``celery -A APP ARGS``: a beat or a worker of one of the tests/apps projects."""
 

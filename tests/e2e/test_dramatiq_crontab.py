@@ -12,11 +12,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import dramatiq
 import pytest
 import redis
 
-from tests.e2e.processes import Service, cli, command_env, wait_for
+from tests.e2e.processes import Command, cli, command_env, wait_for
+from tests.e2e.test_periodiq import messages  # what reached a Dramatiq Redis broker
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -25,22 +25,6 @@ SETTINGS = "tests.apps.crontabproj.settings"
 WINDOW = 66.0  # seconds: covers a minute boundary 3 s inside it
 VOLATILE = {"message_id", "message_timestamp"}
 VOLATILE_OPTIONS = {"redis_message_id"}
-
-
-class Process(Service):
-    def __init__(self, name: str, folder: Path, env: dict[str, str], *argv: str) -> None:
-        super().__init__(name, folder, env)
-        self._argv = list(argv)
-
-    def argv(self) -> list[str]:
-        return self._argv
-
-
-def messages(client: redis.Redis, namespace: str) -> list[dict[str, Any]]:
-    found = []
-    for key in client.scan_iter(f"{namespace}:*.msgs"):
-        found += [dramatiq.Message.decode(raw).asdict() for raw in client.hvals(key)]
-    return found
 
 
 def shape(message: dict[str, Any]) -> str:
@@ -58,14 +42,14 @@ def test_manage_py_crontab_and_three_cron_bridge_replicas_send_the_same_messages
     server = redis_server.url.rsplit("/", 1)[0]
     broker = f"{server}/6"
     stock_env = command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"stock-{name}")
-    stock = Process("stock", tmp_path, stock_env, sys.executable, "-m", "django", "crontab",
+    stock = Command("stock", tmp_path, stock_env, sys.executable, "-m", "django", "crontab",
                     f"--settings={SETTINGS}")  # fmt: skip
     ours_env = command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"ours-{name}")
     store_url = f"{server}/7?prefix=dc{name}:"
     argv = [sys.executable, "-m", "cron_bridge", "dramatiq-crontab", "--settings", SETTINGS,
             "--store", store_url]  # fmt: skip
     ours = [
-        Process(f"replica{i}", tmp_path, ours_env, *argv, "--replica-id", f"replica{i}")
+        Command(f"replica{i}", tmp_path, ours_env, *argv, "--replica-id", f"replica{i}")
         for i in range(3)
     ]
     client = redis.Redis.from_url(broker)

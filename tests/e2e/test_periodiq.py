@@ -16,7 +16,7 @@ import dramatiq
 import pytest
 import redis
 
-from tests.e2e.processes import Service, command_env, wait_for
+from tests.e2e.processes import Command, command_env, wait_for
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -26,15 +26,6 @@ WINDOW = 66.0  # seconds: covers a minute boundary, 5 s before the stop
 # Differ between any two sends, whoever sends them.
 VOLATILE = {"message_id", "message_timestamp"}
 VOLATILE_OPTIONS = {"redis_message_id"}
-
-
-class Process(Service):
-    def __init__(self, name: str, folder: Path, env: dict[str, str], *argv: str) -> None:
-        super().__init__(name, folder, env)
-        self._argv = list(argv)
-
-    def argv(self) -> list[str]:
-        return self._argv
 
 
 def messages(client: redis.Redis, namespace: str) -> list[dict[str, Any]]:
@@ -80,7 +71,7 @@ def test_stock_periodiq_and_three_cron_bridge_replicas_send_the_same_messages(
     name = uuid.uuid4().hex[:8]
     server = redis_server.url.rsplit("/", 1)[0]
     broker = f"{server}/4"
-    stock = Process(
+    stock = Command(
         "stock", tmp_path,
         command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"stock-{name}"),
         str(Path(sys.executable).parent / "periodiq"), APP,
@@ -89,7 +80,7 @@ def test_stock_periodiq_and_three_cron_bridge_replicas_send_the_same_messages(
     argv = [sys.executable, "-m", "cron_bridge", "periodiq", APP, "--store",
             f"{server}/5?prefix=pq{name}:"]  # fmt: skip
     ours = [
-        Process(f"replica{i}", tmp_path, ours_env, *argv, "--replica-id", f"replica{i}")
+        Command(f"replica{i}", tmp_path, ours_env, *argv, "--replica-id", f"replica{i}")
         for i in range(3)
     ]
     client = redis.Redis.from_url(broker)

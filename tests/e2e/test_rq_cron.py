@@ -18,7 +18,7 @@ from rq import Queue
 from rq.cron import CronScheduler
 from rq.job import Job
 
-from tests.e2e.processes import REPO, Service, cli, command_env, wait_for
+from tests.e2e.processes import REPO, Command, cli, command_env, wait_for
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -29,15 +29,6 @@ WINDOW = 62.0  # seconds: covers a minute boundary for the crontab registration
 # Differ between any two sends, whoever sends them (the intended differences, in
 # docs/migrating.md: the job id is the occurrence's; the times are compared apart).
 VOLATILE = {"id", "enqueued_at", "created_at", "last_heartbeat", "worker_name"}
-
-
-class Process(Service):
-    def __init__(self, name: str, folder: Path, env: dict[str, str], *argv: str) -> None:
-        super().__init__(name, folder, env)
-        self._argv = list(argv)
-
-    def argv(self) -> list[str]:
-        return self._argv
 
 
 def jobs_in(client: redis.Redis) -> list[Job]:
@@ -86,14 +77,14 @@ def test_stock_rq_cron_and_three_cron_bridge_replicas_enqueue_the_same_jobs(
     prefix = f"rc{uuid.uuid4().hex[:8]}:"
     env = command_env(tmp_path / "journal.jsonl")
     server = redis_server.url.rsplit("/", 1)[0]
-    stock = Process("stock", tmp_path, env, str(Path(sys.executable).parent / "rq"), "cron",
+    stock = Command("stock", tmp_path, env, str(Path(sys.executable).parent / "rq"), "cron",
                     "-u", f"{server}/{stock_db}", CONFIG)  # fmt: skip
     forms = [CONFIG, "tests.apps.rq_cron_config", str(REPO / CONFIG)]  # file, dotted, absolute
     store_url = f"{server}/3?prefix={prefix}"
     argv = [sys.executable, "-m", "cron_bridge", "rq-cron", "-u", f"{server}/{ours_db}",
             "--store", store_url]  # fmt: skip
     ours = [
-        Process(f"replica{i}", tmp_path, env, *argv, "--replica-id", f"replica{i}", form)
+        Command(f"replica{i}", tmp_path, env, *argv, "--replica-id", f"replica{i}", form)
         for i, form in enumerate(forms)
     ]
     stock_client = redis.Redis(port=redis_server.port, db=stock_db)

@@ -17,7 +17,7 @@ from celery import Celery
 from celery.beat import BeatLazyFunc, ScheduleEntry
 from packaging.version import Version
 
-from cron_bridge.adapters import META_KEY, ConfigError, Dispatch, Job, TaskRef
+from cron_bridge.adapters import META_KEY, Dispatch, Sender
 
 __all__ = ["SENDER", "BeatScheduleSender", "beat_headers"]
 
@@ -40,24 +40,15 @@ def _evaluate(value: Any) -> Any:
     return value() if isinstance(value, BeatLazyFunc) else value
 
 
-class BeatScheduleSender:
+class BeatScheduleSender(Sender):
     """The adapter that sends ``beat_schedule`` entries: task, args, kwargs and options."""
 
     name = SENDER
-    declares = False  # it sends a beat's entries; no job is declared on it
+    what = "beat_schedule entries"
 
     def __init__(self, app: Celery, entries: Mapping[str, ScheduleEntry]) -> None:
         self.app = app
         self.entries = dict(entries)
-
-    def accepts(self, obj: object, queue: object | None) -> bool:
-        return False
-
-    def describe(self, obj: object, queue: object | None) -> TaskRef:
-        raise ConfigError("beat_schedule entries are not declared with @cluster_task")
-
-    def wrap(self, obj: Any, job: Job) -> Any:
-        return obj
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         try:

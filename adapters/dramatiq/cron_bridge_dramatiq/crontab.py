@@ -29,7 +29,7 @@ from cron_bridge.adapters import (
     Dispatch,
     Every,
     Job,
-    TaskRef,
+    Sender,
     beat_options,
     one_line_errors,
     register,
@@ -91,23 +91,14 @@ def crontab_jobs(registered: Sequence[Any]) -> dict[str, tuple[Job, Any]]:
     return found
 
 
-class CrontabSender:
+class CrontabSender(Sender):
     """Sends dramatiq-crontab's actors as its scheduler does: ``actor.send()``."""
 
     name = SENDER
-    declares = False  # it sends dramatiq-crontab's registrations; no job is declared on it
+    what = "dramatiq-crontab's @cron and @interval actors"
 
     def __init__(self, actors: dict[str, Any]) -> None:
         self.actors = actors
-
-    def accepts(self, obj: object, queue: object | None) -> bool:
-        return False
-
-    def describe(self, obj: object, queue: object | None) -> TaskRef:
-        raise ConfigError("dramatiq-crontab actors are declared with @cron or @interval")
-
-    def wrap(self, obj: Any, job: Job) -> Any:
-        return obj
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         results: list[Exception | None] = []

@@ -33,7 +33,7 @@ from cron_bridge.adapters import (
     Cron,
     Dispatch,
     Job,
-    TaskRef,
+    Sender,
     beat_options,
     local_zone_name,
     one_line_errors,
@@ -136,24 +136,15 @@ def _zone(name: str) -> Any:
     return ZoneInfo(name)
 
 
-class PeriodiqSender:
+class PeriodiqSender(Sender):
     """Sends periodic actors as periodiq does."""
 
     name = SENDER
-    declares = False  # it sends periodiq's actors; no job is declared on it
+    what = "periodiq's periodic= actors"
 
     def __init__(self, actors: dict[str, Any], zone: str) -> None:
         self.actors = actors
         self.zone = zone
-
-    def accepts(self, obj: object, queue: object | None) -> bool:
-        return False
-
-    def describe(self, obj: object, queue: object | None) -> TaskRef:
-        raise ConfigError("periodiq actors are declared with periodic=, not @cluster_task")
-
-    def wrap(self, obj: Any, job: Job) -> Any:
-        return obj
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         results: list[Exception | None] = []

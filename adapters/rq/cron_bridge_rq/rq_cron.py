@@ -40,7 +40,7 @@ from cron_bridge.adapters import (
     Dispatch,
     Every,
     Job,
-    TaskRef,
+    Sender,
     beat_options,
     local_zone_name,
     one_line_errors,
@@ -155,25 +155,16 @@ class _NoTraceback(logging.Filter):
         return True
 
 
-class RQCronSender:
+class RQCronSender(Sender):
     """Sends the registrations of an ``rq cron`` config, each through its own ``CronJob``."""
 
     name = SENDER
-    declares = False  # it sends a config's registrations; no job is declared on it
+    what = "rq cron registrations"
 
     def __init__(self, connection: Redis, registrations: dict[str, CronJob]) -> None:
         self.connection = connection
         self.registrations = registrations
         self.sent = threading.Event()  # set after each batch: the registry is saved then
-
-    def accepts(self, obj: object, queue: object | None) -> bool:
-        return False
-
-    def describe(self, obj: object, queue: object | None) -> TaskRef:
-        raise ConfigError("rq cron registrations are not declared with @cluster_task")
-
-    def wrap(self, obj: Any, job: Job) -> Any:
-        return obj
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         results = [self._send(dispatch) for dispatch in dispatches]
