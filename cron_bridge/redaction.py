@@ -3,9 +3,10 @@ control characters."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-__all__ = ["SECRET_PARAMS", "escape_log", "redact_url"]
+__all__ = ["SECRET_PARAMS", "escape_log", "redact_text", "redact_url"]
 
 SECRET_PARAMS = {"password", "pass", "passwd", "secret", "token", "sslpassword",
                  "sentinel_password"}  # fmt: skip
@@ -30,6 +31,24 @@ def redact_url(url: str) -> str:
         return urlunsplit(parts._replace(netloc=netloc, query=query))
     except ValueError:
         return "***"
+
+
+# A URL's user-info password (``redis://:pw@host``, ``amqp://user:pw@host``), and a secret
+# parameter written ``name=value`` or ``name: value`` (a query string, a DSN, a repr, JSON).
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/@:]*:)[^\s/@]+@")
+_PARAM = re.compile(
+    r"(?i)(?<![a-z0-9_])("
+    + "|".join(sorted(SECRET_PARAMS, key=len, reverse=True))
+    + r")(['\"]?\s*[=:]\s*['\"]?)(?!\*\*\*)[^\s&'\",;)}]+"
+)
+
+
+def redact_text(text: str) -> str:
+    """``text`` (an error message, a traceback) with the passwords it shows as ``***``: those
+    in URLs' user-info and the values of secret parameters (``password=``, ``token: ``)."""
+    if "@" in text:
+        text = _USERINFO.sub(r"\1***@", text)
+    return _PARAM.sub(r"\1\2***", text)
 
 
 def escape_log(text: str, limit: int = 2000) -> str:

@@ -310,3 +310,25 @@ def test_a_failed_attempt_is_a_warning_and_the_last_an_error_with_its_traceback(
     assert last.levelno == logging.ERROR and "attempt 3, the last" in last.getMessage()
     assert last.exc_info is not None and last.exc_info[0] is RuntimeError
     assert "in broken" in caplog.text  # the traceback names the handler's frame
+
+
+def test_a_failed_run_keeps_its_traceback_in_its_record_without_the_password() -> None:
+    """The record of a failed run holds the traceback (the handler's frame and the error),
+    with a password in the error's URL masked; a completed run has none."""
+
+    def broken(ctx: JobContext) -> None:
+        raise ConnectionError("redis://:hunter2@cache:6379/0 refused")
+
+    store = MemoryStore()
+    guard = Guard(store, "worker-a")
+    job = job_of("failing.job", broken, lock_ttl="5s")
+    record = guard.run(job, Occurrence(job=job.name, scheduled_at=AT), trigger="schedule")
+    assert record.outcome == "failed" and record.traceback is not None
+    assert record.traceback.startswith("Traceback (most recent call last):")
+    assert ", in broken\n" in record.traceback
+    assert record.traceback.endswith("ConnectionError: redis://:***@cache:6379/0 refused\n")
+    assert "hunter2" not in record.traceback + str(record.error)
+    assert store.history(job.name) == [record]
+    done = guard.run(job_of("fine.job", lambda ctx: None, lock_ttl="5s"),
+                     Occurrence(job="fine.job", scheduled_at=AT), trigger="schedule")  # fmt: skip
+    assert done.outcome == "completed" and done.traceback is None

@@ -123,7 +123,8 @@ def test_a_year_one_occurrence_written_by_a_worker_is_read_by_the_audit(
 def bypassing_validation(**fields: Any) -> RunRecord:
     """A record as a hostile peer with write access to the store could write it."""
     record = object.__new__(RunRecord)
-    defaults = {"attempt": 1, "reason": None, "duration_ms": None, "error": None}
+    defaults = {"attempt": 1, "reason": None, "duration_ms": None, "error": None,
+                "traceback": None}  # fmt: skip
     for name, value in {**defaults, **fields}.items():
         object.__setattr__(record, name, value)
     return record

@@ -6,7 +6,7 @@ import pytest
 from celery import Celery
 
 from cron_bridge import ConfigError
-from cron_bridge.redaction import escape_log, redact_url
+from cron_bridge.redaction import escape_log, redact_text, redact_url
 from cron_bridge.run import delivery as worker
 from cron_bridge.stores.postgres import PostgresStore
 from cron_bridge_celery.scheduler import ClusterScheduler
@@ -60,3 +60,24 @@ def test_log_lines_cannot_be_forged_with_control_characters() -> None:
     line = escape_log("GET /_scheduler/x\r\n2026-01-01 INFO forged\x1b[31m HTTP/1.1")
     assert "\n" not in line and "\r" not in line and "\x1b" not in line
     assert "forged" in line and "\\r\\n" in line
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("ConnectionError: redis://:hunter2@db:6379/0", "ConnectionError: redis://:***@db:6379/0"),
+        ("amqp://guest:guest@rabbit// refused", "amqp://guest:***@rabbit// refused"),
+        (
+            "postgresql://u@h/db?password=abc&sslmode=x",
+            "postgresql://u@h/db?password=***&sslmode=x",
+        ),
+        ("dsn='host=x password=s3cret user=u'", "dsn='host=x password=*** user=u'"),
+        ('{"token": "abc123", "n": 1}', '{"token": "***", "n": 1}'),
+        ("redis://user@host:6379 and passwordless", "redis://user@host:6379 and passwordless"),
+        ("KeyError: 'secret'", "KeyError: 'secret'"),
+    ],
+)
+def test_an_error_or_traceback_is_kept_without_the_passwords_it_shows(
+    text: str, shown: str
+) -> None:
+    assert redact_text(text) == shown

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, tzinfo
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -23,6 +24,7 @@ import click
 from cron_bridge.errors import ConfigError, CronBridgeError, StoreUnavailable
 from cron_bridge.jobs import Job
 from cron_bridge.registry import default_registry
+from cron_bridge.schedules import load_zone, local_zone_name
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.urls import DEFAULT_STORE
 
@@ -39,6 +41,8 @@ __all__ = [
     "optional_app_option",
     "print_table",
     "store_option",
+    "tz_option",
+    "zoned",
 ]
 
 log = logging.getLogger(__name__)
@@ -143,3 +147,30 @@ class FiniteRange(click.FloatRange):
         if not math.isfinite(converted):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return converted
+
+
+def _zone(ctx: click.Context, param: click.Parameter, value: str | None) -> tzinfo:
+    """``--tz``'s zone: UTC when not given, this machine's zone for ``local``."""
+    del ctx, param
+    if value is None or value.upper() == "UTC":
+        return UTC
+    try:
+        return load_zone(local_zone_name(why="--tz local") if value == "local" else value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+tz_option = click.option(
+    "--tz",
+    "tz",
+    metavar="ZONE",
+    callback=_zone,
+    help="Show record times in this zone (Europe/Warsaw, or local) instead of UTC.",
+)
+
+
+def zoned(at: datetime, tz: tzinfo, timespec: str = "seconds") -> str:
+    """``at`` in ``tz``, saying its zone: ``2026-12-02T02:00:00Z`` in UTC, else with the
+    offset (``2026-12-02T03:00:00+01:00``)."""
+    shown = at.astimezone(tz).isoformat(timespec=timespec)
+    return shown.removesuffix("+00:00") + "Z" if tz is UTC else shown

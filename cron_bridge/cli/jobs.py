@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 import click
@@ -22,6 +22,8 @@ from cron_bridge.cli.common import (
     optional_app_option,
     print_table,
     store_option,
+    tz_option,
+    zoned,
 )
 from cron_bridge.cli.names import check_name
 from cron_bridge.control import aside, catalog
@@ -44,7 +46,8 @@ log = logging.getLogger(__name__)
 @app_option
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job, in a list.")
-def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
+@tz_option
+def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool, tz: tzinfo) -> None:
     """List the jobs with their schedules, next and last runs: those the modules declare
     (``@cluster_task``, a Celery app's ``beat_schedule``) and the stored schedules."""
     with one_line_errors():
@@ -84,8 +87,9 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool) -> None:
     for row in rows:
         last = row["last"]
         shown_last = (
-            f"{last['started_at'][:19]}Z {last['outcome']} {last['replica']}" if last else "-"
-        )
+            f"{zoned(datetime.fromisoformat(last['started_at']), tz)} {last['outcome']} "
+            f"{last['replica']}" if last else "-"
+        )  # fmt: skip
         table.append(
             [
                 row["name"],
@@ -162,6 +166,7 @@ def run(name: str, app: tuple[str, ...], store: str | None, force: bool) -> None
 @optional_app_option(
     "For --audit: the module that declares the job, so occurrences that left no record count too."
 )
+@tz_option
 def history(
     name: str,
     store: str | None,
@@ -173,6 +178,7 @@ def history(
     since: str,
     grace: str,
     app: tuple[str, ...],
+    tz: tzinfo,
 ) -> None:
     """Show the recent runs of a job from every replica, one occurrence, an audit, or the
     changes operators made to it."""
@@ -194,10 +200,10 @@ def history(
         try:
             check_name(opened, name, app, records=True)
             if changes:
-                _show_changes(control.changes(opened, name)[:count], as_json)
+                _show_changes(control.changes(opened, name)[:count], as_json, tz)
                 return
             if occurrence_id is not None:
-                _show_occurrence(occurrence_report(opened, occurrence), as_json)
+                _show_occurrence(occurrence_report(opened, occurrence), as_json, tz)
                 return
             if audit_window:
                 schedule = _audited_schedule(opened, name, jobs, app)
@@ -212,7 +218,7 @@ def history(
     if as_json:
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
-    print_table(_record_rows(records))
+    print_table(_record_rows(records, tz))
 
 
 def _listed_jobs(jobs: list[Job], modules: tuple[str, ...]) -> list[tuple[Job, str]]:
@@ -280,16 +286,16 @@ def _no_next(jobs: list[Job], name: str) -> str:
     return "external" if any(job.external for job in jobs if job.name == name) else "none"
 
 
-def _show_changes(found: list[control.Change], as_json: bool) -> None:
+def _show_changes(found: list[control.Change], as_json: bool, tz: tzinfo) -> None:
     if as_json:
         click.echo(json.dumps([change.to_json() for change in found], indent=2))
         return
     rows = [["AT", "ACTION", "BY", "REASON"]]
-    rows += [[c.at.isoformat()[:19], c.action, c.by, c.reason] for c in found]
+    rows += [[zoned(c.at, tz), c.action, c.by, c.reason] for c in found]
     print_table(rows)
 
 
-def _record_rows(records: list[RunRecord]) -> list[list[str]]:
+def _record_rows(records: list[RunRecord], tz: tzinfo) -> list[list[str]]:
     rows = [["OCCURRENCE", "OUTCOME", "TRIGGER", "ATTEMPT", "REPLICA", "STARTED", "MS", "DETAIL"]]
     for r in records:
         rows.append(
@@ -299,7 +305,7 @@ def _record_rows(records: list[RunRecord]) -> list[list[str]]:
                 r.trigger,
                 str(r.attempt),
                 r.replica,
-                r.started_at.astimezone(UTC).isoformat(timespec="milliseconds")[:23],
+                zoned(r.started_at, tz, "milliseconds"),
                 "" if r.duration_ms is None else f"{r.duration_ms:.0f}",
                 r.error or r.reason or "",
             ]
@@ -307,16 +313,22 @@ def _record_rows(records: list[RunRecord]) -> list[list[str]]:
     return rows
 
 
-def _show_occurrence(report: OccurrenceReport, as_json: bool) -> None:
+def _show_occurrence(report: OccurrenceReport, as_json: bool, tz: tzinfo) -> None:
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
         return
     click.echo(f"occurrence  {report.occurrence_id}")
+    click.echo(f"due         {zoned(report.scheduled_at, tz)}")
     click.echo(f"claimed by  {report.claimed_by or '- (no claim kept: never claimed, or expired)'}")
     click.echo(f"final       {report.final}")
     if report.records:
         click.echo("")
-        print_table(_record_rows(report.records))
+        print_table(_record_rows(report.records, tz))
+    for record in report.records:  # oldest attempt first, as they happened
+        if record.traceback:
+            click.echo(f"\nattempt {record.attempt} on {record.replica}, "
+                       f"{zoned(record.started_at, tz)}:")  # fmt: skip
+            click.echo(record.traceback.rstrip("\n"))
 
 
 def _show_audit(found: Audit, as_json: bool) -> None:

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from functools import partial
+from traceback import format_exception
 from typing import Any
 
 from cron_bridge import aio, telemetry
@@ -167,7 +168,8 @@ class Guard:
                 record = made(outcome="aborted", reason=signal.reason, duration_ms=_ms(began))
             else:
                 error = f"{type(exc).__name__}: {exc}"
-                record = made(outcome="failed", error=error, duration_ms=_ms(began))
+                record = made(outcome="failed", error=error, duration_ms=_ms(began),
+                              traceback="".join(format_exception(exc)))  # fmt: skip
                 failure = exc
         finally:
             stop_helpers.set()

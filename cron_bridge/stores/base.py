@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal, Self, TypeVar, get_args
 
 from cron_bridge import keys, untrusted
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.redaction import redact_text
 from cron_bridge.schedules import EPOCH
 
 __all__ = [
@@ -49,6 +50,7 @@ T = TypeVar("T")
 
 _TEXT_MAX = 1000  # job names, occurrence ids, triggers and replica ids are far shorter
 LONG_TEXT_MAX = 4000  # a record's reason and error, as kept and shown
+TRACEBACK_MAX = 8000  # a failed run's traceback: its last frames and the error, kept
 
 Outcome = Literal[
     "enqueued",
@@ -71,6 +73,10 @@ class RunRecord:
         reason: for ``aborted``: ``lock-lost``, ``shutdown`` or ``timeout``.
         duration_ms: how long the handler ran, when it ran.
         error: the error of a ``failed`` run, as ``Type: message``.
+        traceback: the traceback of a ``failed`` run, its innermost frames kept when long.
+
+    ``error`` and ``traceback`` are redacted when made (a URL's password, ``password=...``):
+    they are shown on the dashboard and kept in the store.
     """
 
     job: str
@@ -83,18 +89,30 @@ class RunRecord:
     reason: str | None = None
     duration_ms: float | None = None
     error: str | None = None
+    traceback: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("job", "occurrence_id", "trigger", "replica"):
             value = getattr(self, name)
             if not isinstance(value, str) or not 0 < len(value) <= _TEXT_MAX:
                 raise ValueError(f"run record: {name} must be a short text, got {value!r:.80}")
-        for name in ("reason", "error"):
+        for name in ("reason", "error", "traceback"):
             value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
+            if value is None:
+                continue
+            if not isinstance(value, str):
                 raise ValueError(f"run record: {name} must be text, got {value!r:.80}")
-            if value is not None and len(value) > LONG_TEXT_MAX:  # a traceback, a huge message
-                object.__setattr__(self, name, value[: LONG_TEXT_MAX - 1] + "…")
+            if name != "reason":
+                value = redact_text(value)
+            if name == "traceback":
+                if len(value) > TRACEBACK_MAX:
+                    # The innermost frames and the error are at the end; the first line says
+                    # what it is.
+                    head = value.partition("\n")[0][:200]
+                    value = f"{head}\n…\n{value[-(TRACEBACK_MAX - len(head) - 3) :]}"
+            elif len(value) > LONG_TEXT_MAX:  # a huge message
+                value = value[: LONG_TEXT_MAX - 1] + "…"
+            object.__setattr__(self, name, value)
         if self.outcome not in _OUTCOMES:
             raise ValueError(f"run record: unknown outcome {self.outcome!r:.80}")
         if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 1:
@@ -113,6 +131,9 @@ class RunRecord:
         # record writing.
         data = {name: getattr(self, name) for name in _FIELDS}
         data["started_at"] = self.started_at.isoformat()
+        if self.traceback is None:
+            # Written only when there is one: a replica that predates the field still reads it.
+            del data["traceback"]
         return data
 
     @classmethod

@@ -46,13 +46,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _ONE_MS = timedelta(milliseconds=1)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: runs.traceback
 CLEANUP_EVERY = 600.0  # seconds between deletions of claims expired over an hour ago
 
 DDL = """
 CREATE SCHEMA IF NOT EXISTS {schema};
 CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text NOT NULL);
-INSERT INTO {meta} VALUES ('schema_version', '1') ON CONFLICT (name) DO NOTHING;
+INSERT INTO {meta} VALUES ('schema_version', '2') ON CONFLICT (name) DO NOTHING;
 CREATE TABLE IF NOT EXISTS {claims} (
     key text PRIMARY KEY,
     owner text NOT NULL,
@@ -76,6 +76,8 @@ CREATE TABLE IF NOT EXISTS {runs} (
     duration_ms double precision,
     error text
 );
+ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS traceback text;
+UPDATE {meta} SET value = '2' WHERE name = 'schema_version' AND value = '1';
 CREATE INDEX IF NOT EXISTS {runs_job} ON {runs} (job, id);
 CREATE TABLE IF NOT EXISTS {replicas} (
     id text PRIMARY KEY,
@@ -142,6 +144,7 @@ _RUN_TYPES = (
     "timestamptz",
     "float8",
     "text",
+    "text",
 )
 
 _TABLES = (
@@ -189,6 +192,7 @@ class PostgresStore(Store):
         self.history_limit = history_limit
         self._lock = threading.Lock()
         self._ready = False
+        self._run_columns: tuple[str, ...] = RUN_COLUMNS
         self._last_cleanup = 0.0
         if isinstance(client_or_url, str):
             parts = urlsplit(client_or_url)
@@ -241,6 +245,8 @@ class PostgresStore(Store):
                 self._pool.open(wait=True, timeout=self._timeout)
             if self._create_tables:
                 self._create()
+            else:
+                self._run_columns = self._columns_there()
             self._ready = True
 
     def _create(self) -> None:
@@ -254,6 +260,23 @@ class PostgresStore(Store):
                 if not tries_left:
                     raise
                 time.sleep(0.1)
+
+    def _columns_there(self) -> tuple[str, ...]:
+        """``RUN_COLUMNS``, less the newer ones the team's own migrations have not added yet
+        (said once: tracebacks are not kept until they add it)."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT column_name FROM information_schema.columns"
+                " WHERE table_schema = %s AND table_name = %s",
+                (self.schema, self.table_prefix + "runs"),
+            ).fetchall()
+        there = {row[0] for row in rows}
+        if not there or "traceback" in there:
+            return RUN_COLUMNS  # no table at all is the first statement's error to report
+        log.warning("%s has no traceback column: failed runs are kept without their "
+                    "tracebacks until it has (ALTER TABLE ... ADD COLUMN traceback text, as in "
+                    "PostgresStore.ddl())", self.table_prefix + "runs")  # fmt: skip
+        return RUN_COLUMNS[:-1]
 
     def _call(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
         try:
@@ -447,28 +470,38 @@ class PostgresStore(Store):
     def record_many(self, records: Sequence[RunRecord]) -> None:
         if not records:
             return
-        statement = sql.SQL("INSERT INTO {runs} ({columns}) SELECT * FROM unnest({arrays})").format(
-            runs=self._names["runs"],
-            columns=sql.SQL(", ").join(map(sql.Identifier, RUN_COLUMNS)),
-            arrays=sql.SQL(", ").join(sql.SQL(f"%s::{kind}[]") for kind in _RUN_TYPES),
-        )
         rows = [record_to_row(r, text_times=False) for r in records]
-        values = [list(column) for column in zip(*rows, strict=True)]
         jobs = sorted({r.job for r in records})
 
         def work(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(statement, values)
+            there = self._run_columns  # known once _call has opened the store
+            statement = sql.SQL("INSERT INTO {runs} ({columns}) SELECT * FROM unnest({arrays})")
+            conn.execute(
+                statement.format(
+                    runs=self._names["runs"],
+                    columns=sql.SQL(", ").join(map(sql.Identifier, there)),
+                    arrays=sql.SQL(", ").join(
+                        sql.SQL(f"%s::{kind}[]") for kind in _RUN_TYPES[: len(there)]
+                    ),
+                ),
+                [list(column) for column in zip(*rows, strict=True)][: len(there)],
+            )
             conn.execute(self._sql(_TRIM), (jobs, self.history_limit))
 
         self._call(work)
 
     def history(self, job: str, n: int = 20) -> list[RunRecord]:
-        columns = sql.SQL(", ").join(map(sql.Identifier, RUN_COLUMNS))
-        statement = sql.SQL(
-            "SELECT {columns} FROM {runs} WHERE job = %s ORDER BY id DESC LIMIT %s"
-        ).format(columns=columns, runs=self._names["runs"])
-        rows = self._call(lambda conn: conn.execute(statement, (job, n)).fetchall())
-        return readable((tuple(row) for row in rows), record_from_row, f"runs of {job}")
+        def work(conn: psycopg.Connection[Any]) -> tuple[tuple[str, ...], list[Any]]:
+            there = self._run_columns
+            statement = sql.SQL(
+                "SELECT {columns} FROM {runs} WHERE job = %s ORDER BY id DESC LIMIT %s"
+            ).format(columns=sql.SQL(", ").join(map(sql.Identifier, there)),
+                     runs=self._names["runs"])  # fmt: skip
+            return there, conn.execute(statement, (job, n)).fetchall()
+
+        there, rows = self._call(work)
+        return readable((tuple(row) for row in rows), lambda row: record_from_row(row, there),
+                        f"runs of {job}")  # fmt: skip
 
     def heartbeat(
         self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None

@@ -20,6 +20,7 @@ RUN_COLUMNS = (
     "started_at",
     "duration_ms",
     "error",
+    "traceback",
 )
 
 
@@ -37,12 +38,14 @@ def record_to_row(record: RunRecord, *, text_times: bool = True) -> tuple[Any, .
         started,
         record.duration_ms,
         record.error,
+        record.traceback,
     )
 
 
-def record_from_row(row: tuple[Any, ...]) -> RunRecord:
-    """The record a row in ``RUN_COLUMNS`` order holds."""
-    values = dict(zip(RUN_COLUMNS, row, strict=True))
+def record_from_row(row: tuple[Any, ...], columns: tuple[str, ...] = RUN_COLUMNS) -> RunRecord:
+    """The record a row in ``columns`` order holds (``RUN_COLUMNS``, or a leading part of it
+    where the table lacks the newer columns)."""
+    values = dict(zip(columns, row, strict=True))
     started = values["started_at"]
     if not isinstance(started, datetime):
         values["started_at"] = datetime.fromisoformat(started)

@@ -38,7 +38,7 @@ T = TypeVar("T")
 _ONE_MS = timedelta(milliseconds=1)
 _PARAMETERS = 500  # bound parameters per statement (SQLite before 3.32 allows 999)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: runs.traceback
 _DDL = f"""
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');
@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS last_claimed (job TEXT PRIMARY KEY, scheduled_ms INTE
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, occurrence_id TEXT NOT NULL,
     outcome TEXT NOT NULL, reason TEXT, trigger TEXT NOT NULL, attempt INTEGER NOT NULL,
-    replica TEXT NOT NULL, started_at TEXT NOT NULL, duration_ms REAL, error TEXT);
+    replica TEXT NOT NULL, started_at TEXT NOT NULL, duration_ms REAL, error TEXT,
+    traceback TEXT);
 CREATE INDEX IF NOT EXISTS runs_job_id ON runs (job, id);
 CREATE TABLE IF NOT EXISTS replicas (id TEXT PRIMARY KEY, expires_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS controls (
@@ -61,6 +62,22 @@ ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_ms = excluded.ex
 WHERE claims.expires_ms <= ?
 RETURNING key
 """
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a file made by an earlier version up to ``SCHEMA_VERSION``, in one transaction
+    (the replicas opening it at once: the first adds the column, the others see it)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+        if "traceback" not in columns:
+            conn.execute("ALTER TABLE runs ADD COLUMN traceback TEXT")
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version' AND value < ?",
+                     (str(SCHEMA_VERSION), str(SCHEMA_VERSION)))  # fmt: skip
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 class SQLiteStore(Store):
@@ -113,6 +130,7 @@ class SQLiteStore(Store):
                     conn.execute("PRAGMA journal_mode=WAL")
                     conn.execute("PRAGMA synchronous=NORMAL")
                     conn.executescript(_DDL)
+                    _migrate(conn)
                     break
                 except sqlite3.OperationalError as exc:
                     if "locked" not in str(exc) or time.monotonic() > deadline:

@@ -6,6 +6,7 @@ import json
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -133,6 +134,38 @@ def test_a_failing_job_exits_1(tmp_path: Path, env: dict[str, str]) -> None:
     result = json.loads(done.stdout)
     assert result["outcome"] == "failed"
     assert "the ledger is locked" in result["error"]
+
+
+def test_history_shows_a_failures_traceback_and_times_in_utc_or_the_zone_asked(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """``history`` marks its times as UTC (``Z``) or shows them in ``--tz``'s zone with the
+    offset; ``--occurrence`` prints the traceback of each failed attempt under the table."""
+    assert cli("run", "billing.broken", "-A", APP, env=env, cwd=tmp_path).returncode == 1
+    (record,) = json.loads(cli("history", "billing.broken", "-A", APP, "--json", env=env,
+                               cwd=tmp_path).stdout)  # fmt: skip
+    started = datetime.fromisoformat(record["started_at"])
+    assert started.utcoffset() == timedelta(0)  # JSON: ISO 8601 with its offset, UTC
+    assert "raise RuntimeError" in record["traceback"]
+    in_utc = cli("history", "billing.broken", "-A", APP, env=env, cwd=tmp_path).stdout
+    assert started.strftime("%Y-%m-%dT%H:%M:%S.") in in_utc.splitlines()[1]
+    assert in_utc.splitlines()[1].split()[5].endswith("Z")
+    warsaw = started.astimezone(ZoneInfo("Europe/Warsaw"))
+    in_warsaw = cli("history", "billing.broken", "-A", APP, "--tz", "Europe/Warsaw", env=env,
+                    cwd=tmp_path).stdout  # fmt: skip
+    shown = in_warsaw.splitlines()[1].split()[5]
+    assert shown.startswith(warsaw.strftime("%Y-%m-%dT%H:%M:%S."))
+    assert shown.endswith(warsaw.strftime("%z")[:3] + ":00")
+    one = cli("history", "billing.broken", "-A", APP, "--occurrence", record["occurrence_id"],
+              env=env, cwd=tmp_path)  # fmt: skip
+    assert one.returncode == 0, one.stderr
+    lines = one.stdout.splitlines()
+    assert f"attempt 1 on {record['replica']}, " in one.stdout
+    assert lines[lines.index("Traceback (most recent call last):") + 1].strip().startswith("File")
+    assert lines[-1] == "RuntimeError: the ledger is locked"
+    wrong = cli("history", "billing.broken", "-A", APP, "--tz", "Mars/Olympus", env=env,
+                cwd=tmp_path)  # fmt: skip
+    assert wrong.returncode == 2 and "unknown time zone" in wrong.stderr
 
 
 @pytest.mark.parametrize(

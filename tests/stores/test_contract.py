@@ -214,6 +214,30 @@ def test_history_is_newest_first_and_capped(kit: StoreKit) -> None:
     assert store.history("nobody") == []
 
 
+def test_a_failed_runs_traceback_is_kept_redacted_and_bounded(kit: StoreKit) -> None:
+    """The traceback of a failed run comes back as written, with a URL's password and a
+    ``password=`` value masked; a huge one keeps its first line and its innermost frames."""
+    store = kit.open()
+    shown = (
+        'Traceback (most recent call last):\n  File "/app/billing.py", line 9, in settle\n'
+        "    pay(dsn)\nConnectionError: redis://:hunter2@cache:6379/0 refused (password=s3cret)\n"
+    )
+    failed = RunRecord(**{**run("a", 1, "failed").to_json(), "started_at": T0,
+                          "error": "ConnectionError: amqp://app:hunter2@mq//",
+                          "traceback": shown})  # fmt: skip
+    frames = "".join(f'  File "/app/deep.py", line {i}, in f{i}\n' for i in range(2000))
+    deep = f"Traceback (most recent call last):\n{frames}ValueError: x"
+    huge = RunRecord(**{**run("a", 2, "failed").to_json(), "started_at": T0, "traceback": deep})
+    store.record_many([failed, huge, run("a", 3)])
+    newest, big, kept = store.history("a", 3)
+    assert newest.traceback is None and "traceback" not in newest.to_json()
+    assert kept.error == "ConnectionError: amqp://app:***@mq//"
+    assert kept.traceback == shown.replace(":hunter2@", ":***@").replace("s3cret", "***")
+    assert big.traceback is not None and len(big.traceback) <= 8000
+    assert big.traceback.startswith("Traceback (most recent call last):\n…\n")
+    assert big.traceback.endswith("in f1999\nValueError: x")
+
+
 def test_heartbeats_list_live_replicas_until_they_expire(store: Store) -> None:
     """A replica is listed while its heartbeat lasts and not after."""
     store.heartbeat("beat-1", timedelta(seconds=30))

@@ -12,7 +12,7 @@ import pytest
 from cron_bridge import StoreUnavailable
 from cron_bridge.jobs import Occurrence
 from cron_bridge.keys import lock_key
-from cron_bridge.stores import store_from_url
+from cron_bridge.stores import RunRecord, store_from_url
 from cron_bridge.stores.postgres import PostgresStore
 from tests.servers import PostgresServer
 
@@ -105,3 +105,59 @@ def test_a_borrowed_pool_is_not_closed(postgres_server: PostgresServer) -> None:
     pool.close()
     with pytest.raises(StoreUnavailable):
         PostgresStore(pool, schema="borrowed").ping()
+
+
+_SCHEMA_1_RUNS = """
+CREATE SCHEMA {schema};
+CREATE TABLE {schema}.cron_bridge_runs (
+    id bigserial PRIMARY KEY, job text NOT NULL, occurrence_id text NOT NULL,
+    outcome text NOT NULL, reason text, trigger text NOT NULL, attempt integer NOT NULL,
+    replica text NOT NULL, started_at timestamptz NOT NULL, duration_ms double precision,
+    error text);
+INSERT INTO {schema}.cron_bridge_runs
+    (job, occurrence_id, outcome, trigger, attempt, replica, started_at, error)
+VALUES ('j', 'j@2026-01-01T00:00:00Z', 'failed', 'schedule', 1, 'r1', now(), 'ValueError: old');
+"""
+
+
+def _failed(traceback: str) -> RunRecord:
+    return RunRecord(job="j", occurrence_id="j@2026-01-01T00:01:00Z", outcome="failed",
+                     trigger="schedule", replica="r1", started_at=datetime.now(UTC),
+                     error="ValueError: new", traceback=traceback)  # fmt: skip
+
+
+def test_tables_made_before_tracebacks_were_kept_get_the_column(
+    postgres_server: PostgresServer,
+) -> None:
+    """The store's DDL adds the traceback column to a runs table of schema 1; the old record
+    reads back beside a new one with its traceback."""
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute(_SCHEMA_1_RUNS.format(schema="before_tracebacks"))
+    store = store_from_url(f"{postgres_server.url}?schema=before_tracebacks")
+    store.record(_failed("Traceback ...\nValueError: new"))
+    assert [(r.error, r.traceback) for r in store.history("j")] == [
+        ("ValueError: new", "Traceback ...\nValueError: new"),
+        ("ValueError: old", None),
+    ]
+    store.close()
+
+
+def test_tables_owned_by_migrations_without_the_column_keep_records_without_tracebacks(
+    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With ``create_tables=false`` the store alters nothing: on a runs table the team's
+    migrations have not given the column yet, it says so once and keeps every record (without
+    its traceback) rather than failing every write."""
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute(_SCHEMA_1_RUNS.format(schema="migrations_behind"))
+    store = store_from_url(f"{postgres_server.url}?schema=migrations_behind&create_tables=false")
+    store.record(_failed("Traceback ...\nValueError: new"))
+    store.record(_failed("Traceback ...\nValueError: again"))
+    assert [(r.error, r.traceback) for r in store.history("j")] == [
+        ("ValueError: new", None),
+        ("ValueError: new", None),
+        ("ValueError: old", None),
+    ]
+    said = [r.getMessage() for r in caplog.records if "traceback column" in r.getMessage()]
+    assert len(said) == 1 and "ADD COLUMN traceback text" in said[0]
+    store.close()

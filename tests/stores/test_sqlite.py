@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 from cron_bridge.jobs import Occurrence
-from cron_bridge.stores import SQLiteStore
+from cron_bridge.stores import RunRecord, SQLiteStore
 
 
 def test_sixteen_stores_opening_one_new_file_at_once_all_answer(tmp_path: Path) -> None:
@@ -44,3 +45,36 @@ def test_sixteen_stores_opening_one_new_file_at_once_all_answer(tmp_path: Path) 
             store.close()
         assert errors == [], (round_, errors[:1])
         assert won.count(True) == 1, round_
+
+
+def test_a_file_made_before_tracebacks_were_kept_is_brought_up_to_date(tmp_path: Path) -> None:
+    """A store file of schema 1 (runs without a traceback column, one record in it) gets the
+    column when opened; the old record reads back and a new one keeps its traceback."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript("""
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1');
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, occurrence_id TEXT NOT NULL,
+    outcome TEXT NOT NULL, reason TEXT, trigger TEXT NOT NULL, attempt INTEGER NOT NULL,
+    replica TEXT NOT NULL, started_at TEXT NOT NULL, duration_ms REAL, error TEXT);
+INSERT INTO runs (job, occurrence_id, outcome, trigger, attempt, replica, started_at, error)
+VALUES ('j', 'j@2026-01-01T00:00:00Z', 'failed', 'schedule', 1, 'r1',
+        '2026-01-01T00:00:00+00:00', 'ValueError: old');
+""")
+    conn.close()
+    store = SQLiteStore(path)
+    (old,) = store.history("j")
+    assert (old.error, old.traceback) == ("ValueError: old", None)
+    at = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
+    store.record(RunRecord(job="j", occurrence_id="j@2026-01-01T00:01:00Z", outcome="failed",
+                           trigger="schedule", replica="r1", started_at=at, error="ValueError: new",
+                           traceback="Traceback ...\nValueError: new"))  # fmt: skip
+    assert [r.traceback for r in store.history("j")] == ["Traceback ...\nValueError: new", None]
+    store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone() == (
+            "2",
+        )
+    conn.close()
