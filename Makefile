@@ -18,7 +18,7 @@ DRAMATIQ_FLOOR := 1.17.1
 QUEUE_FLOOR := .venv-queue-floor
 QUEUE_FLOOR_STAMP := $(QUEUE_FLOOR)/.installed-$(RQ_FLOOR)-$(DRAMATIQ_FLOOR)-rq-scheduler
 
-.PHONY: demo test lint typecheck docs pytest bench chaos clean
+.PHONY: demo test lint typecheck docs pytest bench chaos screenshots clean
 
 $(STAMP): pyproject.toml adapters/celery/pyproject.toml adapters/rq/pyproject.toml adapters/dramatiq/pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "cron-bridge needs Python 3.11 or newer")'
@@ -41,6 +41,11 @@ typecheck: $(STAMP)
 # The documentation site; --strict fails on broken links and anchors and pages left out of the nav.
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet --site-dir site
+
+# The dashboard's pictures in docs/images (docs/observability.md shows them), taken in
+# headless Chromium from three beats running tests/apps/scene_app.py; needs chromium on PATH.
+screenshots: $(STAMP)
+	$(BIN)/python -m tests.e2e.scene docs/images
 
 $(FLOOR_STAMP): $(STAMP) adapters/celery/pyproject.toml
 	test -x $(FLOOR)/bin/python || $(PYTHON) -m venv $(FLOOR)

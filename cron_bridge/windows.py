@@ -8,12 +8,13 @@ there and it never comes due, and listings say it has no next run.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from cron_bridge.errors import ConfigError
-from cron_bridge.schedules import Schedule
+from cron_bridge.schedules import Cron, Schedule, load_zone
 
-__all__ = ["NEVER", "At", "Window", "parse_instant"]
+__all__ = ["NEVER", "At", "Upcoming", "Window", "dst_note", "parse_instant", "upcoming"]
 
 NEVER = datetime(9999, 12, 31, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -135,3 +136,39 @@ class Window:
             end = min(end.astimezone(UTC), self.end)
         if start < end:
             yield from self.inner.occurrences(start, end)
+
+
+@dataclass(frozen=True, slots=True)
+class Upcoming:
+    """An occurrence to come: when in UTC, its wall time in the job's zone, and what daylight
+    saving time does to it ("" when nothing)."""
+
+    at: datetime
+    local: datetime
+    note: str
+
+
+def dst_note(schedule: Schedule, local: datetime) -> str:
+    """What daylight saving time does to an occurrence at ``local`` (its wall time in the
+    job's zone): moved out of the spring gap, or in the hour the clocks repeat; "" if nothing."""
+    if not isinstance(schedule, Cron):
+        return ""  # an interval is counted in UTC: the clocks changing does not move it
+    if not schedule.matches_wall(local):
+        return "moved by DST: its wall time does not exist that day (the clocks go forward)"
+    if local.replace(fold=1 - local.fold).utcoffset() != local.utcoffset():
+        return "in the hour the clocks go back (repeated)"
+    return ""
+
+
+def upcoming(schedule: Schedule, after: datetime, count: int) -> list[Upcoming]:
+    """The next ``count`` occurrences after ``after`` (fewer when the schedule ends)."""
+    zone = load_zone(str(schedule.tz))
+    found: list[Upcoming] = []
+    at = after
+    while len(found) < count:
+        at = schedule.next_after(at)
+        if at is None or at >= NEVER:
+            break
+        local = at.astimezone(zone)
+        found.append(Upcoming(at, local, dst_note(schedule, local)))
+    return found

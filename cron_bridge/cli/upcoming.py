@@ -22,23 +22,9 @@ from cron_bridge.cli.names import check_name
 from cron_bridge.control.schedules import Schedules
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Job
-from cron_bridge.schedules import Cron, load_zone
-from cron_bridge.windows import NEVER
+from cron_bridge.windows import upcoming
 
 __all__ = ["next_runs"]
-
-
-def dst_note(job: Job, local: datetime) -> str:
-    """What daylight saving time does to an occurrence at ``local`` (its wall time in the
-    job's zone): moved out of the spring gap, or in the hour the clocks repeat; "" if nothing."""
-    schedule = job.schedule
-    if not isinstance(schedule, Cron):
-        return ""  # an interval is counted in UTC: the clocks changing does not move it
-    if not schedule.matches_wall(local):
-        return "moved by DST: its wall time does not exist that day (the clocks go forward)"
-    if local.replace(fold=1 - local.fold).utcoffset() != local.utcoffset():
-        return "in the hour the clocks go back (repeated)"
-    return ""
 
 
 def _job(name: str, app: tuple[str, ...], store: str | None) -> Job:
@@ -77,18 +63,9 @@ def next_runs(
     saving time moves or repeats."""
     with one_line_errors():
         job = _job(name, app, store)
-        zone = load_zone(str(job.schedule.tz))
-        rows = []
-        at = datetime.now(UTC)
-        for _ in range(count):
-            upcoming = job.schedule.next_after(at)
-            if upcoming is None or upcoming >= NEVER:
-                break
-            local = upcoming.astimezone(zone)
-            rows.append({"at": local.isoformat(timespec="seconds"),
-                         "utc": upcoming.isoformat(timespec="seconds"),
-                         "note": dst_note(job, local)})  # fmt: skip
-            at = upcoming
+        rows = [{"at": u.local.isoformat(timespec="seconds"),
+                 "utc": u.at.isoformat(timespec="seconds"), "note": u.note}
+                for u in upcoming(job.schedule, datetime.now(UTC), count)]  # fmt: skip
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

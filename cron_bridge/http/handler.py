@@ -170,9 +170,10 @@ class TriggerHandler:
             return Response(404, {"error": f"no job called {name!r}"})
         result = self.beat.trigger(name, force=from_page and form.get("force") == "1")
         if from_page:
-            said = f"{result.outcome}: {result.occurrence_id}"
-            if result.error or result.reason:
-                said += f" ({result.error or result.reason})"
+            said = dashboard.run_now_words(
+                result.outcome, result.occurrence_id, result.replica,
+                result.error or result.reason, result.duration_ms,
+            )  # fmt: skip
             return redirect(f"{self.base}/jobs/{quote(name, safe='')}?said={quote(said)}")
         body: dict[str, Any] = {
             "outcome": result.outcome,
@@ -201,13 +202,19 @@ class TriggerHandler:
             return Response(404, {"error": "no such namespace"})
         view = dashboard.View(self.beat, self.namespaces, namespace)
         if path in (self.base, self.base + "/"):
-            return Response(200, dashboard.overview_page(view, self.base, csrf))
+            return Response(200, dashboard.overview_page(
+                view, self.base, csrf, query.get("q", [""])[-1], query.get("state", ["all"])[-1]
+            ))  # fmt: skip
         name = path[len(self.base + "/jobs/") :]
         found = {info.name: (info, job) for info, job in view.jobs()}
         if name not in found:
             return Response(404, dashboard.not_found_page(self.base, name, found))
         said = query.get("said", [None])[-1]
-        return Response(200, dashboard.job_page(view, self.base, csrf, *found[name], said))
+        number = query.get("page", ["1"])[-1]
+        return Response(200, dashboard.job_page(
+            view, self.base, csrf, *found[name], said, query.get("state", ["all"])[-1],
+            int(number) if number.isascii() and number.isdigit() and len(number) < 6 else 1,
+        ))  # fmt: skip
 
 
 def open_namespaces(given: Mapping[str, str | Store]) -> dict[str, Store]:

@@ -41,6 +41,7 @@ _AS_STATE = {"skipped-paused": "paused", "skipped-completed": "completed", "enqu
 _FINAL = ("failed", "aborted", "skipped-overlap", "skipped-paused", "missed", "skipped-completed")
 _MARK_W, _GAP, _STRIP_H = 6, 1, 16
 _SLOTS = 50  # a chart is as wide as 50 occurrences, however few there are yet
+_AXIS, _STEP, _BAR_W = 40, 10, 8  # a chart's axis labels, and each occurrence's slot and bar
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,11 +187,16 @@ def unrecorded_marks(
     return drawn
 
 
-def strip(found: Sequence[Mark], *, label: str) -> str:
-    """One mark per occurrence, coloured by state, each with its title (shown on hover)."""
-    width = max(1, len(found)) * (_MARK_W + _GAP)
+def strip(found: Sequence[Mark], *, label: str, aligned: bool = False) -> str:
+    """One mark per occurrence, coloured by state, each with its title (shown on hover).
+    ``aligned``: on the charts' grid (one slot of ``chart`` per occurrence, as wide as 50),
+    so that drawn at the charts' width each mark stands above its bars."""
+    left, step, mark_w = (_AXIS, _STEP, _BAR_W) if aligned else (0, _MARK_W + _GAP, _MARK_W)
+    width = left + max(1, len(found)) * step
+    if aligned:
+        width = left + max(_SLOTS, len(found)) * step
     rects = "".join(
-        f'<rect class="m {m.state}" x="{i * (_MARK_W + _GAP)}" y="0" width="{_MARK_W}" '
+        f'<rect class="m {m.state}" x="{left + i * step}" y="0" width="{mark_w}" '
         f'height="{_STRIP_H}" rx="1"><title>{escape(m.title())}</title></rect>'
         for i, m in enumerate(found)
     )
@@ -209,17 +215,18 @@ def chart(found: Sequence[Mark], *, field: str, label: str) -> str:
     if not known:
         return f"<p class=muted>No {escape(label.lower())} recorded yet.</p>"
     top = max(max(known), 1.0)
-    step, height, base = 10, 60, 70
+    step, height, base = _STEP, 60, 70
     bars = []
     for i, (mark, value) in enumerate(zip(found, values, strict=True)):
         if value is None:
             continue
         tall = max(1.0, min(value, top) / top * height)
         bars.append(
-            f'<rect class="m {mark.state}" x="{40 + i * step}" y="{base - tall:.1f}" width="8" '
+            f'<rect class="m {mark.state}" x="{_AXIS + i * step}" y="{base - tall:.1f}" '
+            f'width="{_BAR_W}" '
             f'height="{tall:.1f}"><title>{escape(mark.title())}</title></rect>'
         )
-    width = 40 + max(_SLOTS, len(found)) * step
+    width = _AXIS + max(_SLOTS, len(found)) * step
     return (
         f"<figure class=chart><figcaption>{escape(label)}</figcaption>"
         f'<svg viewBox="0 0 {width} 80" role=img aria-label="{escape(label)}, up to '

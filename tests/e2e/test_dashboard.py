@@ -81,14 +81,16 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
             page.click("text=cache.warm")
             page.click("text=Run now")
             flash = page.locator("[role=status]").inner_text()
-            assert flash.startswith("completed: cache.warm@"), flash
-            first = page.locator("table tbody tr").first.inner_text()
+            assert flash.startswith("Ran the occurrence due "), flash
+            assert " on dash-1: completed in " in flash, flash
+            first = page.locator("#occurrence-table tbody tr").first.inner_text()
             assert "completed" in first and "manual" in first and "dash-1" in first
 
-            page.click("text=Run now")  # the same occurrence: claimed already
-            assert page.locator("[role=status]").inner_text().startswith("skipped-claimed:")
-            page.click("text=Run a fresh occurrence")
-            assert page.locator("[role=status]").inner_text().startswith("completed:")
+            page.click("text=Run now")  # the same occurrence: claimed already, said in words
+            said = page.locator("[role=status]").inner_text()
+            assert said.startswith("Not run again: the occurrence due ") and "runs once" in said
+            page.click("button:has-text('Run a fresh occurrence')")
+            assert page.locator("[role=status]").inner_text().startswith("Ran the occurrence due")
             page.screenshot(path=str(tmp_path / "job.png"), full_page=True)
 
             # Pause on every replica, with a reason; the page says who, and offers Resume.

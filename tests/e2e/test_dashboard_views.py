@@ -86,13 +86,17 @@ def test_strips_running_runs_and_namespaces_in_a_browser(tmp_path: Path, chromiu
             page.screenshot(path=str(tmp_path / "strips.png"), full_page=True)
 
             page.click("text=slow.export")
+            table = page.locator("#occurrence-table tbody tr")
+            table.first.wait_for()
             rows = [
-                r.split("\t") for r in page.locator("#runs + div table tbody tr").all_inner_texts()
+                (row.get_attribute("id") or "", [c.strip() for c in row.inner_text().split("\t")])
+                for row in table.all()
             ]
-            (flight,) = [row for row in rows if row[1] == "running"]
-            held = [row[-1] for row in rows if row[1] == "skipped-overlap"]
-            assert held and all(f"slow.export@{flight[0]} on served-1" in h for h in held), rows
-            assert [row[0] for row in rows] == sorted((row[0] for row in rows), reverse=True)
+            (flight,) = [oid for oid, cells in rows if cells[1] == "running"]
+            held = [cells[3] for _, cells in rows if cells[1] == "skipped-overlap"]
+            assert held and all(f"held by {flight} on served-1" in h for h in held), rows
+            ids = [oid for oid, _ in rows]
+            assert ids == sorted(ids, reverse=True), "newest occurrence first"
             page.goto(f"{base}/jobs/flaky.sync")
             assert page.locator("figure.chart").count() == 2  # duration and lag
             assert page.locator("figure.chart svg rect.failed").count() == 2
