@@ -105,10 +105,16 @@ def test_a_missing_store_is_one_line_and_exit_2(capfd: pytest.CaptureFixture[str
 
 def test_the_alias_is_registered_for_celery_beat() -> None:
     """``-S cron_bridge`` resolves through the celery.beat_schedulers entry point group."""
-    from celery.utils.imports import load_extension_class_names
+    from celery.utils.imports import load_extension_class_names, symbol_by_name
 
     aliases = dict(load_extension_class_names("celery.beat_schedulers"))
-    assert aliases["cron_bridge"] == "cron_bridge_celery:ClusterScheduler"
+    assert aliases["cron_bridge"] == "cron_bridge.schedulers:ClusterScheduler"
+    assert aliases["cron_bridge_django"] == "cron_bridge.schedulers:DjangoClusterScheduler"
+    app = Celery("proj", broker="memory://", set_as_current=False)
+    app.conf.update(cron_bridge_store="memory://")
+    built = symbol_by_name("cron_bridge", aliases=aliases)(app=app, lazy=True)
+    assert type(built) is ClusterScheduler  # the core's name builds the adapter's scheduler
+    built.close()
 
 
 def test_schedule_entries_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:

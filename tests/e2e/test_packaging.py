@@ -1,4 +1,5 @@
-"""The Celery adapter installs everything its transports need, in a fresh environment."""
+"""A fresh environment: ``celery beat -S cron_bridge`` without the Celery adapter says what to
+install; with it, the adapter installs everything its transports need."""
 
 from __future__ import annotations
 
@@ -23,20 +24,56 @@ app.send_task("fresh.task", kwargs={"n": 1}, queue="fresh-queue")
 """
 
 
-def test_a_fresh_environment_with_only_the_celery_adapter_sends_over_redis(
-    tmp_path: Path, redis_server: RedisServer
-) -> None:
-    """pip install -e the core and adapters/celery, nothing else: send_task over Redis works
-    (kombu's Redis transport imports packaging without declaring it; the adapter does)."""
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = env_dir / "bin" / "python"
+BEAT_APP = """
+from celery import Celery
+app = Celery("proj", broker="memory://")
+app.conf.beat_schedule = {"tick": {"task": "proj.tick", "schedule": 60}}
+"""
+
+RESOLVED = """
+from celery.beat import Service
+from proj import app
+print(type(Service(app, scheduler_cls="cron_bridge").get_scheduler(lazy=True)).__module__)
+"""
+
+
+def _pip(python: Path, *args: str) -> None:
     installed = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "-e", str(REPO),
-         "-e", str(REPO / "adapters" / "celery")],
+        [str(python), "-m", "pip", "install", "--quiet", *args],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr[-3000:]
+
+
+def test_a_fresh_environment_with_only_the_celery_adapter_sends_over_redis(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """First the core and Celery alone: ``celery beat -S cron_bridge`` (and
+    ``-S cron_bridge_django``) says in one line to install the adapter, exit 2, where Celery
+    printed a 50-line traceback. Then pip install -e adapters/celery, nothing else: ``-S
+    cron_bridge`` builds the adapter's scheduler, and send_task over Redis works (kombu's Redis
+    transport imports packaging without declaring it; the adapter does)."""
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    (tmp_path / "proj.py").write_text(BEAT_APP)
+    _pip(python, "-e", str(REPO), "celery")
+    for name in ("cron_bridge", "cron_bridge_django"):
+        beat = subprocess.run(
+            [str(env_dir / "bin" / "celery"), "-A", "proj", "beat", "-S", name],
+            capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+        )  # fmt: skip
+        assert beat.returncode == 2, beat.stderr[-3000:]
+        assert beat.stderr.strip().splitlines() == [
+            f"cron-bridge: celery beat -S {name} needs the Celery adapter, which is not "
+            "installed: pip install cron-bridge-celery"
+        ], beat.stderr[-3000:]
+    _pip(python, "-e", str(REPO / "adapters" / "celery"))
+    resolved = subprocess.run(
+        [str(python), "-c", RESOLVED], capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path, env={"CRON_BRIDGE_STORE": f"sqlite:///{tmp_path / 's.db'}", "PATH": ""},
+    )  # fmt: skip
+    assert resolved.stdout.strip() == "cron_bridge_celery.scheduler", resolved.stderr[-3000:]
     sent = subprocess.run(
         [str(python), "-c", SEND, redis_server.url],
         capture_output=True, text=True, timeout=120, check=False,
