@@ -580,4 +580,11 @@ async def _bounded(calls: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
             call.close()  # cancelled before it started: closed, not left "never awaited"
             raise
 
-    return list(await asyncio.gather(*(one(call) for call in calls)))
+    made: list[Coroutine[Any, Any, T]] = []
+    try:
+        made.extend(calls)  # all made before any is started: one that cannot be made (a
+    except BaseException:  # record that does not serialise) leaves none "never awaited"
+        for call in made:
+            call.close()
+        raise
+    return list(await asyncio.gather(*(one(call) for call in made)))
