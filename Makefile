@@ -18,17 +18,34 @@ DRAMATIQ_FLOOR := 1.17.1
 QUEUE_FLOOR := .venv-queue-floor
 QUEUE_FLOOR_STAMP := $(QUEUE_FLOOR)/.installed-$(RQ_FLOOR)-$(DRAMATIQ_FLOOR)-rq-scheduler
 
-.PHONY: demo test lint typecheck docs pytest bench chaos screenshots clean
+.PHONY: demo test lint typecheck docs pytest bench chaos screenshots dists clean
 
-$(STAMP): pyproject.toml adapters/celery/pyproject.toml adapters/rq/pyproject.toml adapters/dramatiq/pyproject.toml
+# make demo installs what the demo runs (the core and the Celery adapter); make test adds the
+# development group (pip install --group dev: test, lint and docs tools, never published) and
+# the other adapters and extras.
+DEMO_STAMP := $(VENV)/.installed-demo
+$(DEMO_STAMP): pyproject.toml adapters/celery/pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "cron-bridge needs Python 3.11 or newer")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]" -e adapters/celery -e adapters/rq -e adapters/dramatiq
+	$(BIN)/python -m pip install --quiet -e . -e adapters/celery
+	touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP) pyproject.toml adapters/celery/pyproject.toml adapters/rq/pyproject.toml adapters/dramatiq/pyproject.toml
+	$(BIN)/python -m pip install --quiet --group dev -e ".[redis,postgres,nats,otel,metrics]" \
+		-e "adapters/celery[redis,django]" -e adapters/rq -e adapters/dramatiq
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/cron-bridge demo
+
+# The four distributions (the core and the three adapters), sdist and wheel each, in dist/.
+dists: $(STAMP)
+	rm -rf dist
+	for project in . adapters/celery adapters/rq adapters/dramatiq; do \
+		$(BIN)/python -m build --quiet --outdir dist $$project || exit 1; done
+	$(BIN)/python -m twine check --strict dist/*
+	$(BIN)/check-wheel-contents dist/*.whl
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -82,4 +99,4 @@ chaos: $(STAMP)
 	$(BIN)/python -m chaos.run $(CHAOS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(FLOOR) $(QUEUE_FLOOR) .mypy_cache .ruff_cache .pytest_cache site
+	rm -rf $(VENV) $(FLOOR) $(QUEUE_FLOOR) .mypy_cache .ruff_cache .pytest_cache site dist

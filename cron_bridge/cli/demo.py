@@ -250,4 +250,13 @@ def demo(replicas: int, duration: float, keep: bool) -> None:
     if importlib.util.find_spec("cron_bridge_celery") is None:
         fail('the demo runs Celery: pip install "cron-bridge[celery]"')
     totals = run_demo(replicas=replicas, duration=duration, keep=keep, echo=click.echo)
+    click.echo(NEXT_STEPS)
     sys.exit(0 if totals.ok else EXIT_FAILED)
+
+
+NEXT_STEPS = """
+Next:
+  read   README.md "Quick start": your own task on Redis, from install to a run now
+         docs/guarantee.md: what "once" means here, and its edges
+  try    cron-bridge demo --replicas 5 --duration 60 --keep   (the store and logs are kept)
+         make test                                            (every check, with test tools)"""

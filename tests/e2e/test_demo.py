@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import cli, command_env
+from tests.e2e.processes import REPO, cli, command_env
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,12 @@ def test_the_demo_prints_each_occurrence_and_clean_totals(tmp_path: Path) -> Non
     runs = [line for line in lines if "enqueued by replica-" in line]
     assert len(runs) >= 4, done.stdout
     assert all("skipped by 2" in line and "completed on" in line for line in runs), runs
-    totals = lines[-1]
+    (totals,) = [line for line in lines if line.startswith("totals: ")]
+    # It ends saying what to read and run next, each of which exists.
+    after = "\n".join(lines[lines.index(totals) + 1 :])
+    assert after.lstrip().startswith("Next:") and "make test" in after, after
+    for path in re.findall(r"(?:README|docs/\w+)\.md", after):
+        assert (REPO / path).is_file(), path
     match = re.fullmatch(
         r"totals: (\d+) occurrences, (\d+) runs, 0 duplicates, 0 missed, 0 failed", totals
     )

@@ -45,14 +45,15 @@ def _pip(python: Path, *args: str) -> None:
     assert installed.returncode == 0, installed.stderr[-3000:]
 
 
-def test_a_fresh_environment_with_only_the_celery_adapter_sends_over_redis(
+def test_a_fresh_environment_with_the_celery_adapter_and_the_redis_extra_sends_over_redis(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
     """First the core and Celery alone: ``celery beat -S cron_bridge`` (and
     ``-S cron_bridge_django``) says in one line to install the adapter, exit 2, where Celery
-    printed a 50-line traceback. Then pip install -e adapters/celery, nothing else: ``-S
-    cron_bridge`` builds the adapter's scheduler, and send_task over Redis works (kombu's Redis
-    transport imports packaging without declaring it; the adapter does)."""
+    printed a 50-line traceback. Then the adapter and the core's redis extra, nothing else
+    (``cron-bridge[celery,redis]``): ``-S cron_bridge`` builds the adapter's scheduler, and
+    send_task over Redis works (kombu's Redis transport imports packaging without declaring
+    it; the adapter does)."""
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
@@ -68,7 +69,8 @@ def test_a_fresh_environment_with_only_the_celery_adapter_sends_over_redis(
             f"cron-bridge: celery beat -S {name} needs the Celery adapter, which is not "
             "installed: pip install cron-bridge-celery"
         ], beat.stderr[-3000:]
-    _pip(python, "-e", str(REPO / "adapters" / "celery"))
+    # The checkout's form of pip install "cron-bridge[celery,redis]".
+    _pip(python, "-e", f"{REPO}[redis]", "-e", str(REPO / "adapters" / "celery"))
     resolved = subprocess.run(
         [str(python), "-c", RESOLVED], capture_output=True, text=True, timeout=120, check=False,
         cwd=tmp_path, env={"CRON_BRIDGE_STORE": f"sqlite:///{tmp_path / 's.db'}", "PATH": ""},
