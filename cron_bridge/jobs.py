@@ -297,7 +297,7 @@ def declare(
     adapter: str | None = None,
     task: str | None = None,
 ) -> Job:
-    """Validate the options of DESIGN.md and build the ``Job``.
+    """Validate the options (docs/jobs.md lists them) and build the ``Job``.
 
     Raises:
         ConfigError: naming the job, the option and the value.

@@ -109,7 +109,8 @@ def cluster_task(
 
     Put it above ``@app.task``, ``@shared_task`` or ``@dramatiq.actor``; above a plain
     function with ``queue=`` for RQ; or above a plain function with ``target="inline"`` to
-    run it in the beat itself. Every option and default is that of DESIGN.md.
+    run it in the beat itself. Every option and its default is described in "Jobs and
+    schedules" (docs/jobs.md).
 
     Raises:
         ConfigError: at import, naming the job, the option and the value.
