@@ -65,3 +65,38 @@ class RecordBlips(MemoryStore):
             self.failures -= 1
             raise StoreUnavailable("blip", host="memory")
         super().record_many(records)
+
+
+class AnswerLost(MemoryStore):
+    """A memory store whose first ``failures`` claim batches are made and then fail to answer,
+    as when a connection is cut mid-commit or the server restarts before it replies."""
+
+    def __init__(self, failures: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.failures = failures
+
+    def claim_many(self, occurrences: Any, owner: str, **options: Any) -> list[bool]:
+        won = super().claim_many(occurrences, owner, **options)
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreUnavailable("the answer was lost", host="memory")
+        return won
+
+
+class ClaimsDown(MemoryStore):
+    """A memory store whose claim batches fail, unmade, while ``down`` is set (single claims,
+    as a manual trigger makes them, go through)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.down = True
+        self.refused = 0
+
+    def claim_many(self, occurrences: Any, owner: str, **options: Any) -> list[bool]:
+        if self.down:
+            self.refused += 1
+            raise StoreUnavailable("down", host="memory")
+        return super().claim_many(occurrences, owner, **options)
+
+    def claim(self, occurrence: Any, owner: str, **options: Any) -> bool:
+        return super().claim_many([occurrence], owner, **options)[0]

@@ -21,7 +21,7 @@ from cron_bridge.keys import lock_key
 from cron_bridge.plugins import Dispatch, TaskRef, register
 from cron_bridge.stores import MemoryStore, RunRecord, Store
 from cron_bridge.testing import FakeClock
-from tests.blips import LockBlips
+from tests.blips import AnswerLost, ClaimsDown, LockBlips
 
 START = datetime(2026, 5, 1, 12, 0, 0, 500_000, tzinfo=UTC)
 
@@ -327,6 +327,53 @@ def test_a_claimed_occurrence_asks_again_for_its_lock_through_a_store_blip(
     assert record.outcome == "completed"
     assert [ctx.occurrence_id for ctx in seen] == [record.occurrence_id]
     assert store.failures == 0
+
+
+def test_a_claim_made_whose_answer_was_lost_is_run_once_when_asked_again(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """The store made the claim and its answer was lost: asked again, the claim is this
+    replica's own and is read as won, so the occurrence runs once (before, it was lost:
+    "claimed by" a live replica that never ran it). Another replica never gets it."""
+    store = AnswerLost(1, clock=clock)
+    job, seen = inline("lost.answer", misfire_grace="30s")
+    beat, other = Beat(store, [job], clock=clock), Beat(store, [job], clock=clock)
+    beats.extend([beat, other])
+    beat.start()
+    clock.advance(1)
+    eventually(lambda: store.failures == 0 and len(seen) == 1, "the run after the lost answer")
+    other.start()
+    clock.advance(1)
+    eventually(lambda: len(seen) == 2, "the next occurrence")
+    time.sleep(0.3)
+    assert len({ctx.occurrence_id for ctx in seen}) == len(seen) == 2, seen
+    first = seen[0].occurrence_id
+    assert [r.outcome for r in store.history("lost.answer", 50) if r.occurrence_id == first
+            and r.outcome != "skipped-claimed"] == ["completed"]  # fmt: skip
+
+
+def test_a_manual_run_of_an_occurrence_whose_claim_went_unanswered_never_runs_it_twice(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """The schedule's claim batch failed (unmade); "run now" then claims that occurrence and
+    runs it; when the schedule asks again, the claim is this replica's own, but the manual
+    run's: it is not read as the lost batch's, and the occurrence runs once."""
+    store = ClaimsDown(clock=clock)
+    job, seen = inline("pressed", misfire_grace="30s")
+    beat = Beat(store, [job], clock=clock)
+    beats.append(beat)
+    beat.start()
+    clock.advance(1)
+    eventually(lambda: store.refused > 0, "a claim batch that failed")
+    result = beat.trigger("pressed")
+    assert result.outcome == "completed" and result.trigger == "manual", result
+    store.down = False
+    clock.advance(0.5)
+    clock.advance(0.5)
+    eventually(lambda: len(seen) >= 2, "the next occurrence")
+    time.sleep(0.3)
+    ran = [ctx.occurrence_id for ctx in seen]
+    assert ran.count(result.occurrence_id) == 1, ran
 
 
 def test_a_lock_the_store_never_answers_for_fails_the_occurrence_out_loud(

@@ -6,7 +6,10 @@ late one recorded ``missed``, a paused one ``skipped-paused`` (claimed too, so o
 records it). A burst of queue targets is claimed in slices, each enqueued before the next is
 claimed, so every replica takes a share.
 When the store cannot be reached nothing is claimed: the occurrences are kept by the beat and
-claimed when it answers.
+claimed when it answers. A batch that failed may still have been claimed (the store committed,
+its answer was lost: a connection cut mid-commit, a restart): asked again, those claims are
+this replica's own, and are read back as won (``Unanswered``), so a lost answer neither runs an
+occurrence twice nor leaves it to nobody.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import random
 import threading
 from collections import Counter, deque
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from cron_bridge import telemetry
 from cron_bridge.beat.dispatch import Dispatcher
@@ -30,7 +33,7 @@ from cron_bridge.jobs import Job
 from cron_bridge.stores import Store
 from cron_bridge.stores.base import RunRecord
 
-__all__ = ["SLICES_MAX", "SLICE_MIN", "ClaimStats", "Claimer"]
+__all__ = ["SLICES_MAX", "SLICE_MIN", "ClaimStats", "Claimer", "Unanswered"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,63 @@ class Unclaimed:
         return list(taken.values())
 
 
+UNANSWERED_KEPT = timedelta(hours=1)  # how long a claim whose answer was lost is looked for
+
+
+class Unanswered:
+    """The claims this replica asked for whose answer it never got (the batch raised
+    ``StoreUnavailable``): the store may have made them. Asked again, a claim the store says
+    is this replica's own was made by that batch, and is won; a manual trigger of the same
+    occurrence takes it out first (its own claim then decides), so the two never both run it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._keys: dict[str, datetime] = {}
+
+    def add(self, items: Sequence[Planned]) -> None:
+        with self._lock:
+            for item in items:
+                self._keys[item.occurrence.claim_key] = item.occurrence.scheduled_at
+            if len(self._keys) > 10 * UNCLAIMED_KEPT:  # bounded: the oldest go first
+                for key in sorted(self._keys, key=self._keys.__getitem__)[: len(self._keys) // 2]:
+                    del self._keys[key]
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._keys.pop(key, None)
+
+    def adopt(
+        self, store: Store, owner: str, asked: Sequence[Planned], won: list[bool]
+    ) -> list[bool]:
+        """``won`` with the claims of ``asked`` that were lost but are ``owner``'s own from an
+        unanswered batch read as won; those asked about are forgotten.
+
+        Raises:
+            StoreUnavailable: the owners could not be read (they are kept for the next try).
+        """
+        with self._lock:
+            if not self._keys:
+                return won
+            doubtful = [i for i, (item, mine) in enumerate(zip(asked, won, strict=True))
+                        if not mine and item.occurrence.claim_key in self._keys]  # fmt: skip
+            newest = max(item.occurrence.scheduled_at for item in asked)
+            for key, at in list(self._keys.items()):
+                if newest - at > UNANSWERED_KEPT:
+                    del self._keys[key]
+        if doubtful:
+            owners = store.claimed_by_many([asked[i].occurrence for i in doubtful])
+            won = list(won)
+            for i, holder in zip(doubtful, owners, strict=True):
+                if holder == owner:
+                    won[i] = True
+                    log.info("claimed %s on %s (its first claim was made, its answer lost)",
+                             asked[i].occurrence.id, owner)  # fmt: skip
+        with self._lock:
+            for item in asked:
+                self._keys.pop(item.occurrence.claim_key, None)
+        return won
+
+
 class Claimer:
     """The claims of one beat replica.
 
@@ -94,6 +154,8 @@ class Claimer:
         records: where the run records go.
         health: told whether the store answered each batch.
         ledger: where the claims lost are noted.
+        unanswered: the claims asked for whose answer was lost (shared with the manual
+            triggers, which take out what they claim themselves).
 
     Attributes:
         unclaimed: the occurrences the store could not be asked for, claimed when it answers
@@ -109,9 +171,11 @@ class Claimer:
         records: Records,
         health: StoreHealth,
         ledger: Ledger,
+        unanswered: Unanswered | None = None,
     ) -> None:
         self.store = store
         self.ledger = ledger
+        self.unanswered = unanswered or Unanswered()
         self.replica = replica
         self.stats = ClaimStats()
         self.unclaimed = Unclaimed()
@@ -202,8 +266,10 @@ class Claimer:
         trips = self.store.stats.this_thread
         try:
             won = self.store.claim_many([p.occurrence for p in cluster], self.replica)
+            won = self.unanswered.adopt(self.store, self.replica, cluster, won)
         except StoreUnavailable as exc:
             self._health.failed(exc)
+            self.unanswered.add(cluster)  # the store may have made them all the same
             self.unclaimed.keep(cluster)  # unclaimed: nothing runs until a claim succeeds
             return [], []
         self._health.ok()

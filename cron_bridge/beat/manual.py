@@ -62,12 +62,16 @@ class Triggers:
         clock: Clock,
         dispatcher: Dispatcher,
         records: Records,
+        forget: Callable[[str], None] = lambda key: None,
     ) -> None:
         self.store = store
         self.replica = replica
         self.clock = clock
         self._dispatcher = dispatcher
         self._records = records
+        # Told the claim key before a manual claim: the schedule's unanswered claim of the
+        # same occurrence must not also be read as won (cron_bridge.beat.claiming.Unanswered).
+        self._forget = forget
 
     def trigger(self, job: Job, *, force: bool = False) -> RunResult:
         """Claim the occurrence ``job``'s schedule is at (``force``: a fresh one, now) and
@@ -76,6 +80,7 @@ class Triggers:
         at = now if force else (previous_occurrence(job.schedule, now) or now)
         item = Planned(job=job, occurrence=Occurrence(job=job.name, scheduled_at=at),
                        trigger="manual", run=True)  # fmt: skip
+        self._forget(item.occurrence.claim_key)
         return self._run_claimed(item, lambda: self.store.claim(item.occurrence, self.replica))
 
     def catch_up_paused(self, job: Job, pause: control.Pause) -> RunResult | None:

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, TypeVar
 
-from cron_bridge.beat.claiming import Claimer
+from cron_bridge.beat.claiming import Claimer, Unanswered
 from cron_bridge.beat.clocksync import StoreClock
 from cron_bridge.beat.dispatch import Dispatcher
 from cron_bridge.beat.manual import RunResult, Triggers
@@ -98,15 +98,17 @@ class Beat:
         self._dispatcher = Dispatcher(self.store, self.replica_id, clock=self.clock,
                                       max_workers=max_workers, records=self._records,
                                       health=self._health)  # fmt: skip
+        unanswered = Unanswered()  # claims whose answer was lost, shared by both
         self._triggers = Triggers(self.store, self.replica_id, clock=self.clock,
-                                  dispatcher=self._dispatcher, records=self._records)  # fmt: skip
+                                  dispatcher=self._dispatcher, records=self._records,
+                                  forget=unanswered.forget)  # fmt: skip
         # Where the claims this replica lost are noted (cron_bridge.control.aside).
         self._ledger = Ledger(self.replica_id, self._swept, self.clock.now)
         self._health.when_down(self._ledger.interrupt)
         self._health.when_up(self._resume_ledger)
         self._claimer = Claimer(self.store, self.replica_id, dispatcher=self._dispatcher,
                                 records=self._records, health=self._health,
-                                ledger=self._ledger)  # fmt: skip
+                                ledger=self._ledger, unanswered=unanswered)  # fmt: skip
         self.claim_stats = self._claimer.stats
         # The schedules kept in the store (control.schedules), followed through their feed.
         self._stored = StoredSync(self.store) if stored_schedules else None
