@@ -291,12 +291,22 @@ class PostgresStore(Store):
                         if not tries_left:
                             raise
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            self._drop_dead_connections()
             first_line = (
                 str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             )
             raise StoreUnavailable(f"postgres: {first_line}", host=self._host) from exc
         self.stats.add()
         return result
+
+    def _drop_dead_connections(self) -> None:
+        """After a connection error, check the idle ones at once: a restart or
+        ``pg_terminate_backend`` kills every pooled connection, and each would otherwise fail
+        one call of its own, seconds apart (the pool does not look at them until used)."""
+        try:
+            self._pool.check()
+        except Exception as exc:  # noqa: BLE001 - the call's own error is the one to raise
+            log.debug("checking the pooled connections failed: %s", exc)
 
     def ping(self) -> None:
         self._call(lambda conn: conn.execute("SELECT 1"))

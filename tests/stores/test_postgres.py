@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -160,4 +161,38 @@ def test_tables_owned_by_migrations_without_the_column_keep_records_without_trac
     ]
     said = [r.getMessage() for r in caplog.records if "traceback column" in r.getMessage()]
     assert len(said) == 1 and "ADD COLUMN traceback text" in said[0]
+    store.close()
+
+
+def test_connections_cut_cost_one_failed_call_not_one_per_pooled_connection(
+    postgres_server: PostgresServer,
+) -> None:
+    """``pg_terminate_backend`` (a failover, an operator, a restart) ends every pooled
+    connection; the pool does not look at idle ones until they are used, so each failed a
+    call of its own, one after the other (a chaos run saw a finished run's lock release fail
+    twice, and the job's next occurrences skipped behind it). The first call fails; the next
+    one answers."""
+    store = store_from_url(f"{postgres_server.url}?schema=cut_connections&pool_size=4")
+    assert isinstance(store, PostgresStore)
+    store.ping()
+    pids: list[int] = []
+    barrier = threading.Barrier(4)
+
+    def hold() -> None:
+        with store._pool.connection() as conn:
+            pids.append(conn.info.backend_pid)
+            barrier.wait(10)
+
+    threads = [threading.Thread(target=hold) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(pids)) == 4
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+    with pytest.raises(StoreUnavailable):
+        store.ping()
+    store.ping()  # the other three were dropped with the first
+    store.ping()
     store.close()
