@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -204,3 +205,16 @@ def outcomes_by_occurrence(store: Store, jobs: Iterable[str]) -> dict[str, Count
 
 def records_of(store: Store, jobs: Iterable[str]) -> list[RunRecord]:
     return [record for job in jobs for record in store.history(job, 1000)]
+
+
+def source_copy(into: Path) -> Path:
+    """The files the distributions are built from (the core, the adapters, their metadata),
+    copied into ``into``: a build or a ``pip install .`` writes its by-products there, not in
+    the repository other tests are reading."""
+    ignore = shutil.ignore_patterns("*.egg-info", "__pycache__", "build", "dist")
+    into.mkdir(parents=True, exist_ok=True)
+    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
+        shutil.copy2(REPO / name, into / name)
+    for folder in ("cron_bridge", "adapters"):
+        shutil.copytree(REPO / folder, into / folder, ignore=ignore)
+    return into

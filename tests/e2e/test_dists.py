@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import REPO
+from tests.e2e.processes import REPO, source_copy
 from tests.servers import RabbitMQServer
 
 pytestmark = pytest.mark.slow
@@ -72,8 +72,10 @@ def test_built_checked_and_installed_from_the_wheels_alone(
     tmp_path: Path, rabbitmq_server: RabbitMQServer
 ) -> None:
     dist = tmp_path / "dist"
+    source = source_copy(tmp_path / "source")
     for folder in PROJECTS.values():
-        run(sys.executable, "-m", "build", "--quiet", "--outdir", dist, folder, cwd=tmp_path)
+        built = source / folder.relative_to(REPO)
+        run(sys.executable, "-m", "build", "--quiet", "--outdir", dist, built, cwd=tmp_path)
     wheels, sdists = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
     assert len(wheels) == len(sdists) == 4, sorted(dist.iterdir())
     run(sys.executable, "-m", "twine", "check", "--strict", *wheels, *sdists, cwd=tmp_path)

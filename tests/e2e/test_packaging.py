@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import REPO
+from tests.e2e.processes import source_copy
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def test_a_fresh_environment_with_the_celery_adapter_and_the_redis_extra_sends_o
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
     (tmp_path / "proj.py").write_text(BEAT_APP)
-    _pip(python, "-e", str(REPO), "celery")
+    _pip(python, str(source_copy(tmp_path / "core-only")), "celery")
     for name in ("cron_bridge", "cron_bridge_django"):
         beat = subprocess.run(
             [str(env_dir / "bin" / "celery"), "-A", "proj", "beat", "-S", name],
@@ -69,8 +69,9 @@ def test_a_fresh_environment_with_the_celery_adapter_and_the_redis_extra_sends_o
             f"cron-bridge: celery beat -S {name} needs the Celery adapter, which is not "
             "installed: pip install cron-bridge-celery"
         ], beat.stderr[-3000:]
-    # The checkout's form of pip install "cron-bridge[celery,redis]".
-    _pip(python, "-e", f"{REPO}[redis]", "-e", str(REPO / "adapters" / "celery"))
+    # The README's line from a checkout: pip install ".[redis]" ./adapters/celery
+    checkout = source_copy(tmp_path / "checkout")
+    _pip(python, f"{checkout}[redis]", str(checkout / "adapters" / "celery"))
     resolved = subprocess.run(
         [str(python), "-c", RESOLVED], capture_output=True, text=True, timeout=120, check=False,
         cwd=tmp_path, env={"CRON_BRIDGE_STORE": f"sqlite:///{tmp_path / 's.db'}", "PATH": ""},
