@@ -43,13 +43,15 @@ def touched(replica: str, disrupted: set[str]) -> bool:
 
 def allowed(
     why: str, disrupted: set[str], runs: dict[str, Run], at: float | None,
-    killed: dict[str, float],
+    killed: dict[str, float], faults: list[float] | None = None,
 ) -> bool:  # fmt: skip
     """Whether the guarantee allows this loss: a claim lost only with a replica that died or
     froze; a message only with a worker killed after it was enqueued; a failure only for the
-    store; a skip only behind a run the handlers saw going at that moment, or one on a
-    replica or worker that died or froze in it; the rest as the audit names them. ``at``
-    (monotonic) is when the store last recorded something of the occurrence."""
+    store; a skip only behind a run the handlers saw going at that moment, one on a replica or
+    worker that died or froze in it, or one that had ended when the store failed (its lock's
+    release is tried again, and the lock expires within ``lock_ttl``); the rest as the audit
+    names them. ``at`` (monotonic) is when the store last recorded something of the
+    occurrence; ``faults`` when the store's own faults happened (monotonic)."""
     if why.startswith("claimed by "):
         return touched(why.removeprefix("claimed by ").split(",")[0], disrupted)
     if why.startswith("enqueued by "):  # RQ does not redeliver the job of a killed worker
@@ -63,8 +65,12 @@ def allowed(
         holder, _, replica = why.split(" held by ")[1].partition(" on ")
         run = runs.get(holder)
         going = run is not None and at is not None and run[0] - 0.5 <= at <= run[1] + 0.5
+        # Behind a lock its run could not release: the store failed around the run's end,
+        # and the skip came before the lock expired.
+        held_up = (run is not None and at is not None and run[1] <= at <= run[1] + LOCK_TTL + 0.5
+                   and any(run[1] - LOCK_TTL <= f <= at for f in faults or ()))  # fmt: skip
         # Behind a run that was going, or late because the skipper (or the holder) froze.
-        return going or touched(replica, disrupted) or touched(skipper, disrupted)
+        return going or held_up or touched(replica, disrupted) or touched(skipper, disrupted)
     return why.startswith(ALLOWED)
 
 
@@ -84,11 +90,12 @@ class Findings:
 
 def check(
     journal: Path, store: Store, jobs: list[str], start: float, end: float, *,
-    disrupted: set[str], killed: dict[str, float],
+    disrupted: set[str], killed: dict[str, float], faults: list[float] | None = None,
 ) -> Findings:  # fmt: skip
     """Judge every occurrence of ``jobs`` due in ``(start, end]`` (epoch seconds);
     ``disrupted`` are the replicas and workers that were killed or frozen, ``killed`` when
-    each of the killed ones died (monotonic; a run it died in ended then)."""
+    each of the killed ones died (monotonic; a run it died in ended then), ``faults`` when
+    the store failed (monotonic: a restart's start and end, a connection cut)."""
     to_monotonic = time.monotonic() - time.time()
     lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     starts: dict[str, list[dict[str, object]]] = defaultdict(list)
@@ -136,7 +143,7 @@ def check(
                 why = explain(store, occurrence, records)
                 tried = max((r.started_at.timestamp() + to_monotonic for r in records),
                             default=None)  # fmt: skip
-                if allowed(why, disrupted, by_occurrence, tried, killed):
+                if allowed(why, disrupted, by_occurrence, tried, killed, faults):
                     found.allowed[occurrence.id] = why
                 else:
                     found.not_allowed[occurrence.id] = why + _timing(why, tried, by_occurrence)

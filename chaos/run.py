@@ -1,10 +1,11 @@
-"""``make chaos``: beat replicas and RQ workers on a Redis store (append-only, fsync always)
-through a seeded schedule of SIGKILLs and restarts of replicas and workers, SIGSTOPs of 3 to
-10 s, and store restarts from the append-only file, with two replicas' clocks set off by
-``--skew`` seconds (libfaketime); then a check of what the handlers wrote against what the
-store kept.
+"""``make chaos``: beat replicas and RQ workers on a store (``--store redis``, ``postgres`` or
+``nats``) through a seeded schedule of SIGKILLs and restarts of replicas and workers, SIGSTOPs
+of 3 to 10 s, and the store's own faults (``chaos/stores.py``: Redis restarted from its
+append-only file, Postgres crashed or its connections cut, NATS killed and restarted on its
+JetStream files), with two replicas' clocks set off by ``--skew`` seconds (libfaketime); then
+a check of what the handlers wrote against what the store kept.
 
-    python -m chaos.run --seed 7 --duration 120 --replicas 5
+    python -m chaos.run --seed 7 --duration 120 --replicas 5 --store postgres
 
 Exits 1 on any duplicate run, any overlap of two runs of one job, or any lost occurrence the
 guarantee (docs/guarantee.md) does not allow. Loopback only, bounded in time.
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 from chaos.check import Findings, check
+from chaos.stores import STORES, ChaosStore, open_store
 from cron_bridge.stores import store_from_url
 from tests.e2e.processes import BeatProcess, Service, Worker, command_env
 from tests.servers import RedisServer
@@ -34,6 +36,8 @@ COOL_DOWN = 8.0  # seconds after the window before the replicas stop (queues dra
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m chaos.run", description=__doc__)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--store", choices=sorted(STORES), default="redis",
+                        help="the store under chaos, with its own faults")  # fmt: skip
     parser.add_argument("--duration", type=float, default=120.0)
     parser.add_argument("--replicas", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=12, help="inline jobs, every second")
@@ -51,11 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     folder = Path(tempfile.mkdtemp(prefix="cron-bridge-chaos-"))
     journal = folder / "journal.jsonl"
-    server = RedisServer(extra=["--appendonly", "yes", "--appendfsync", "always"])
+    server = open_store(args.store, args.seed)
     broker = RedisServer()
     server.start()
     broker.start()
-    url = f"{server.url}?prefix=chaos{args.seed}:&connect_timeout=1"
+    url = server.url
     base = {
         "CHAOS_JOURNAL": str(journal),
         "CHAOS_JOBS": str(args.jobs),
@@ -71,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                for i in range(args.workers if args.queued else 0)]  # fmt: skip
     disrupted: set[str] = set()
     killed: dict[str, float] = {}
-    print(f"chaos: seed {args.seed}, {args.replicas} replicas ({skew_note(args)}), "
+    faults: list[float] = []  # when the store failed (monotonic): a fault's start and end
+    print(f"chaos: seed {args.seed}, {args.store} store, {args.replicas} replicas "
+          f"({skew_note(args)}), "
           f"{args.jobs} inline and {args.queued} RQ jobs every second on {len(workers)} "
           f"workers, {args.duration:.0f} s; logs in {folder}")  # fmt: skip
     try:
@@ -84,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         end = start + args.duration
         while time.time() < end - 5:
             time.sleep(rng.uniform(2.0, 6.0))
-            disrupted |= disrupt(rng, beats, workers, server, killed)
+            disrupted |= disrupt(rng, beats, workers, server, killed, faults)
         time.sleep(max(0.0, end - time.time()) + COOL_DOWN)
         for beat in beats:
             if beat.process is not None and beat.process.poll() is None:
@@ -100,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         jobs = [f"chaos.job{n:02d}" for n in range(args.jobs)]
         jobs += [f"chaos.queued{n:02d}" for n in range(args.queued)]
-        found = check(journal, store, jobs, start, end, disrupted=disrupted, killed=killed)
+        found = check(journal, store, jobs, start, end, disrupted=disrupted, killed=killed,
+                      faults=faults)  # fmt: skip
     finally:
         store.close()
         server.remove()
@@ -154,11 +161,11 @@ def start_worker(worker: Worker) -> None:
 
 
 def disrupt(
-    rng: random.Random, beats: list[BeatProcess], workers: list[Worker], server: RedisServer,
-    killed: dict[str, float],
+    rng: random.Random, beats: list[BeatProcess], workers: list[Worker], server: ChaosStore,
+    killed: dict[str, float], faults: list[float],
 ) -> set[str]:  # fmt: skip
     """One event of the schedule; the replicas and workers it touched (and when the killed
-    ones died, in monotonic time)."""
+    ones died, and when the store failed, in monotonic time)."""
     kinds = ["kill", "kill", "stop", "stop", "store"] + (["worker"] if workers else [])
     kind = rng.choice(kinds)
     chosen: Service = rng.choice(workers if kind == "worker" else beats)
@@ -181,11 +188,10 @@ def disrupt(
         time.sleep(pause)
         os.kill(chosen.process.pid, signal.SIGCONT)
         return {name}
-    down = rng.uniform(2.0, 5.0)
-    print(f"  {time.strftime('%H:%M:%S')} store down for {down:.1f} s, back from its AOF")
-    server.stop()
-    time.sleep(down)
-    server.start()
+    began = time.strftime("%H:%M:%S")
+    faults.append(time.monotonic())
+    print(f"  {began} {server.fault(rng)}")
+    faults.append(time.monotonic())
     return set()
 
 

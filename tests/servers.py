@@ -205,13 +205,21 @@ class NatsServer:
 
     def start(self) -> None:
         log = self.dir / "nats.log"
-        with open(log, "wb") as out:
+        with open(log, "ab") as out:
             self.process = subprocess.Popen(
                 [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js",
                  "-sd", str(self.dir / "js")],
                 stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         _wait_for_port(self.port, self.process, 30, log)
+
+    def crash(self) -> None:
+        """SIGKILL: JetStream keeps what it acknowledged in its files (the OS has them), and
+        ``start()`` reads them again on the same port."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
 
     def remove(self) -> None:
         _stop(self.process, 15)
@@ -466,16 +474,19 @@ class PostgresServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def start(self) -> None:
+        """Start it: the first time on a new cluster, after ``crash()`` on the same data (it
+        recovers from its write-ahead log, as after a crash)."""
         data = self.dir / "data"
         log = self.dir / "postgres.log"
-        init = subprocess.run(
-            [str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-             "-E", "UTF8", "--no-sync", "--no-instructions"],
-            user=self.user, capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if init.returncode != 0:
-            raise ServerUnavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
-        with open(log, "wb") as out:
+        if not data.exists():
+            init = subprocess.run(
+                [str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+                 "-E", "UTF8", "--no-sync", "--no-instructions"],
+                user=self.user, capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if init.returncode != 0:
+                raise ServerUnavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
+        with open(log, "ab") as out:
             if self.user:
                 entry = pwd.getpwnam(self.user)
                 os.chown(log, entry.pw_uid, entry.pw_gid)
@@ -501,6 +512,30 @@ class PostgresServer:
             except psycopg.OperationalError:
                 time.sleep(0.1)
         raise ServerUnavailable(f"postgres did not accept connections: {_tail(log)}")
+
+    def crash(self) -> None:
+        """Stop it as a crash does: SIGQUIT (PostgreSQL's immediate shutdown: no checkpoint,
+        every connection dropped mid-transaction); ``start()`` recovers from the WAL."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGQUIT)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def terminate_backends(self) -> int:
+        """Cut every client connection but this one (``pg_terminate_backend``), as a failover
+        or an operator does; how many were cut."""
+        import psycopg
+
+        with psycopg.connect(self.url, connect_timeout=5, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            ).fetchall()
+        return sum(1 for (cut,) in rows if cut)
 
     def remove(self) -> None:
         _stop(self.process, 15)
