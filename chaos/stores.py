@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from tests.servers import NatsServer, PostgresServer, RedisServer
@@ -34,82 +35,77 @@ class ChaosStore(Protocol):
     def remove(self) -> None: ...
 
 
-class _Redis:
+class _Served:
+    """A store on a throwaway server of the tests: started, faulted, removed."""
+
+    name = ""
+    server: RedisServer | PostgresServer | NatsServer
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def start(self) -> None:
+        self.server.start()
+
+    def remove(self) -> None:
+        self.server.remove()
+
+    def _down(self, rng: random.Random, stop: Callable[[], None], said: str) -> str:
+        """Stop the server with ``stop``, keep it down 2 to 5 s, start it on its data."""
+        down = rng.uniform(2.0, 5.0)
+        stop()
+        time.sleep(down)
+        self.server.start()
+        return f"store down for {down:.1f} s{said}"
+
+
+class _Redis(_Served):
     name = "redis"
 
     def __init__(self, seed: int) -> None:
+        super().__init__(seed)
         self.server = RedisServer(extra=["--appendonly", "yes", "--appendfsync", "always"])
-        self.seed = seed
 
     @property
     def url(self) -> str:
         return f"{self.server.url}?prefix=chaos{self.seed}:&connect_timeout=1"
 
-    def start(self) -> None:
-        self.server.start()
-
     def fault(self, rng: random.Random) -> str:
-        down = rng.uniform(2.0, 5.0)
-        self.server.stop()
-        time.sleep(down)
-        self.server.start()
-        return f"store down for {down:.1f} s, back from its AOF"
-
-    def remove(self) -> None:
-        self.server.remove()
+        return self._down(rng, self.server.stop, ", back from its AOF")
 
 
-class _Postgres:
+class _Postgres(_Served):
     name = "postgres"
 
     def __init__(self, seed: int) -> None:
+        super().__init__(seed)
         self.server = PostgresServer()
-        self.seed = seed
 
     @property
     def url(self) -> str:
         return f"{self.server.url}?schema=chaos{self.seed}&connect_timeout=1"
 
-    def start(self) -> None:
-        self.server.start()
-
     def fault(self, rng: random.Random) -> str:
         if rng.random() < 0.5:
             cut = self.server.terminate_backends()
             return f"store connections cut: pg_terminate_backend ended {cut}"
-        down = rng.uniform(2.0, 5.0)
-        self.server.crash()
-        time.sleep(down)
-        self.server.start()
-        return f"store down for {down:.1f} s: crashed (immediate shutdown), back from its WAL"
-
-    def remove(self) -> None:
-        self.server.remove()
+        return self._down(rng, self.server.crash,
+                          ": crashed (immediate shutdown), back from its WAL")  # fmt: skip
 
 
-class _Nats:
+class _Nats(_Served):
     name = "nats"
 
     def __init__(self, seed: int) -> None:
+        super().__init__(seed)
         self.server = NatsServer()
-        self.seed = seed
 
     @property
     def url(self) -> str:
         return f"{self.server.url}?prefix=chaos{self.seed}&connect_timeout=1"
 
-    def start(self) -> None:
-        self.server.start()
-
     def fault(self, rng: random.Random) -> str:
-        down = rng.uniform(2.0, 5.0)
-        self.server.crash()
-        time.sleep(down)
-        self.server.start()
-        return f"store down for {down:.1f} s: SIGKILLed, back from JetStream's files"
-
-    def remove(self) -> None:
-        self.server.remove()
+        return self._down(rng, self.server.crash, ": SIGKILLed, back from JetStream's files")
 
 
 STORES = {"redis": _Redis, "postgres": _Postgres, "nats": _Nats}

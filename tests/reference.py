@@ -22,7 +22,10 @@ STORES_BEGIN, STORES_END = (
 )
 
 
-def _commands(group: click.Group, prefix: str) -> Iterator[tuple[str, click.Command]]:
+def every_command(
+    group: click.Group, prefix: str = "cron-bridge"
+) -> Iterator[tuple[str, click.Command]]:
+    """``group`` and every command under it (entry points' too), with its full name."""
     ctx = click.Context(group, info_name=prefix)
     yield prefix, group
     for name in sorted(group.list_commands(ctx)):
@@ -30,7 +33,7 @@ def _commands(group: click.Group, prefix: str) -> Iterator[tuple[str, click.Comm
         assert command is not None, name
         full = f"{prefix} {name}"
         if isinstance(command, click.Group):
-            yield from _commands(command, full)
+            yield from every_command(command, full)
         else:
             yield full, command
 
@@ -54,7 +57,7 @@ def commands() -> str:
     from cron_bridge.cli.main import main
 
     parts = []
-    for full, command in _commands(main, "cron-bridge"):
+    for full, command in every_command(main):
         rows = []
         for param in command.params:
             if isinstance(param, click.Argument):

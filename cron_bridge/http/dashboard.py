@@ -336,22 +336,16 @@ def overview_page(view: View, path: str, csrf: str, q: str = "", state: str = "a
     return page("cron-bridge", body, refresh=True)
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return ""
-    return f"{value:.0f} ms" if value < 10_000 else f"{value / 1000:.1f} s"
-
-
 def _attempt(record: RunRecord, scheduled: datetime) -> str:
     """One attempt of an occurrence: its outcome, where, how long, its lag, why."""
     lag = (record.started_at - scheduled).total_seconds() * 1000
     facts = [f"on <code>{escape(record.replica)}</code>"]
     if record.outcome == "enqueued":
-        facts.append(f"sent {_ms(lag)} after it was due")
+        facts.append(f"sent {strips.ms_text(lag)} after it was due")
     elif record.outcome in ("completed", "failed", "aborted"):
         if record.duration_ms is not None:
-            facts.append(f"ran {_ms(record.duration_ms)}")
-        facts.append(f"lag {_ms(lag)}")
+            facts.append(f"ran {strips.ms_text(record.duration_ms)}")
+        facts.append(f"lag {strips.ms_text(lag)}")
     if record.trigger not in ("schedule", "queue"):
         facts.append(escape(record.trigger))
     detail = record.error or record.reason
@@ -456,7 +450,7 @@ def run_now_words(outcome: str, occurrence_id: str, replica: str, detail: str | 
     it is ``skipped-claimed``)."""
     due = occurrence_id.partition("@")[2]
     detail = (detail or "")[:500]
-    took = f" in {_ms(duration_ms)}" if duration_ms is not None else ""
+    took = f" in {strips.ms_text(duration_ms)}" if duration_ms is not None else ""
     said = {
         "completed": f"Ran the occurrence due {due} on {replica}: completed{took}.",
         "enqueued": f"Sent the occurrence due {due} to its queue from {replica}: a worker runs "

@@ -28,6 +28,7 @@ __all__ = [
     "chart",
     "legend",
     "marks",
+    "ms_text",
     "parse_holder",
     "strip",
     "unrecorded",
@@ -71,9 +72,9 @@ class Mark:
         if self.note:
             text += f" ({self.note})"
         if self.duration_ms is not None:
-            text += f", ran {_ms(self.duration_ms)}"
+            text += f", ran {ms_text(self.duration_ms)}"
         if self.lag_ms is not None:
-            text += f", lag {_ms(self.lag_ms)}"
+            text += f", lag {ms_text(self.lag_ms)}"
         return text
 
 
@@ -230,7 +231,7 @@ def chart(found: Sequence[Mark], *, field: str, label: str) -> str:
     return (
         f"<figure class=chart><figcaption>{escape(label)}</figcaption>"
         f'<svg viewBox="0 0 {width} 80" role=img aria-label="{escape(label)}, up to '
-        f'{escape(_ms(top))}"><text x="0" y="14" class=axis>{escape(_ms(top))}</text>'
+        f'{escape(ms_text(top))}"><text x="0" y="14" class=axis>{escape(ms_text(top))}</text>'
         f'<text x="0" y="{base}" class=axis>0</text>'
         f'<line x1="38" y1="{base}" x2="{width}" y2="{base}" class=axis-line />'
         f"{''.join(bars)}</svg></figure>"
@@ -255,7 +256,8 @@ def _summary(found: Sequence[Mark]) -> str:
     return ", ".join(f"{n} {state}" for state, n in counts.items())
 
 
-def _ms(value: float) -> str:
+def ms_text(value: float) -> str:
+    """Milliseconds as a person reads them: ``12 ms``, ``1.5 s``, ``2.1 min``."""
     if abs(value) < 1000:
         return f"{value:.0f} ms"
     if abs(value) < 120_000:

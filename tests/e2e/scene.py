@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from playwright.sync_api import Browser, Page
+
 from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
 from tests.servers import free_port
 
@@ -76,6 +78,17 @@ def _ran(store_url: str) -> bool:
         store.close()
 
 
+def signed_in(browser: Browser, shown: Scene) -> Page:
+    """A desktop-sized page of the scene's dashboard, signed in, on the overview with its jobs
+    shown."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{shown.base}/")
+    page.fill("#secret", SECRET)
+    page.click("button[type=submit]")
+    page.locator("#jobs + div table tbody tr").first.wait_for()
+    return page
+
+
 def screenshots(folder: Path, chromium: str) -> list[Path]:
     """The overview and a job's page (a failure's traceback open) at desktop width, the
     overview at a phone's, saved in ``folder``."""
@@ -89,11 +102,7 @@ def screenshots(folder: Path, chromium: str) -> list[Path]:
         sync_playwright() as playwright,
     ):
         browser = playwright.chromium.launch(executable_path=chromium)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(f"{shown.base}/")
-        page.fill("#secret", SECRET)
-        page.click("button[type=submit]")
-        page.locator("#jobs + div table tbody tr").first.wait_for()
+        page = signed_in(browser, shown)
         saved.append(folder / "dashboard-overview.png")
         page.screenshot(path=str(saved[-1]), full_page=True)
         page.goto(f"{shown.base}/jobs/billing.settle?state=failed")

@@ -24,6 +24,20 @@ def env(tmp_path: Path) -> dict[str, str]:
     return command_env(tmp_path / "journal.jsonl", CRON_BRIDGE_STORE=f"sqlite:///{tmp_path}/s.db")
 
 
+def ran_until(beat: BeatProcess, says: str, what: str, *, then: float = 0.0) -> BeatProcess:
+    """Start ``beat``, wait until its output says ``says`` (``what`` it is waiting for), let it
+    run ``then`` seconds more, and stop it: it stops within 30 s, and is stopped whatever
+    happens."""
+    beat.start()
+    try:
+        wait_for(lambda: says in beat.output(), 30, what)
+        time.sleep(then)
+        assert beat.terminate() < 30
+    finally:
+        beat.ensure_stopped()
+    return beat
+
+
 def test_list_prints_the_documented_columns(tmp_path: Path, env: dict[str, str]) -> None:
     """NAME SCHEDULE TIMEZONE SCOPE TARGET NEXT LAST, one row per job; --json too."""
     done = cli("list", "-A", APP, env=env, cwd=tmp_path)
@@ -212,12 +226,11 @@ def test_the_memory_store_warns_and_refuses_cluster_jobs_in_production(tmp_path:
                   env=command_env(CRON_BRIDGE_ENV="production"))  # fmt: skip
     assert refused.returncode == 2
     assert "allow_local_cluster" in refused.stderr.strip().splitlines()[-1]
-    beat = BeatProcess("mem", tmp_path, command_env(), app=APP, store_url="memory://").start()
-    try:
-        wait_for(lambda: "started with" in beat.output(), 30, "the beat to start")
-        assert beat.terminate() < 30
-    finally:
-        beat.ensure_stopped()
+    beat = ran_until(
+        BeatProcess("mem", tmp_path, command_env(), app=APP, store_url="memory://"),
+        "started with",
+        "the beat to start",
+    )
     assert "this process only" in beat.output()
     assert beat.process is not None and beat.process.returncode == 0
 
@@ -230,14 +243,14 @@ def test_a_beat_that_starts_with_no_job_warns_once_and_names_the_module(
 ) -> None:
     """A module with no @cluster_task job: the beat starts (stored schedules may come), but
     says once which module it imported, and what that module declares instead."""
-    beat = BeatProcess("empty", tmp_path, command_env(), app=module,
-                       store_url=f"sqlite:///{tmp_path}/s.db").start()  # fmt: skip
-    try:
-        wait_for(lambda: "started with 0 jobs" in beat.output(), 30, "the beat to start")
-        time.sleep(1.5)
-        assert beat.terminate() < 30
-    finally:
-        beat.ensure_stopped()
+    beat = ran_until(
+        BeatProcess(
+            "empty", tmp_path, command_env(), app=module, store_url=f"sqlite:///{tmp_path}/s.db"
+        ),
+        "started with 0 jobs",
+        "the beat to start",
+        then=1.5,
+    )
     warnings = [line for line in beat.output().splitlines() if "no job is declared" in line]
     assert len(warnings) == 1, beat.output()
     assert f"no job is declared in {module} (imported)" in warnings[0]
@@ -257,14 +270,18 @@ def test_a_beat_that_starts_with_no_job_warns_once_and_names_the_module(
 def test_a_beat_says_what_else_its_modules_hold_that_it_does_not_run(tmp_path: Path) -> None:
     """@cluster_task jobs beside periodiq actors: the beat runs the jobs and says once that
     the actors are not run here, and which command runs them (never both at once)."""
-    beat = BeatProcess("both", tmp_path, command_env(), app="tests.apps.cli_app",
-                       store_url=f"sqlite:///{tmp_path}/s.db",
-                       extra=["-A", "tests.apps.periodiq_app"]).start()  # fmt: skip
-    try:
-        wait_for(lambda: "started with 3 jobs" in beat.output(), 30, "the beat to start")
-        assert beat.terminate() < 30
-    finally:
-        beat.ensure_stopped()
+    beat = ran_until(
+        BeatProcess(
+            "both",
+            tmp_path,
+            command_env(),
+            app="tests.apps.cli_app",
+            store_url=f"sqlite:///{tmp_path}/s.db",
+            extra=["-A", "tests.apps.periodiq_app"],
+        ),
+        "started with 3 jobs",
+        "the beat to start",
+    )
     told = [line for line in beat.output().splitlines() if "also has" in line]
     assert told == [told[0]] and " WARNING " in told[0], beat.output()
     assert (
@@ -288,13 +305,12 @@ def test_a_job_name_nobody_declared_is_refused_with_the_closest_names(tmp_path: 
     typo = cli("pause", "reports.minutly", "-A", APP, env=env, cwd=tmp_path)
     assert typo.returncode == 2
     assert "no job called 'reports.minutly' (did you mean 'reports.minutely'?)" in typo.stderr
-    beat = BeatProcess("names", tmp_path, env, app=APP, store_url=store).start()
-    try:
-        wait_for(lambda: "started with" in beat.output(), 30, "the beat to publish its jobs")
-        time.sleep(1)
-    finally:
-        beat.terminate()
-        beat.ensure_stopped()
+    ran_until(
+        BeatProcess("names", tmp_path, env, app=APP, store_url=store),
+        "started with",
+        "the beat to publish its jobs",
+        then=1,
+    )
     # Known from the catalog the beat published, without -A.
     assert cli("pause", "cache.warm", env=env, cwd=tmp_path).returncode == 0
     assert cli("resume", "cache.warm", env=env, cwd=tmp_path).returncode == 0
@@ -324,14 +340,18 @@ def test_version_names_every_distribution_and_its_queue_library(tmp_path: Path) 
 
 def test_a_duration_in_plain_seconds_is_taken_on_the_command_line(tmp_path: Path) -> None:
     """``--shutdown-timeout 5``, as job options take 5: seconds, not a refusal."""
-    beat = BeatProcess("secs", tmp_path, command_env(), app=APP,
-                       store_url=f"sqlite:///{tmp_path}/s.db",
-                       extra=["--shutdown-timeout", "5"]).start()  # fmt: skip
-    try:
-        wait_for(lambda: "started with" in beat.output(), 30, "the beat to start")
-        assert beat.terminate() < 30
-    finally:
-        beat.ensure_stopped()
+    beat = ran_until(
+        BeatProcess(
+            "secs",
+            tmp_path,
+            command_env(),
+            app=APP,
+            store_url=f"sqlite:///{tmp_path}/s.db",
+            extra=["--shutdown-timeout", "5"],
+        ),
+        "started with",
+        "the beat to start",
+    )
     assert beat.process is not None and beat.process.returncode == 0, beat.output()[-2000:]
 
 
@@ -342,13 +362,18 @@ def test_the_beat_prints_the_dashboards_url_for_a_bare_port(tmp_path: Path) -> N
 
     port = free_port()
     env = command_env(CRON_BRIDGE_SECRET="s" * 40)
-    beat = BeatProcess("url", tmp_path, env, app=APP, store_url=f"sqlite:///{tmp_path}/s.db",
-                       extra=["--http", str(port)]).start()  # fmt: skip
-    try:
-        wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
-    finally:
-        beat.terminate()
-        beat.ensure_stopped()
+    beat = ran_until(
+        BeatProcess(
+            "url",
+            tmp_path,
+            env,
+            app=APP,
+            store_url=f"sqlite:///{tmp_path}/s.db",
+            extra=["--http", str(port)],
+        ),
+        "HTTP trigger on",
+        "the HTTP server",
+    )
     assert (
         f"dashboard on http://127.0.0.1:{port}/_scheduler/ (log in with the secret); HTTP "
         f"trigger on http://127.0.0.1:{port}/_scheduler/run/<job>"
@@ -361,13 +386,13 @@ def test_one_job_is_one_job(tmp_path: Path) -> None:
         "@cluster_task(every='1h', target='inline')\n"
         "def hourly(ctx):\n    pass\n"
     )
-    beat = BeatProcess("one", tmp_path, command_env(), app="onejob",
-                       store_url=f"sqlite:///{tmp_path}/s.db").start()  # fmt: skip
-    try:
-        wait_for(lambda: "started with" in beat.output(), 30, "the beat to start")
-    finally:
-        beat.terminate()
-        beat.ensure_stopped()
+    beat = ran_until(
+        BeatProcess(
+            "one", tmp_path, command_env(), app="onejob", store_url=f"sqlite:///{tmp_path}/s.db"
+        ),
+        "started with",
+        "the beat to start",
+    )
     assert "started with 1 job on" in beat.output(), beat.output()[-1000:]
 
 
@@ -376,24 +401,15 @@ def test_every_option_of_every_command_has_its_own_help(tmp_path: Path) -> None:
     import click
 
     from cron_bridge.cli import main
+    from tests.reference import every_command
 
-    missing = []
-    ctx = click.Context(main)
-
-    def walk(group: click.Group, prefix: str) -> None:
-        for name in group.list_commands(ctx):
-            command = group.get_command(ctx, name)
-            assert command is not None
-            if isinstance(command, click.Group):
-                walk(command, f"{prefix}{name} ")
-                continue
-            for param in command.params:
-                if isinstance(param, click.Option) and (
-                    not param.help or param.help.startswith("The job's ")
-                ):
-                    missing.append(f"{prefix}{name} {param.opts[0]}")
-
-    walk(main, "")
+    missing = [
+        f"{full} {param.opts[0]}"
+        for full, command in every_command(main)
+        for param in command.params
+        if isinstance(param, click.Option)
+        and (not param.help or param.help.startswith("The job's "))
+    ]
     assert missing == []
 
 

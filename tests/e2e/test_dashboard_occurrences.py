@@ -6,14 +6,17 @@ next runs, options and paging; "Run now" saying in words what it did."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from cron_bridge.http.occurrences import PER_PAGE
-from cron_bridge.stores import store_from_url
-from tests.e2e.scene import SECRET, scene
+from cron_bridge.jobs import Occurrence
+from cron_bridge.stores import RunRecord, store_from_url
+from tests.e2e.scene import scene, signed_in
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +29,13 @@ def rows(page: Page) -> list[list[str]]:
     return [[cell.strip() for cell in row.split("\t")] for row in table.all_inner_texts()]
 
 
+def ids(page: Page) -> list[str]:
+    """The occurrence ids of the rows shown, top to bottom."""
+    table = page.locator("#occurrence-table tbody tr")
+    table.first.wait_for()
+    return [str(row.get_attribute("id")) for row in table.all()]
+
+
 def count(page: Page, name: str) -> int:
     return int(page.locator(f"#count-{name} b").inner_text())
 
@@ -35,11 +45,7 @@ def test_occurrences_counts_filters_and_run_now_with_ten_replicas(
 ) -> None:
     with scene(tmp_path, REPLICAS, settle=120) as shown, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(f"{shown.base}/")
-        page.fill("#secret", SECRET)
-        page.click("button[type=submit]")
-        page.locator("#jobs + div table tbody tr").first.wait_for()
+        page = signed_in(browser, shown)
 
         # Counts at the top, each a filter; the search narrows by name.
         assert count(page, "all") == 4 and count(page, "paused") == 1
@@ -101,15 +107,40 @@ def test_occurrences_counts_filters_and_run_now_with_ten_replicas(
         assert "hunter2" not in page.content()
         assert int(page.locator("#filter-failed b").inner_text()) == len(failed)
 
-        # Paging through the occurrences of the quick job.
-        page.goto(f"{shown.base}/jobs/cache.warm")
-        total = int(page.locator("#filter-all b").inner_text())
-        first_page = rows(page)
-        assert len(first_page) == min(total, PER_PAGE)
-        if total > PER_PAGE:
-            page.click("a[rel=next]")
-            second = rows(page)
-            assert second[0][0] != first_page[0][0] and "page=2" in page.url
+        # Paging: the daily job failed on each of its last 60 days (its records, as a worker
+        # writes them): more occurrences than a page holds, and none the schedule had that no
+        # record names (those would show as unrecorded).
+        store = store_from_url(shown.store_url)
+        try:
+            warsaw = ZoneInfo("Europe/Warsaw")
+            today = datetime.now(warsaw).date()
+            due = (datetime.combine(today - timedelta(days=n), time(8), warsaw).astimezone(UTC)
+                   for n in range(62))  # fmt: skip
+            days = [at for at in due if at <= datetime.now(UTC)][:60]  # its last 60, none left out
+            store.record_many([
+                RunRecord(job="emails.digest",
+                          occurrence_id=Occurrence(job="emails.digest", scheduled_at=at).id,
+                          outcome="failed", trigger="schedule", replica="beat01-1",
+                          started_at=at, duration_ms=50.0, error="SMTPError: relay down")
+                for at in days
+            ])  # fmt: skip
+        finally:
+            store.close()
+        page.goto(f"{shown.base}/jobs/emails.digest?state=failed")
+        assert int(page.locator("#filter-failed b").inner_text()) == 60
+        first_page = ids(page)
+        assert len(first_page) == PER_PAGE and first_page == sorted(first_page, reverse=True)
+        assert page.locator(".pager").first.inner_text().split()[1:] == ["page", "1", "of", "3",
+                                                                         "Older"]  # fmt: skip
+        page.locator("a[rel=next]").first.click()
+        second = ids(page)
+        assert "page=2" in page.url and "state=failed" in page.url and len(second) == PER_PAGE
+        assert second == sorted(second, reverse=True) and second[0] < first_page[-1]
+        page.locator("a[rel=next]").first.click()
+        assert len(ids(page)) == 60 - 2 * PER_PAGE
+        page.locator("a[rel=prev]").first.click()
+        page.locator("a[rel=prev]").first.click()
+        assert ids(page) == first_page
 
         # "Run now" answers in words: it ran, or it was claimed already and runs once.
         page.goto(f"{shown.base}/jobs/emails.digest")
