@@ -35,6 +35,7 @@ __all__ = [
     "find_adapter",
     "get_adapter",
     "installed_adapters",
+    "refuses_copies",
     "register",
 ]
 
@@ -106,6 +107,12 @@ class Adapter(Protocol):
     def wrap(self, obj: Any, job: Job) -> Any:
         """What ``@cluster_task`` returns for ``obj``: the task, now running under the guard."""
 
+    # Optional: ``refuses_copies`` (default True), whether a second copy of one of its
+    # messages is refused, by the guard on the worker (the completion mark, the overlap lock)
+    # or the queue's own dedup (RQ's unique job ids). Where nothing would refuse it, a failed
+    # send is not sent again: it may have reached the broker (a lost answer), and the broker
+    # library's own retries (redis-py's, kombu's) can hide that behind a later error.
+
     # Optional: ``declared_in(modules) -> list[Job]``, the jobs the library's own schedule
     # declarations in those imported modules make (Celery's ``beat_schedule``), for listings;
     # with ``declared_as`` (what they are called) and ``runs_with`` (the command that runs them).
@@ -127,6 +134,10 @@ class Sender:
     name: str
     declares = False  # left out of the adapters a job can be declared on
     what = "these declarations"  # what it sends, for the error if one is declared on it
+    # The tasks it sends run unchanged on the workers, with no guard to refuse a second copy:
+    # a failed send is not sent again (as the scheduler it replaces does). A sender whose
+    # queue refuses a copy itself (the occurrence's job id, RQ's unique=True) says True.
+    refuses_copies = False
 
     def accepts(self, obj: object, queue: object | None) -> bool:
         return False
@@ -139,6 +150,11 @@ class Sender:
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         raise NotImplementedError
+
+
+def refuses_copies(adapter: object) -> bool:
+    """Whether a second copy of what ``adapter`` sends is refused (see ``Adapter``)."""
+    return bool(getattr(adapter, "refuses_copies", True))
 
 
 SENDERS = 2  # threads a large batch is sent from

@@ -15,6 +15,7 @@ import pytest
 from cron_bridge import Beat, ConfigError, JobContext, Registry, cluster_task, declare
 from cron_bridge import plugins as adapters
 from cron_bridge.beat.claiming import SLICES_MAX
+from cron_bridge.beat.enqueue import NOT_SENT_AGAIN
 from cron_bridge.control import aside
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.keys import lock_key
@@ -33,8 +34,10 @@ class ListQueue:
 
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
+        self.again: list[bool] = []  # each send's Dispatch.again
         self.calls = 0
         self.down = False
+        self.lost_answers = 0  # sends that land, then fail as a connection closed does
 
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, QueueTask)
@@ -53,6 +56,10 @@ class ListQueue:
         if self.down:
             return [ConnectionError("broker down") for _ in dispatches]
         self.sent.extend(d.meta() for d in dispatches)
+        self.again.extend(d.again for d in dispatches)
+        if self.lost_answers:
+            self.lost_answers -= 1
+            return [ConnectionResetError("Connection closed by server.") for _ in dispatches]
         return [None for _ in dispatches]
 
 
@@ -309,6 +316,57 @@ def test_a_broker_that_is_down_is_retried_within_the_grace_then_failed(
     clock.advance(50)
     eventually(lambda: len(store.history("sync")) == 2, "the next occurrence")
     assert store.history("sync")[0].outcome == "enqueued"
+
+
+def test_a_send_whose_answer_was_lost_goes_again_marked_again_where_copies_are_refused(
+    clock: FakeClock, beats: list[Beat], queue: ListQueue
+) -> None:
+    """An adapter whose worker guard refuses a second copy (the default): the send that landed
+    and then failed goes again, marked ``again``, and the occurrence is recorded enqueued."""
+    registry = Registry()
+    cluster_task(every="1m", misfire_grace="10s", registry=registry)(QueueTask("landed"))
+    store = MemoryStore(clock=clock)
+    beat = Beat(store, registry, clock=clock)
+    beats.append(beat)
+    queue.lost_answers = 1
+    beat.start()
+    clock.advance(60)
+    eventually(lambda: len(store.history("landed")) == 1, "the enqueued record")
+    assert queue.again == [False, True]
+    assert [r.outcome for r in store.history("landed")] == ["enqueued"]
+
+
+def test_a_sender_with_no_guard_behind_it_never_sends_a_failed_send_again(
+    clock: FakeClock, beats: list[Beat], queue: ListQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drop-in sender (periodiq's actors, a beat_schedule entry: unchanged tasks, no guard
+    on the worker): a send that failed may have reached the broker, so it is not sent again,
+    which could run it twice; it is recorded failed at once, saying why. The next occurrence
+    is sent as usual."""
+    monkeypatch.setattr(queue, "refuses_copies", False, raising=False)
+    registry = Registry()
+    cluster_task(every="1m", misfire_grace="10s", registry=registry)(QueueTask("unguarded"))
+    store = MemoryStore(clock=clock)
+    beat = Beat(store, registry, clock=clock)
+    beats.append(beat)
+    queue.lost_answers = 1
+    beat.start()
+    clock.advance(60)
+    eventually(lambda: len(store.history("unguarded")) == 1, "the failed record")
+    (failed,) = store.history("unguarded")
+    assert failed.outcome == "failed"
+    assert failed.error == "ConnectionResetError: Connection closed by server."
+    assert failed.reason == NOT_SENT_AGAIN
+    assert len(queue.sent) == 1 and queue.calls == 1  # landed once, never sent again
+    queue.down = True
+    clock.advance(60)
+    eventually(lambda: len(store.history("unguarded")) == 2, "the second failed record")
+    assert queue.calls == 2
+    queue.down = False
+    clock.advance(60)
+    eventually(lambda: len(store.history("unguarded")) == 3, "the next occurrence")
+    assert [r.outcome for r in store.history("unguarded")] == ["enqueued", "failed", "failed"]
+    assert queue.calls == 3 and queue.again == [False, False]
 
 
 def test_a_claimed_occurrence_asks_again_for_its_lock_through_a_store_blip(

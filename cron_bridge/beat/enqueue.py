@@ -1,6 +1,7 @@
 """Enqueues: claimed occurrences sent to their queues, grouped per adapter, one producer span
 each whose context travels in the message; a failed send is tried again within the job's
-``misfire_grace`` (and marked ``again``, so an adapter can refuse a duplicate)."""
+``misfire_grace`` (and marked ``again``, so an adapter can refuse a duplicate), unless nothing
+would refuse a second copy (a drop-in sender's unguarded task): it may have landed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from cron_bridge.beat.outcomes import Records
 from cron_bridge.beat.planning import Planned
 from cron_bridge.clock import Clock
 from cron_bridge.context import AbortSignal
-from cron_bridge.plugins import Dispatch, get_adapter
+from cron_bridge.plugins import Dispatch, get_adapter, refuses_copies
 from cron_bridge.stores.base import RunRecord
 
 __all__ = ["Enqueuer"]
@@ -20,6 +21,8 @@ __all__ = ["Enqueuer"]
 log = logging.getLogger(__name__)
 
 ENQUEUE_RETRY_FIRST = 0.25  # seconds before the first retry of a failed enqueue; then doubled
+NOT_SENT_AGAIN = ("not sent again: a failed send may still have reached the broker, and "
+                  "nothing on the worker would refuse a second copy")  # fmt: skip
 
 
 class Enqueuer:
@@ -75,7 +78,7 @@ class Enqueuer:
     ) -> None:
         again = False
         while pending:
-            failed: list[tuple[Planned, Exception]] = []
+            failed: list[tuple[Planned, Exception, bool]] = []
             by_adapter: dict[str, list[Planned]] = {}
             for item in pending:
                 by_adapter.setdefault(item.job.adapter or "", []).append(item)
@@ -83,17 +86,24 @@ class Enqueuer:
                 carriers = [spans[id(item)].carrier() for item in group]
                 sent = self._send(name, group, carriers, again=again)
                 sent_at = self.clock.now()
+                resendable = _refuses_copies(name)
                 for item, error in zip(group, sent, strict=True):
                     if error is None:
                         records.append(self._records.of(item, "enqueued", at=sent_at))
                     else:
-                        failed.append((item, error))
+                        failed.append((item, error, resendable))
             pending = []
             again = True
             now = self.clock.now()
-            for item, error in failed:
+            for item, error, resendable in failed:
                 deadline = max(item.occurrence.scheduled_at, started) + item.job.misfire_grace
-                if now + timedelta(seconds=wait) < deadline and not signal.aborted:
+                if not resendable:
+                    # Its task meets no guard: a second copy would run twice. At most once.
+                    log.warning("%s: %s, %s", item.occurrence.id, _describe(error),
+                                NOT_SENT_AGAIN)  # fmt: skip
+                    records.append(self._records.of(item, "failed", error=_describe(error),
+                                                    reason=NOT_SENT_AGAIN))  # fmt: skip
+                elif now + timedelta(seconds=wait) < deadline and not signal.aborted:
                     pending.append(item)
                 else:
                     records.append(self._records.of(item, "failed", error=_describe(error)))
@@ -132,6 +142,13 @@ class Enqueuer:
             return get_adapter(adapter_name).enqueue_many(dispatches)
         except Exception as exc:  # noqa: BLE001 - a broken adapter fails its occurrences, not the beat
             return [exc] * len(items)
+
+
+def _refuses_copies(adapter_name: str) -> bool:
+    try:
+        return refuses_copies(get_adapter(adapter_name))
+    except Exception:  # noqa: BLE001 - no such adapter: nothing was sent, sending again is safe
+        return True
 
 
 def _describe(error: BaseException) -> str:

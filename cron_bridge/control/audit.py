@@ -60,7 +60,7 @@ def explain(
     for outcome in ("failed", "aborted", "skipped-overlap", "skipped-paused", "missed"):
         record = latest.get(outcome)
         if record is not None:
-            detail = record.error or record.reason
+            detail = "; ".join(text for text in (record.error, record.reason) if text)
             return f"{outcome} on {record.replica}" + (f": {detail}" if detail else "")
     if "enqueued" in latest:
         return (f"enqueued by {latest['enqueued'].replica}, no worker recorded a run (still "

@@ -160,6 +160,7 @@ class RQCronSender(Sender):
 
     name = SENDER
     what = "rq cron registrations"
+    refuses_copies = True  # every send is unique=True with the occurrence's job id
 
     def __init__(self, connection: Redis, registrations: dict[str, CronJob]) -> None:
         self.connection = connection
