@@ -1,10 +1,11 @@
 """The jobs of the chaos run: every second, each run written down by its handler.
 
-``CHAOS_JOBS`` inline jobs (default 12) and ``CHAOS_QUEUED`` jobs on the RQ queue ``chaos``
-(default 0, at most 4; its Redis from ``RQ_REDIS_URL``), each run taking a few hundred milliseconds
-(seeded from the occurrence), so overlap locks are held while replicas and workers die and
-freeze around them. Each line carries the monotonic time too: the replicas whose wall clock
-is set off (libfaketime) share it with the checker.
+``CHAOS_JOBS`` inline jobs (default 12) and ``CHAOS_QUEUED`` jobs (default 0, at most 4) on
+the queue ``chaos`` of ``CHAOS_QUEUE`` (``rq``, the default, ``celery`` or ``dramatiq``; its
+Redis broker from ``CHAOS_BROKER``, for RQ also ``RQ_REDIS_URL``), each run taking a few
+hundred milliseconds (seeded from the occurrence), so overlap locks are held while replicas
+and workers die and freeze around them. Each line carries the monotonic time too: the
+replicas whose wall clock is set off (libfaketime) share it with the checker.
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 from cron_bridge import JobContext, cluster_task
 
 JOURNAL = os.environ.get("CHAOS_JOURNAL", "chaos-journal.jsonl")
 COUNT = int(os.environ.get("CHAOS_JOBS", "12"))
 QUEUED = int(os.environ.get("CHAOS_QUEUED", "0"))
+LIBRARY = os.environ.get("CHAOS_QUEUE", "rq")
+BROKER = os.environ.get("CHAOS_BROKER", "redis://127.0.0.1:6379/0")
+QUEUE = "chaos"
 
 
 def write(event: str, ctx: JobContext, **extra: object) -> None:
@@ -52,7 +58,8 @@ for number in range(COUNT):
                  misfire_grace="10s")(handler)  # fmt: skip
 
 
-# RQ runs a job by its function's dotted path: one module-level function per queued job.
+# One module-level function per queued job: RQ runs a job by its function's dotted path, and
+# Celery and Dramatiq name their tasks and actors after it.
 def queued00(ctx: JobContext) -> None:
     handler(ctx)
 
@@ -69,8 +76,40 @@ def queued03(ctx: JobContext) -> None:
     handler(ctx)
 
 
+def _on_library(name: str, function: Callable[..., None]) -> Any:
+    """The queued job's function as its library (``CHAOS_QUEUE``) takes it."""
+    if LIBRARY == "celery":
+        return app.task(name=f"chaos.{name}")(function)
+    if LIBRARY == "dramatiq":
+        return dramatiq.actor(actor_name=f"chaos.{name}", queue_name=QUEUE, max_retries=0)(function)
+    return function
+
+
+if LIBRARY == "celery":
+    from celery import Celery
+
+    # As a project that cares about its runs configures Celery: acks late, a message of a
+    # worker lost mid-run given back; unacknowledged messages come back after 10 s, not 1 h.
+    app = Celery("chaos", broker=BROKER)
+    app.conf.update(
+        task_serializer="json", accept_content=["json"], task_default_queue=QUEUE,
+        task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
+        broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
+        broker_transport_options={"visibility_timeout": 10, "unacked_restore_interval": 2},
+    )  # fmt: skip
+elif LIBRARY == "dramatiq":
+    import dramatiq
+    from dramatiq.brokers.redis import RedisBroker
+
+    # A dead worker's messages come back once its heartbeat is 5 s old (default 60 s), looked
+    # for on every fetch (default: one in a thousand), so they come back within the run.
+    dramatiq.set_broker(RedisBroker(url=BROKER, namespace="dramatiq-chaos",
+                                    heartbeat_timeout=5000,
+                                    maintenance_chance=1_000_000))  # fmt: skip
+
 QUEUED_MAX = 4
 for number in range(min(QUEUED, QUEUED_MAX)):
     name = f"queued{number:02d}"
-    globals()[name] = cluster_task(every="1s", name=f"chaos.{name}", queue="chaos",
-                                   lock_ttl="3s", misfire_grace="10s")(globals()[name])  # fmt: skip
+    declare = cluster_task(every="1s", name=f"chaos.{name}", queue=QUEUE, lock_ttl="3s",
+                           misfire_grace="10s")  # fmt: skip
+    globals()[name] = declare(_on_library(name, globals()[name]))

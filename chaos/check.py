@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -18,6 +19,11 @@ from cron_bridge.schedules import Every
 from cron_bridge.stores import Store
 
 LOCK_TTL = 3.0  # the jobs' lock_ttl (chaos/app.py)
+MISFIRE_GRACE = 10.0  # the jobs' misfire_grace (chaos/app.py)
+# What a send fails with when the broker is down, paused or just back: redis-py's and kombu's
+# connection errors and timeouts, Redis loading its AOF.
+BROKER_ERROR = re.compile(r"^failed on [\w.-]+: \w*(Connection\w*|Timeout|Operational|Loading)"
+                          r"Error: ")  # fmt: skip
 # The runner's lease: the TTL less its margin, counted from before the acquire request (so
 # before the handler wrote its start line).
 LEASE = LOCK_TTL - min(LOCK_TTL / 10, MARGIN_MAX)
@@ -28,7 +34,7 @@ ALLOWED = (
     "aborted",  # lock-lost (a frozen runner), shutdown
     "skipped-overlap",  # behind a run still holding the lock (one that died or froze in it)
     "claimed by",  # claimed by a replica that died or froze before it ran it
-    "failed on",  # the store was down past misfire_grace when the lock was asked for
+    "failed on",  # the store (or the broker) was down past misfire_grace
 )
 
 
@@ -44,22 +50,37 @@ def touched(replica: str, disrupted: set[str]) -> bool:
 def allowed(
     why: str, disrupted: set[str], runs: dict[str, Run], at: float | None,
     killed: dict[str, float], faults: list[float] | None = None,
+    broker_faults: list[float] | None = None, fetches_cut: list[float] | None = None,
 ) -> bool:  # fmt: skip
     """Whether the guarantee allows this loss: a claim lost only with a replica that died or
-    froze; a message only with a worker killed after it was enqueued; a failure only for the
-    store; a skip only behind a run the handlers saw going at that moment, one on a replica or
-    worker that died or froze in it, or one that had ended when the store failed (its lock's
-    release is tried again, and the lock expires within ``lock_ttl``); the rest as the audit
-    names them. ``at`` (monotonic) is when the store last recorded something of the
-    occurrence; ``faults`` when the store's own faults happened (monotonic)."""
+    froze; a message only with a worker killed after it was enqueued, or the broker crashed
+    then (``fetches_cut``: when; what becomes of a fetch it cut is in chaos/brokers.py); a
+    failure only for the
+    store, or for the broker's connection error while it was down or paused (its retries
+    within ``misfire_grace`` from then); a skip only behind a run the handlers saw going at
+    that moment, one on a replica or worker that died or froze in it, or one that had ended
+    when the store failed (its lock's release is tried again, and the lock expires within
+    ``lock_ttl``); the rest as the audit names them. ``at`` (monotonic) is when the store last
+    recorded something of the occurrence; ``faults`` and ``broker_faults`` when the store's
+    and the broker's own faults began and ended (monotonic, in pairs)."""
     if why.startswith("claimed by "):
         return touched(why.removeprefix("claimed by ").split(",")[0], disrupted)
     if why.startswith("enqueued by "):  # RQ does not redeliver the job of a killed worker
-        return at is not None and any(
-            name.startswith("worker") and at - 1 <= died <= at + 30 for name, died in killed.items()
-        )
+        return at is not None and (
+            any(name.startswith("worker") and at - 1 <= died <= at + 30
+                for name, died in killed.items())
+            or any(at - 1 <= crashed <= at + 30 for crashed in fetches_cut or ())
+        )  # fmt: skip
     if why.startswith("failed on "):
-        return "StoreUnavailable" in why
+        if "StoreUnavailable" in why:
+            return True
+        times = broker_faults or []
+        windows = zip(times[::2], times[1::2], strict=True)
+        return (
+            bool(BROKER_ERROR.match(why))
+            and at is not None
+            and any(began - 1 <= at <= ended + MISFIRE_GRACE + 2 for began, ended in windows)
+        )
     if why.startswith("skipped-overlap") and " held by " in why:
         skipper = why.removeprefix("skipped-overlap on ").split(":")[0]
         holder, _, replica = why.split(" held by ")[1].partition(" on ")
@@ -82,6 +103,9 @@ class Findings:
     overlaps: list[tuple[str, str]] = field(default_factory=list)
     allowed: dict[str, str] = field(default_factory=dict)
     not_allowed: dict[str, str] = field(default_factory=dict)
+    # Run again after the worker running it died in it: the queue's redelivery, at least once
+    # on the worker side (docs/guarantee.md, "When a worker dies mid-run"); by who died.
+    rerun: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -91,11 +115,13 @@ class Findings:
 def check(
     journal: Path, store: Store, jobs: list[str], start: float, end: float, *,
     disrupted: set[str], killed: dict[str, float], faults: list[float] | None = None,
+    broker_faults: list[float] | None = None, fetches_cut: list[float] | None = None,
 ) -> Findings:  # fmt: skip
     """Judge every occurrence of ``jobs`` due in ``(start, end]`` (epoch seconds);
     ``disrupted`` are the replicas and workers that were killed or frozen, ``killed`` when
     each of the killed ones died (monotonic; a run it died in ended then), ``faults`` when
-    the store failed (monotonic: a restart's start and end, a connection cut)."""
+    the store failed (monotonic: a restart's start and end, a connection cut), and
+    ``broker_faults`` the broker, ``fetches_cut`` when it crashed (a worker's fetch cut)."""
     to_monotonic = time.monotonic() - time.time()
     lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     starts: dict[str, list[dict[str, object]]] = defaultdict(list)
@@ -137,17 +163,46 @@ def check(
             if count == 1:
                 found.ran_once += 1
             elif count > 1:
-                found.duplicates[occurrence.id] = count
+                died = died_in(starts[occurrence.id], ends, killed)
+                if died is None:
+                    found.duplicates[occurrence.id] = count
+                else:
+                    found.rerun[occurrence.id] = died
             else:
                 records = kept.get(occurrence.id, [])
                 why = explain(store, occurrence, records)
                 tried = max((r.started_at.timestamp() + to_monotonic for r in records),
                             default=None)  # fmt: skip
-                if allowed(why, disrupted, by_occurrence, tried, killed, faults):
+                if allowed(why, disrupted, by_occurrence, tried, killed, faults, broker_faults,
+                           fetches_cut):  # fmt: skip
                     found.allowed[occurrence.id] = why
                 else:
                     found.not_allowed[occurrence.id] = why + _timing(why, tried, by_occurrence)
     return found
+
+
+def died_in(
+    runs: list[dict[str, object]], ends: dict[tuple[object, object], dict[str, object]],
+    killed: dict[str, float],
+) -> str | None:  # fmt: skip
+    """Who died in each run of an occurrence but its last (``worker0-1, ...``), when each of
+    those runs' workers was killed while in it, before it wrote its end (or within a second
+    after: before its completion mark), and the next run started after that death; else None,
+    a duplicate."""
+    runs = sorted(runs, key=_mono)
+    dead: list[str] = []
+    for run, following in itertools.pairwise(runs):
+        replica = str(run["replica"])
+        if not replica.startswith("worker"):
+            return None  # only a queue redelivers
+        finished = ends.get((run["occurrence_id"], run["replica"]))
+        until = _mono(finished) + 1.0 if finished else float("inf")
+        deaths = [(name, at) for name, at in killed.items() if touched(replica, {name})
+                  and _mono(run) <= at <= until and at <= _mono(following)]  # fmt: skip
+        if not deaths:
+            return None
+        dead.append(deaths[0][0])
+    return ", ".join(dead)
 
 
 def _mono(line: dict[str, object]) -> float:

@@ -1,11 +1,13 @@
-"""``make chaos``: beat replicas and RQ workers on a store (``--store redis``, ``postgres`` or
-``nats``) through a seeded schedule of SIGKILLs and restarts of replicas and workers, SIGSTOPs
-of 3 to 10 s, and the store's own faults (``chaos/stores.py``: Redis restarted from its
-append-only file, Postgres crashed or its connections cut, NATS killed and restarted on its
-JetStream files), with two replicas' clocks set off by ``--skew`` seconds (libfaketime); then
-a check of what the handlers wrote against what the store kept.
+"""``make chaos``: beat replicas and workers of a queue library (``--queue rq``, ``celery`` or
+``dramatiq``) on a store (``--store redis``, ``postgres`` or ``nats``) through a seeded
+schedule of SIGKILLs and restarts of replicas and workers, SIGSTOPs of 3 to 10 s, the store's
+own faults (``chaos/stores.py``: Redis restarted from its append-only file, Postgres crashed or
+its connections cut, NATS killed and restarted on its JetStream files) and the broker's
+(``chaos/brokers.py``: its Redis SIGKILLed and restarted, or SIGSTOPped), with two replicas'
+clocks set off by ``--skew`` seconds (libfaketime); then a check of what the handlers wrote
+against what the store kept.
 
-    python -m chaos.run --seed 7 --duration 120 --replicas 5 --store postgres
+    python -m chaos.run --seed 7 --duration 120 --replicas 5 --store postgres --queue celery
 
 Exits 1 on any duplicate run, any overlap of two runs of one job, or any lost occurrence the
 guarantee (docs/guarantee.md) does not allow. Loopback only, bounded in time.
@@ -21,13 +23,14 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos.brokers import FETCH_CUT, QUEUE, ChaosBroker
 from chaos.check import Findings, check
 from chaos.stores import STORES, ChaosStore, open_store
 from cron_bridge.stores import store_from_url
 from tests.e2e.processes import BeatProcess, Service, Worker, command_env
-from tests.servers import RedisServer
 
 WARM_UP = 8.0  # seconds before the window: every replica up
 COOL_DOWN = 8.0  # seconds after the window before the replicas stop (queues drain)
@@ -41,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=120.0)
     parser.add_argument("--replicas", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=12, help="inline jobs, every second")
-    parser.add_argument("--queued", type=int, default=3, help="RQ jobs, every second (0-4)")
-    parser.add_argument("--workers", type=int, default=2, help="RQ workers")
+    parser.add_argument("--queue", choices=["rq", "celery", "dramatiq"], default="rq",
+                        help="the queue library of the queued jobs and their workers")  # fmt: skip
+    parser.add_argument("--queued", type=int, default=3, help="queued jobs, every second (0-4)")
+    parser.add_argument("--workers", type=int, default=2, help="workers of the queue library")
     parser.add_argument(
         "--skew",
         type=float,
@@ -56,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="cron-bridge-chaos-"))
     journal = folder / "journal.jsonl"
     server = open_store(args.store, args.seed)
-    broker = RedisServer()
+    broker = ChaosBroker(args.queue)
     server.start()
     broker.start()
     url = server.url
@@ -64,22 +69,24 @@ def main(argv: list[str] | None = None) -> int:
         "CHAOS_JOURNAL": str(journal),
         "CHAOS_JOBS": str(args.jobs),
         "CHAOS_QUEUED": str(args.queued),
+        "CHAOS_QUEUE": args.queue,
+        "CHAOS_BROKER": broker.url,
         "RQ_REDIS_URL": broker.url,
         "CRON_BRIDGE_STORE": url,
     }
     beats = [BeatProcess(f"beat{i}", folder, command_env(**base, **skewed(i, args.skew)),
                          app="chaos.app", store_url=url)
              for i in range(args.replicas)]  # fmt: skip
-    workers = [Worker(f"worker{i}", folder, command_env(**base), library="rq", queue="chaos",
-                      broker=broker.url)
+    workers = [Worker(f"worker{i}", folder, command_env(**base), library=args.queue,
+                      queue=QUEUE, broker=broker.url, app="chaos.app")
                for i in range(args.workers if args.queued else 0)]  # fmt: skip
     disrupted: set[str] = set()
     killed: dict[str, float] = {}
-    faults: list[float] = []  # when the store failed (monotonic): a fault's start and end
+    faults = Faults()
     print(f"chaos: seed {args.seed}, {args.store} store, {args.replicas} replicas "
-          f"({skew_note(args)}), "
-          f"{args.jobs} inline and {args.queued} RQ jobs every second on {len(workers)} "
-          f"workers, {args.duration:.0f} s; logs in {folder}")  # fmt: skip
+          f"({skew_note(args)}), {args.jobs} inline and {args.queued} {LIBRARIES[args.queue]} "
+          f"jobs every second on {len(workers)} workers, {args.duration:.0f} s; "
+          f"logs in {folder}")  # fmt: skip
     try:
         for beat in beats:
             beat.start()
@@ -90,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         end = start + args.duration
         while time.time() < end - 5:
             time.sleep(rng.uniform(2.0, 6.0))
-            disrupted |= disrupt(rng, beats, workers, server, killed, faults)
+            disrupted |= disrupt(rng, beats, workers, (server, broker), killed, faults)
         time.sleep(max(0.0, end - time.time()) + COOL_DOWN)
         for beat in beats:
             if beat.process is not None and beat.process.poll() is None:
@@ -107,32 +114,43 @@ def main(argv: list[str] | None = None) -> int:
         jobs = [f"chaos.job{n:02d}" for n in range(args.jobs)]
         jobs += [f"chaos.queued{n:02d}" for n in range(args.queued)]
         found = check(journal, store, jobs, start, end, disrupted=disrupted, killed=killed,
-                      faults=faults)  # fmt: skip
+                      faults=faults.store, broker_faults=faults.broker,
+                      fetches_cut=broker.crashed)  # fmt: skip
     finally:
         store.close()
         server.remove()
         broker.remove()
     report(found)
+    if broker.crashed:
+        print(f"  a {LIBRARIES[args.queue]} worker's fetch the broker's crash cut: "
+              f"{FETCH_CUT[args.queue]} (docs/guarantee.md)")  # fmt: skip
     return 0 if found.ok else 1
 
 
-def drain(broker: RedisServer, workers: list[Worker], timeout: float = 90.0) -> None:
-    """Let the workers finish what the beats enqueued (a backlog after a worker was killed),
-    so what is still queued is not judged lost; bounded."""
+LIBRARIES = {"rq": "RQ", "celery": "Celery", "dramatiq": "Dramatiq"}
+
+
+@dataclass
+class Faults:
+    """When the store and the broker failed (monotonic): each fault's start and end."""
+
+    store: list[float] = field(default_factory=list)
+    broker: list[float] = field(default_factory=list)
+
+
+def drain(broker: ChaosBroker, workers: list[Worker], timeout: float = 90.0) -> None:
+    """Let the workers finish what the beats enqueued (a backlog after a worker was killed,
+    Dramatiq's messages of a killed worker, given back after its heartbeat), so what is still
+    queued is not judged lost; bounded."""
     if not workers:
         return
-    import redis
-    from rq import Queue
-
     deadline = time.monotonic() + timeout
-    with redis.Redis.from_url(broker.url) as client:
-        queue = Queue("chaos", connection=client)
-        while time.monotonic() < deadline:
-            if not queue.count:
-                time.sleep(2.0)  # the last jobs taken finish (each runs under half a second)
-                return
-            time.sleep(0.5)
-    print(f"  the RQ queue did not drain in {timeout:.0f} s; what is left counts as lost")
+    while time.monotonic() < deadline:
+        if not broker.waiting():
+            time.sleep(2.0)  # the last jobs taken finish (each runs under half a second)
+            return
+        time.sleep(0.5)
+    print(f"  the queue did not drain in {timeout:.0f} s; what is left counts as lost")
 
 
 def skewed(index: int, skew: float) -> dict[str, str]:
@@ -161,12 +179,12 @@ def start_worker(worker: Worker) -> None:
 
 
 def disrupt(
-    rng: random.Random, beats: list[BeatProcess], workers: list[Worker], server: ChaosStore,
-    killed: dict[str, float], faults: list[float],
+    rng: random.Random, beats: list[BeatProcess], workers: list[Worker],
+    servers: tuple[ChaosStore, ChaosBroker], killed: dict[str, float], faults: Faults,
 ) -> set[str]:  # fmt: skip
     """One event of the schedule; the replicas and workers it touched (and when the killed
-    ones died, and when the store failed, in monotonic time)."""
-    kinds = ["kill", "kill", "stop", "stop", "store"] + (["worker"] if workers else [])
+    ones died, and when the store or the broker failed, in monotonic time)."""
+    kinds = ["kill", "kill", "stop", "stop", "store"] + (["worker", "broker"] if workers else [])
     kind = rng.choice(kinds)
     chosen: Service = rng.choice(workers if kind == "worker" else beats)
     name = f"{chosen.name}-{chosen.starts}"
@@ -189,9 +207,11 @@ def disrupt(
         os.kill(chosen.process.pid, signal.SIGCONT)
         return {name}
     began = time.strftime("%H:%M:%S")
-    faults.append(time.monotonic())
+    server = servers[0] if kind == "store" else servers[1]
+    times = faults.store if kind == "store" else faults.broker
+    times.append(time.monotonic())
     print(f"  {began} {server.fault(rng)}")
-    faults.append(time.monotonic())
+    times.append(time.monotonic())
     return set()
 
 
@@ -199,7 +219,8 @@ def report(found: Findings) -> None:
     print(f"occurrences {found.occurrences}, ran once {found.ran_once}, "
           f"duplicates {len(found.duplicates)}, overlaps {len(found.overlaps)}, "
           f"lost as the guarantee allows {len(found.allowed)}, "
-          f"lost otherwise {len(found.not_allowed)}")  # fmt: skip
+          f"lost otherwise {len(found.not_allowed)}, "
+          f"run again after their worker died in them {len(found.rerun)}")  # fmt: skip
     kinds: dict[str, int] = {}
     for why in found.allowed.values():
         kind = why.split(":")[0].split(" on ")[0].split(",")[0]
@@ -208,6 +229,8 @@ def report(found: Findings) -> None:
         print(f"  allowed: {count} {kind}")
     for occurrence_id, why in list(found.allowed.items())[:: max(1, len(found.allowed) // 8)]:
         print(f"    e.g. {occurrence_id}: {why}")
+    for occurrence_id, died in list(found.rerun.items())[:20]:
+        print(f"  run again, its first run's worker killed in it ({died}): {occurrence_id}")
     for occurrence_id, count in list(found.duplicates.items())[:20]:
         print(f"  DUPLICATE {occurrence_id} ran {count} times")
     for first, second in found.overlaps[:20]:

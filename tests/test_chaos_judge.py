@@ -1,9 +1,12 @@
 """The chaos run's judge on the losses it allows: a skip behind a lock its finished run could
-not release only when the store failed around the run's end, and only until the lock expires."""
+not release only when the store failed around the run's end, and only until the lock expires;
+a send failed only for the broker's connection error while it was down; a message lost only
+with a worker killed or the broker crashed after it was sent; a second run only as a
+redelivery after its worker died in the first."""
 
 from __future__ import annotations
 
-from chaos.check import LOCK_TTL, allowed
+from chaos.check import LOCK_TTL, MISFIRE_GRACE, allowed, died_in
 
 WHY = ("skipped-overlap on worker0-1-1-a: held by chaos.queued01@2026-12-01T23:03:12.000Z "
        "on worker1-1-2-b")  # fmt: skip
@@ -23,3 +26,56 @@ def test_a_skip_behind_a_finished_run_is_allowed_only_when_the_store_failed_as_i
 def test_a_skip_behind_a_run_still_going_is_allowed_as_before() -> None:
     assert allowed(WHY, set(), RUNS, 100.5, {})
     assert allowed(WHY, {"worker1-1"}, RUNS, 150.0, {})  # its holder was killed or frozen
+
+
+FAILED = ("failed on beat1-1: ConnectionError: Error 111 connecting to 127.0.0.1:40001. "
+          "Connection refused.")  # fmt: skip
+
+
+def test_a_failed_send_is_allowed_only_for_a_broker_connection_error_while_it_was_down() -> None:
+    """The broker down from 200 to 205: a send that failed of its connection error by the end
+    of its retries (misfire_grace after it came back) is allowed; before, after, or failed
+    with another error, it is not."""
+    down = [200.0, 205.0]
+    assert allowed(FAILED, set(), {}, 203.0, {}, broker_faults=down)
+    assert allowed(FAILED, set(), {}, 205.0 + MISFIRE_GRACE, {}, broker_faults=down)
+    assert allowed(FAILED.replace("ConnectionError", "TimeoutError"), set(), {}, 210.0, {},
+                   broker_faults=down)  # fmt: skip
+    assert not allowed(FAILED, set(), {}, 150.0, {}, broker_faults=down)
+    assert not allowed(FAILED, set(), {}, 205.0 + MISFIRE_GRACE + 5, {}, broker_faults=down)
+    assert not allowed(FAILED, set(), {}, 203.0, {}, broker_faults=[])
+    typo = "failed on beat1-1: TypeError: enqueue_many() got an unexpected keyword argument"
+    assert not allowed(typo, set(), {}, 203.0, {}, broker_faults=down)
+    # A store failure is allowed as before, whatever the broker did.
+    assert allowed("failed on beat1-1: StoreUnavailable: down", set(), {}, 150.0, {})
+
+
+def test_a_message_lost_is_allowed_only_with_a_worker_killed_or_the_broker_crashed_after() -> None:
+    why = "enqueued by beat0-1, no worker recorded a run (still queued, or lost with its message)"
+    assert allowed(why, set(), {}, 300.0, {}, fetches_cut=[300.2])
+    assert allowed(why, set(), {}, 300.0, {"worker0-1": 301.0})
+    assert not allowed(why, set(), {}, 300.0, {}, fetches_cut=[250.0])  # long before
+    assert not allowed(why, set(), {}, 300.0, {}, fetches_cut=[])
+    assert not allowed(why, set(), {}, 300.0, {"beat1-1": 301.0})  # a beat, not a worker
+
+
+def _start(replica: str, mono: float) -> dict[str, object]:
+    return {"event": "start", "occurrence_id": "o", "replica": replica, "mono": mono}
+
+
+def test_a_second_run_is_a_redelivery_only_after_its_worker_died_in_the_first() -> None:
+    """Run twice: allowed (the queue's redelivery, at least once on the worker side) only when
+    the first run's worker was killed while in it, before its end line (or a second after:
+    before its completion mark), and the second began after that death; else a duplicate."""
+    first, second = _start("worker0-1-10-a", 10.0), _start("worker1-1-11-b", 30.0)
+    ends = {("o", "worker1-1-11-b"): {"event": "end", "mono": 30.4}}
+    assert died_in([first, second], ends, {"worker0-1": 10.2}) == "worker0-1"
+    assert died_in([second, first], ends, {"worker0-1": 10.2}) == "worker0-1"  # any order
+    assert died_in([first, second], ends, {}) is None  # nobody died: a duplicate
+    assert died_in([first, second], ends, {"worker0-1": 35.0}) is None  # died after the rerun
+    assert died_in([first, second], ends, {"worker0-1": 5.0}) is None  # died before it ran
+    done = {**ends, ("o", "worker0-1-10-a"): {"event": "end", "mono": 10.4}}
+    assert died_in([first, second], done, {"worker0-1": 11.0}) == "worker0-1"  # before its mark
+    assert died_in([first, second], done, {"worker0-1": 12.0}) is None  # completed and marked
+    beat = _start("beat0-1", 10.0)  # an inline run is never redelivered
+    assert died_in([beat, second], ends, {"beat0-1": 10.2}) is None

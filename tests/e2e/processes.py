@@ -136,12 +136,13 @@ class Worker(Service):
     preload: str = ""
     concurrency: int = 1  # Celery's -c
     threads: int | None = 2  # Dramatiq's --threads; None for its default (8)
+    app: str = ""  # the Celery app or Dramatiq module; default: tests/apps' own
 
     def argv(self) -> list[str]:
         bin_dir = Path(self.python).parent
         if self.library == "celery":
             return [
-                self.python, "-m", "celery", "-A", "tests.apps.celery_app", "worker",
+                self.python, "-m", "celery", "-A", self.app or "tests.apps.celery_app", "worker",
                 "-P", "prefork", "-c", str(self.concurrency), "--without-gossip",
                 "--without-mingle", "--without-heartbeat", "-n", f"{self.name}@%h", "-Q",
                 self.queue, "-l", "INFO",
@@ -155,8 +156,8 @@ class Worker(Service):
                     *(["-c", self.preload] if self.preload else [])]  # fmt: skip
         if self.library == "dramatiq":
             threads = [] if self.threads is None else ["--threads", str(self.threads)]
-            return [str(bin_dir / "dramatiq"), "tests.apps.dramatiq_app", "--processes", "1",
-                    *threads, "--queues", self.queue]  # fmt: skip
+            return [str(bin_dir / "dramatiq"), self.app or "tests.apps.dramatiq_app",
+                    "--processes", "1", *threads, "--queues", self.queue]  # fmt: skip
         raise ValueError(self.library)
 
 
