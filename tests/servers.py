@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 __all__ = [
     "PostgresServer",
@@ -458,10 +459,17 @@ class PostgresServer:
     PostgreSQL refuses to run as root, so as root it runs as ``nobody``.
     """
 
-    def __init__(self) -> None:
+    # Set on the command line; ``settings`` overrides them (a failover test commits for real).
+    SETTINGS: ClassVar[dict[str, str]] = {
+        "fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
+        "max_connections": "200",
+    }  # fmt: skip
+
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
         self.bindir = postgres_binaries()
         self.dir = Path(tempfile.mkdtemp(prefix="cron-bridge-pg-"))
         self.port = free_port()
+        self.settings = {**self.SETTINGS, **(settings or {})}
         self.process: subprocess.Popen[bytes] | None = None
         self.user: str | None = None
         if os.geteuid() == 0:
@@ -479,26 +487,29 @@ class PostgresServer:
         data = self.dir / "data"
         log = self.dir / "postgres.log"
         if not data.exists():
-            init = subprocess.run(
-                [str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-                 "-E", "UTF8", "--no-sync", "--no-instructions"],
-                user=self.user, capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            if init.returncode != 0:
-                raise ServerUnavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
+            self._init(data)
+        settings = [arg for name, value in self.settings.items()
+                    for arg in ("-c", f"{name}={value}")]  # fmt: skip
         with open(log, "ab") as out:
             if self.user:
                 entry = pwd.getpwnam(self.user)
                 os.chown(log, entry.pw_uid, entry.pw_gid)
             self.process = subprocess.Popen(
                 [str(self.bindir / "postgres"), "-D", str(data), "-k", str(self.dir),
-                 "-h", "127.0.0.1", "-p", str(self.port), "-c", "fsync=off",
-                 "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-                 "-c", "max_connections=200"],
+                 "-h", "127.0.0.1", "-p", str(self.port), *settings],
                 user=self.user, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         _wait_for_port(self.port, self.process, 30, log)
         self._wait_ready(log)
+
+    def _init(self, data: Path) -> None:
+        init = subprocess.run(
+            [str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+             "-E", "UTF8", "--no-sync", "--no-instructions"],
+            user=self.user, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if init.returncode != 0:
+            raise ServerUnavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
 
     def _wait_ready(self, log: Path) -> None:
         import psycopg
@@ -512,6 +523,11 @@ class PostgresServer:
             except psycopg.OperationalError:
                 time.sleep(0.1)
         raise ServerUnavailable(f"postgres did not accept connections: {_tail(log)}")
+
+    def stop(self) -> None:
+        """Stop it cleanly (a fast shutdown); ``start()`` starts it again on its data."""
+        _stop(self.process, 15)
+        self.process = None
 
     def crash(self) -> None:
         """Stop it as a crash does: SIGQUIT (PostgreSQL's immediate shutdown: no checkpoint,
@@ -540,6 +556,45 @@ class PostgresServer:
     def remove(self) -> None:
         _stop(self.process, 15)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PostgresStandby(PostgresServer):
+    """A streaming replica of ``primary``, made with ``pg_basebackup -R`` at its first start;
+    ``promote()`` makes it a primary, as a failover does."""
+
+    def __init__(self, primary: PostgresServer, settings: dict[str, str] | None = None) -> None:
+        super().__init__(settings)
+        self.primary = primary
+
+    def _init(self, data: Path) -> None:
+        backup = subprocess.run(
+            [str(self.bindir / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary.port),
+             "-U", "postgres", "-D", str(data), "-R", "-X", "stream", "--no-sync"],
+            user=self.user, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        if backup.returncode != 0:
+            raise ServerUnavailable(f"pg_basebackup failed: {backup.stderr.strip()[-300:]}")
+
+    def promote(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, connect_timeout=5, autocommit=True) as conn:
+            conn.execute("SELECT pg_promote(wait => true, wait_seconds => 30)")
+
+    def wait_caught_up(self, timeout: float = 30) -> None:
+        """Wait until it has replayed everything the primary had written when asked."""
+        import psycopg
+
+        with psycopg.connect(self.primary.url, connect_timeout=5, autocommit=True) as conn:
+            (target,) = conn.execute("SELECT pg_current_wal_lsn()").fetchone() or (None,)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                row = conn.execute("SELECT count(*) FROM pg_stat_replication WHERE replay_lsn"
+                                   " >= %s::pg_lsn", (target,)).fetchone()  # fmt: skip
+                if row and row[0]:
+                    return
+                time.sleep(0.05)
+        raise ServerUnavailable(f"the standby did not catch up with the primary in {timeout}s")
 
 
 def rabbitmq_binary() -> str:

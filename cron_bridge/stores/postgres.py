@@ -199,7 +199,10 @@ class PostgresStore(Store):
             if parts.scheme not in ("postgresql", "postgres"):
                 raise ConfigError("expected postgresql://", option="store",
                                   value=redact_url(client_or_url))  # fmt: skip
-            self._host = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
+            hosts = parts.netloc.rpartition("@")[2]  # libpq's failover form lists several
+            if "," not in hosts:
+                hosts = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
+            self._host = hosts
             self._url = parts._replace(netloc=self._host, query="").geturl()
             self._conninfo = client_or_url
             self._connect_seconds = max(1, round(connect_timeout))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
 from cron_bridge.errors import ConfigError
 from cron_bridge.redaction import SECRET_PARAMS, redact_url
@@ -66,8 +66,7 @@ def store_from_url(url: str, **overrides: Any) -> Store:
         raise ConfigError("expected a store URL", option="store", value=shown)
     try:
         parts = urlsplit(url)
-        if parts.scheme not in ("redis+sentinel", "nats"):  # several host:port pairs
-            parts.port  # noqa: B018 - reading it validates it (out of range, not a number)
+        _check_ports(parts)
     except ValueError as exc:
         raise ConfigError(f"malformed store URL ({exc})", option="store", value=shown) from None
     family = _FAMILY.get(parts.scheme)
@@ -122,6 +121,21 @@ def store_from_url(url: str, **overrides: Any) -> Store:
 
 
 # libpq connection parameters passed through to the server's driver untouched.
+# Schemes whose URL may list several host:port pairs: Sentinels, NATS servers, and libpq's
+# hosts tried in turn (``postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write``,
+# how a client finds the primary after a failover).
+_MULTI_HOST = {"redis+sentinel", "nats", "postgresql", "postgres"}
+
+
+def _check_ports(parts: SplitResult) -> None:
+    """Raise ValueError for a port out of range or not a number, in each host:port pair."""
+    if parts.scheme not in _MULTI_HOST or "," not in parts.netloc:
+        parts.port  # noqa: B018 - reading it validates it (out of range, not a number)
+        return
+    for host in parts.netloc.rpartition("@")[2].split(","):
+        urlsplit(f"//{host}").port  # noqa: B018 - the same check, pair by pair
+
+
 _LIBPQ = {
     "sslmode",
     "sslrootcert",

@@ -37,6 +37,20 @@ def test_each_scheme_builds_its_store_with_its_options(tmp_path: Path) -> None:
     assert nats.url == "nats://n1:4222,n2:4222?prefix=billing" and "s3cr3t" not in nats.url
 
 
+def test_a_postgres_url_may_list_several_hosts_as_libpq_does() -> None:
+    """libpq's failover form: the hosts tried in turn, the primary found by
+    ``target_session_attrs``; each port is checked."""
+    url = "postgresql://app:pw@pg1:5432,pg2:5433/ops?target_session_attrs=read-write&schema=ops"
+    pg = store_from_url(url)
+    assert isinstance(pg, PostgresStore)
+    assert pg.url == "postgresql://pg1:5432,pg2:5433/ops"  # what messages and listings show
+    for bad in ("postgresql://pg1:5432,pg2:99999/ops", "postgresql://pg1:5432,pg2:x/ops",
+                "nats://n1:4222,n2:port"):  # fmt: skip
+        with pytest.raises(ConfigError, match="malformed store URL") as caught:
+            store_from_url(bad)
+        assert caught.value.option == "store"
+
+
 @pytest.mark.parametrize(
     ("url", "option"),
     [
