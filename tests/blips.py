@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from cron_bridge.errors import StoreUnavailable
+from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import MemoryStore
 
 
@@ -36,6 +37,21 @@ class ReleaseBlips(MemoryStore):
             self.failures -= 1
             raise StoreUnavailable("blip", host="memory")
         return super().release(key, owner)
+
+
+class FinishBlips(MemoryStore):
+    """A memory store whose first ``failures`` completion marks fail (nothing written), as when
+    the store fails over just as a queue delivery completes."""
+
+    def __init__(self, failures: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.failures = failures
+
+    def finish(self, occurrence: Occurrence, lock: tuple[str, str] | None = None) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreUnavailable("blip", host="memory")
+        super().finish(occurrence, lock)
 
 
 class LockDownFor(MemoryStore):

@@ -17,7 +17,7 @@ from cron_bridge.keys import lock_key
 from cron_bridge.run.guard import Guard
 from cron_bridge.run.lease import Lease
 from cron_bridge.stores import MemoryStore
-from tests.blips import ReleaseBlips
+from tests.blips import FinishBlips, ReleaseBlips
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -112,6 +112,28 @@ def test_a_lock_whose_release_failed_is_released_once_the_store_answers() -> Non
     assert store.holder("active:blip.job") is None
     later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
     assert Guard(store, "r2").run(job, later, trigger="schedule").outcome == "completed"
+
+
+def test_a_completed_run_whose_mark_failed_is_marked_before_its_lock_is_freed() -> None:
+    """The store fails just as a queue delivery completes (a Postgres failover in a chaos run):
+    the completion mark is tried again in the background, and the lock is released only after
+    it. A redelivery that takes the lock once it is free (Celery gives back a message not
+    acknowledged within its visibility timeout) finds the mark and does not run the occurrence
+    again. Before, the lock alone was released again, and the redelivery ran it twice."""
+    store = FinishBlips(1)
+    calls: list[str] = []
+    job = job_of("mark.job", lambda ctx: calls.append(ctx.replica), lock_ttl="30s")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    first = Guard(store, "worker-a").run(job, occurrence, trigger="queue")
+    assert first.outcome == "completed"
+    deadline = time.monotonic() + 10
+    while store.holder(lock_key(job.name)) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.holder(lock_key(job.name)) is None  # freed long before its 30 s
+    assert store.finished(occurrence)
+    again = Guard(store, "worker-b").run(job, occurrence, trigger="queue")
+    assert again.outcome == "skipped-completed"
+    assert calls == ["worker-a"]
 
 
 def test_a_skipped_overlap_record_names_the_run_holding_the_lock() -> None:

@@ -47,7 +47,7 @@ class Guard:
         self.clock = clock or SystemClock()
         self._held: dict[str, str] = {}
         self._held_lock = threading.Lock()
-        self._releaser = Releaser(self.store.release)
+        self._releaser = Releaser(self.store.release, self.store.finish)
         self._recorder = Recorder(store)
 
     def run(
@@ -182,7 +182,7 @@ class Guard:
                 self._release(key, owner, job.lock_ttl)
         if marks and record.outcome == "completed":
             # Marked before the lock is freed: a redelivery that takes it next sees the mark.
-            self._finish(occurrence, (key, owner), job)
+            self._finish(occurrence, (key, owner))
         # A task called directly on a worker retries as the library says: not known here.
         direct = trigger == "manual" and job.target == "queue"
         self._record(record, failure, last=None if direct else attempt >= job.attempts)
@@ -285,15 +285,17 @@ class Guard:
             log.warning("could not ask whether %s completed; running it: %s", occurrence.id, exc)
             return False
 
-    def _finish(self, occurrence: Occurrence, lock: tuple[str, str], job: Job) -> None:
+    def _finish(self, occurrence: Occurrence, lock: tuple[str, str]) -> None:
         with self._held_lock:
             self._held.pop(lock[1], None)
         try:
             self.store.finish(occurrence, lock)
         except StoreUnavailable as exc:
-            log.warning("could not mark %s completed; trying the lock again later: %s",
+            # Marked, then released, in the background: never released first, or a redelivery
+            # could take the lock, find no mark and run the occurrence again.
+            log.warning("could not mark %s completed; trying again until the store answers: %s",
                         occurrence.id, exc)  # fmt: skip
-            self._releaser.later(*lock, job.lock_ttl.total_seconds())
+            self._releaser.finish_later(occurrence, lock)
 
     def _holder(self, key: str) -> tuple[str, str] | None:
         """The replica and occurrence holding the lock, when its owner can be read."""

@@ -9,7 +9,9 @@ and calling the handler never starts a run whose lock may be someone else's by t
 
 Locks whose release failed (the store was down when the run ended) are released again in the
 background until the store answers or the lock has expired anyway, so the job's next
-occurrences are not skipped for a lock nobody holds.
+occurrences are not skipped for a lock nobody holds. A completed run whose completion mark
+failed is marked again the same way, and its lock released only after the mark: releasing it
+first would let a redelivery of the message take the lock, find no mark and run it again.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ from datetime import timedelta
 
 from cron_bridge.context import AbortSignal
 from cron_bridge.errors import StoreUnavailable
+from cron_bridge.jobs import Occurrence
 
 __all__ = ["Lease", "Releaser"]
 
 log = logging.getLogger(__name__)
 
+# How long a completion mark is tried again: a redelivery can come that late (Celery on Redis
+# gives an unacknowledged message back after its visibility_timeout, an hour by default).
+MARK_RETRY_FOR = 3600.0
 MARGIN_MAX = 1.0  # seconds: the lease ends this much (or a tenth of the TTL) before the store's
 
 
@@ -84,27 +90,46 @@ class Lease:
 
 
 class Releaser:
-    """Releases locks again, in the background, after a release the store did not answer."""
+    """Does again, in the background, what the store did not answer at the end of a run: a
+    lock's release, or a completed run's mark and then its lock's release."""
 
-    def __init__(self, release: Callable[[str, str], object], *, first_wait: float = 0.5) -> None:
+    def __init__(
+        self,
+        release: Callable[[str, str], object],
+        finish: Callable[[Occurrence, tuple[str, str]], object] | None = None,
+        *,
+        first_wait: float = 0.5,
+    ) -> None:
         self._release = release
+        self._finish = finish
         self._first_wait = first_wait
 
     def later(self, key: str, owner: str, expires_in: float) -> None:
         """Try to release ``key`` held by ``owner`` until it succeeds or the lock expires."""
-        thread = threading.Thread(target=self._retry, args=(key, owner, expires_in),
+        self._start(lambda: self._release(key, owner), expires_in, f"released {key}")
+
+    def finish_later(self, occurrence: Occurrence, lock: tuple[str, str]) -> None:
+        """Try to mark ``occurrence`` completed, then release ``lock``, until the store
+        answers (for up to ``MARK_RETRY_FOR``). The lock is never released before the mark."""
+        assert self._finish is not None, "a Releaser made without finish"
+        finish = self._finish
+        self._start(lambda: finish(occurrence, lock), MARK_RETRY_FOR,
+                    f"marked {occurrence.id} completed and released {lock[0]}")  # fmt: skip
+
+    def _start(self, call: Callable[[], object], give_up_in: float, done: str) -> None:
+        thread = threading.Thread(target=self._retry, args=(call, give_up_in, done),
                                   name="cron-bridge-release", daemon=True)  # fmt: skip
         thread.start()
 
-    def _retry(self, key: str, owner: str, expires_in: float) -> None:
-        give_up = time.monotonic() + expires_in
+    def _retry(self, call: Callable[[], object], give_up_in: float, done: str) -> None:
+        give_up = time.monotonic() + give_up_in
         wait = self._first_wait
         while time.monotonic() + wait < give_up:
             time.sleep(wait)
             try:
-                self._release(key, owner)
+                call()
             except StoreUnavailable:
                 wait = min(wait * 2, 5.0)
                 continue
-            log.info("released %s once the store answered again", key)
+            log.info("%s once the store answered again", done)
             return
