@@ -65,9 +65,9 @@ class BeatScheduleSender(Sender):
             return KeyError(f"no entry {dispatch.job.name!r} any more")
         options = dict(entry.options or {})
         options["headers"] = beat_headers(options, dispatch)
-        # The beat retries within misfire_grace itself; a blocking publish retry would hold
-        # up every other occurrence of the batch. Not part of the message.
-        options["retry"] = False
+        # Publish retries as the app configures them (task_publish_retry, its policy), as
+        # under celery beat: the beat does not send a failed entry again, its task meeting no
+        # guard on the worker that would refuse a second copy.
         args = [_evaluate(value) for value in entry.args or ()]
         kwargs = {key: _evaluate(value) for key, value in (entry.kwargs or {}).items()}
         try:
