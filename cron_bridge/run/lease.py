@@ -96,7 +96,7 @@ class Releaser:
     def __init__(
         self,
         release: Callable[[str, str], object],
-        finish: Callable[[Occurrence, tuple[str, str]], object] | None = None,
+        finish: Callable[[Occurrence, tuple[str, str]], object],
         *,
         first_wait: float = 0.5,
     ) -> None:
@@ -111,9 +111,7 @@ class Releaser:
     def finish_later(self, occurrence: Occurrence, lock: tuple[str, str]) -> None:
         """Try to mark ``occurrence`` completed, then release ``lock``, until the store
         answers (for up to ``MARK_RETRY_FOR``). The lock is never released before the mark."""
-        assert self._finish is not None, "a Releaser made without finish"
-        finish = self._finish
-        self._start(lambda: finish(occurrence, lock), MARK_RETRY_FOR,
+        self._start(lambda: self._finish(occurrence, lock), MARK_RETRY_FOR,
                     f"marked {occurrence.id} completed and released {lock[0]}")  # fmt: skip
 
     def _start(self, call: Callable[[], object], give_up_in: float, done: str) -> None:
