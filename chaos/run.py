@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
           f"({skew_note(args)}), {args.jobs} inline and {args.queued} {LIBRARIES[args.queue]} "
           f"jobs every second on {len(workers)} workers, {args.duration:.0f} s; "
           f"logs in {folder}")  # fmt: skip
+    watch = Supervisor(beats, workers, killed, disrupted)
     try:
         for beat in beats:
             beat.start()
@@ -96,14 +97,15 @@ def main(argv: list[str] | None = None) -> int:
         start = time.time()
         end = start + args.duration
         while time.time() < end - 5:
-            time.sleep(rng.uniform(2.0, 6.0))
+            watch.sleep(rng.uniform(2.0, 6.0))
             disrupted |= disrupt(rng, beats, workers, (server, broker), killed, faults)
-        time.sleep(max(0.0, end - time.time()) + COOL_DOWN)
+        watch.sleep(max(0.0, end - time.time()) + COOL_DOWN)
+        watch.beats = []  # stopped on purpose from here
         for beat in beats:
             if beat.process is not None and beat.process.poll() is None:
                 beat.process.send_signal(signal.SIGCONT)
                 beat.terminate()
-        drain(broker, workers)
+        drain(broker, workers, watch)
     finally:
         for service in [*beats, *workers]:
             if service.process is not None and service.process.poll() is None:
@@ -121,10 +123,12 @@ def main(argv: list[str] | None = None) -> int:
         server.remove()
         broker.remove()
     report(found)
+    for name in watch.beats_exited:
+        print(f"  BEAT EXITED by itself: {name} (see its log)")
     if broker.crashed:
         print(f"  a {LIBRARIES[args.queue]} worker's fetch the broker's crash cut: "
               f"{FETCH_CUT[args.queue]} (docs/guarantee.md)")  # fmt: skip
-    return 0 if found.ok else 1
+    return 0 if found.ok and not watch.beats_exited else 1
 
 
 LIBRARIES = {"rq": "RQ", "celery": "Celery", "dramatiq": "Dramatiq"}
@@ -138,7 +142,43 @@ class Faults:
     broker: list[float] = field(default_factory=list)
 
 
-def drain(broker: ChaosBroker, workers: list[Worker], timeout: float = 90.0) -> None:
+class Supervisor:
+    """Restarts a worker that exits by itself, as Kubernetes or compose restarts a crashed
+    container (RQ's worker quits on some broker connection errors); a beat that exits by
+    itself is a bug, noted for the verdict."""
+
+    def __init__(self, beats: list[BeatProcess], workers: list[Worker], killed: dict[str, float],
+                 disrupted: set[str]) -> None:  # fmt: skip
+        self.beats, self.workers = beats, workers
+        self.killed, self.disrupted = killed, disrupted
+        self.beats_exited: list[str] = []
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, looking every half second for a process that exited."""
+        until = time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0:
+            time.sleep(min(0.5, left))
+            self.look()
+
+    def look(self) -> None:
+        for worker in self.workers:
+            if worker.process is not None and worker.process.poll() is not None:
+                name = f"{worker.name}-{worker.starts}"
+                print(f"  {time.strftime('%H:%M:%S')} {name} exited by itself "
+                      f"({worker.process.returncode}), restarted")  # fmt: skip
+                self.killed[name] = time.monotonic()  # what it had taken died with it
+                self.disrupted.add(name)
+                start_worker(worker)
+        for beat in self.beats:
+            name = f"{beat.name}-{beat.starts}"
+            if (beat.process is not None and beat.process.poll() is not None
+                    and name not in self.beats_exited):  # fmt: skip
+                print(f"  {time.strftime('%H:%M:%S')} BEAT EXITED by itself: {name}")
+                self.beats_exited.append(name)
+
+
+def drain(broker: ChaosBroker, workers: list[Worker], watch: Supervisor,
+          timeout: float = 90.0) -> None:  # fmt: skip
     """Let the workers finish what the beats enqueued (a backlog after a worker was killed,
     Dramatiq's messages of a killed worker, given back after its heartbeat), so what is still
     queued is not judged lost; bounded."""
@@ -147,9 +187,9 @@ def drain(broker: ChaosBroker, workers: list[Worker], timeout: float = 90.0) -> 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not broker.waiting():
-            time.sleep(2.0)  # the last jobs taken finish (each runs under half a second)
+            watch.sleep(2.0)  # the last jobs taken finish (each runs under half a second)
             return
-        time.sleep(0.5)
+        watch.sleep(0.5)
     print(f"  the queue did not drain in {timeout:.0f} s; what is left counts as lost")
 
 
