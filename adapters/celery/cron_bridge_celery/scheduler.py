@@ -136,7 +136,10 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
 
     def _start(self, jobs: list[Job], sender: BeatScheduleSender, *, announce: bool = True) -> None:
         """Open the store and build the beat: ``jobs``, and the app's ``@cluster_task``
-        tasks, sent through ``sender``. Exits with one line when the store is not there."""
+        tasks, sent through ``sender``, each send through this scheduler's ``apply_entry``.
+        Exits with one line when the store is not there."""
+        sender.scheduler = self
+        self._entry_sender = sender
         jobs += [j for j in default_registry.jobs() if j.adapter == "celery" and self._ours(j)]
         try:
             register(sender)
@@ -158,6 +161,13 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
             return bool(handler._get_app() is self.app)
         except AttributeError:
             return getattr(handler, "app", None) is self.app
+
+    def apply_async(self, entry: ScheduleEntry, producer: Any = None, advance: bool = True,
+                    **kwargs: Any) -> Any:  # fmt: skip
+        """What ``Scheduler.apply_entry`` calls to send, as under celery beat: here with one
+        occurrence's copy of the entry, sent by the sender (never reserved: the store keeps
+        what was sent, not ``last_run_at``)."""
+        return self._entry_sender.publish(entry, producer)
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         if self._beat is None:

@@ -26,3 +26,9 @@ def tick(self: Any, label: str = "", n: int = 0) -> None:
             "priority": (self.request.delivery_info or {}).get("priority"),
             "expires": self.request.expires,
         })  # fmt: skip
+
+
+@shared_task(name="djproj.fail")
+def fail() -> None:
+    """A task that fails, as a run whose error a monitor should see."""
+    raise RuntimeError("the ledger is locked")
