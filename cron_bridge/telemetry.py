@@ -10,15 +10,18 @@ included: a lost claim counts as ``skipped-claimed`` though it writes no record)
 ``cron_bridge.duration`` (ms) and ``cron_bridge.lag`` (ms between the occurrence's scheduled
 time and the run's start). They go to the OpenTelemetry meter, and to a Prometheus registry
 once ``serve_metrics`` is called (``cron-bridge beat --metrics HOST:PORT``, needs
-``prometheus-client``).
+``prometheus-client``), with the served beat's own gauges (``watch_replica``): whether it
+runs, whether the store answers it, its clock's offset and the live replicas it sees.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -294,5 +297,79 @@ def serve_metrics(host: str, port: int) -> Any:
         ) from None
     registry = CollectorRegistry()
     _instruments.enable_prometheus(registry)
+    registry.register(_replica_gauges)
     server, _thread = start_http_server(port, addr=host, registry=registry)
     return server
+
+
+REPLICAS_EVERY = 5.0  # seconds: a scrape reads the store's live replicas at most this often
+
+
+class _ReplicaGauges:
+    """What a served beat says of itself at each scrape, for alerts: whether its loop runs
+    (``cron_bridge_up``), whether the store answered it last (``cron_bridge_store_up``), its
+    clock's offset from the store's (``cron_bridge_clock_offset_seconds``), and how many
+    replicas the store lists alive (``cron_bridge_replicas_live``, read at most every
+    ``REPLICAS_EVERY`` seconds; the last count stands while the store does not answer)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._health: Callable[[], Mapping[str, Any]] | None = None
+        self._live: Callable[[], int] | None = None
+        self._count: int | None = None
+        self._counted_at = -math.inf
+
+    def watch(self, health: Callable[[], Mapping[str, Any]], live: Callable[[], int]) -> None:
+        with self._lock:
+            self._health, self._live = health, live
+            self._count, self._counted_at = None, -math.inf
+
+    def describe(self) -> list[Any]:
+        return []  # nothing is collected when the registry is made: no beat yet
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        with self._lock:
+            health, live = self._health, self._live
+        if health is None or live is None:
+            return
+        found = health()
+        replica = str(found.get("replica", ""))
+
+        def gauge(name: str, text: str, value: float) -> Any:
+            family = GaugeMetricFamily(name, text, labels=["replica"])
+            family.add_metric([replica], value)
+            return family
+
+        yield gauge("cron_bridge_up", "1 while this replica's timer loop runs.",
+                    1.0 if found.get("running") else 0.0)  # fmt: skip
+        yield gauge("cron_bridge_store_up", "1 when the store answered this replica last.",
+                    1.0 if found.get("store_reachable") else 0.0)  # fmt: skip
+        offset = found.get("clock_offset_ms")
+        if isinstance(offset, int | float) and math.isfinite(offset):
+            text = "How far the store's clock is ahead of this replica's."
+            yield gauge("cron_bridge_clock_offset_seconds", text, offset / 1000)
+        count = self._live_count(live)
+        if count is not None:
+            text = "Replicas whose heartbeat the store holds, as this one reads it."
+            yield gauge("cron_bridge_replicas_live", text, count)
+
+    def _live_count(self, live: Callable[[], int]) -> int | None:
+        now = time.monotonic()
+        if now - self._counted_at >= REPLICAS_EVERY:
+            self._counted_at = now
+            try:
+                self._count = live()
+            except Exception:  # a scrape never fails for the store
+                log.debug("could not count the live replicas", exc_info=True)
+        return self._count
+
+
+_replica_gauges = _ReplicaGauges()
+
+
+def watch_replica(health: Callable[[], Mapping[str, Any]], live: Callable[[], int]) -> None:
+    """Report this beat's health (``Beat.health``) and the store's live replicas (a count)
+    on the served metrics (``serve_metrics``)."""
+    _replica_gauges.watch(health, live)

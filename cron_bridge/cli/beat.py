@@ -25,7 +25,7 @@ from cron_bridge.http.serve import HttpServer, serve
 from cron_bridge.jobs import Job
 from cron_bridge.plugins import installed_adapters
 from cron_bridge.secret import check_secret
-from cron_bridge.telemetry import serve_metrics
+from cron_bridge.telemetry import serve_metrics, watch_replica
 
 __all__ = ["beat", "beat_options", "run_beat"]
 
@@ -138,6 +138,8 @@ def run_beat(load: Callable[[], list[Job]], options: Mapping[str, Any]) -> None:
             shutdown_timeout=options["shutdown_timeout"],
             handle_signals=True,
         )
+        if metrics is not None:
+            watch_replica(replica.health, lambda: len(opened.replicas()))
         # What the app declared lives as long as the process: out of the collector's sight,
         # so the collections a burst's allocations set off do not walk every job again.
         gc.freeze()
