@@ -16,6 +16,7 @@ from cron_bridge.errors import (
     StoreUnavailable,
 )
 from cron_bridge.jobs import Backoff, Job, Occurrence, declare
+from cron_bridge.monitors import Monitor, Ping, Sentry
 from cron_bridge.registry import Registry, cluster_task, default_registry
 from cron_bridge.schedules import Cron, Every, Schedule
 from cron_bridge.storable import storable
@@ -33,12 +34,15 @@ __all__ = [
     "InvalidMessage",
     "Job",
     "JobContext",
+    "Monitor",
     "Occurrence",
+    "Ping",
     "RefusedTask",
     "Registry",
     "RunResult",
     "Schedule",
     "Schedules",
+    "Sentry",
     "Store",
     "StoreUnavailable",
     "cluster_task",

@@ -17,6 +17,8 @@ from typing import Any, Literal, cast, get_args
 
 from cron_bridge.errors import ConfigError
 from cron_bridge.keys import claim_key
+from cron_bridge.monitors import Monitor
+from cron_bridge.monitors import resolve as resolve_monitor
 from cron_bridge.schedules import EPOCH, Cron, Every, Schedule, load_zone, parse_duration
 from cron_bridge.windows import At, Window
 
@@ -204,6 +206,9 @@ class Job:
     handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     adapter: str | None = None
     task: str | None = None
+    # Told when each attempt starts and ends (cron_bridge.monitors); None: the process's
+    # default (CRON_BRIDGE_MONITOR, --monitor), if any.
+    monitor: Monitor | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         def fail(option: str, value: Any, reason: str) -> ConfigError:
@@ -249,6 +254,10 @@ class Job:
             raise fail("target", self.target, "an inline target needs a callable")
         elif self.queue is not None:
             raise fail("queue", self.queue, "an inline target runs in the beat, not on a queue")
+        if self.monitor is not None:
+            if not isinstance(self.monitor, Monitor):
+                raise fail("monitor", self.monitor, 'expected "sentry" or a Ping(...)')
+            self.monitor.check(self.name, self.schedule, self.misfire_grace, self.timeout)
 
     @property
     def is_cluster(self) -> bool:
@@ -296,6 +305,7 @@ def declare(
     handler: Callable[..., Any] | None = None,
     adapter: str | None = None,
     task: str | None = None,
+    monitor: str | Monitor | None = None,
 ) -> Job:
     """Validate the options (docs/jobs.md lists them) and build the ``Job``.
 
@@ -318,6 +328,7 @@ def declare(
         lock_lifetime = parse_duration(lock_ttl, option="lock_ttl")
         time_limit = None if timeout is None else parse_duration(timeout, option="timeout")
         spread = parse_duration(jitter, option="jitter")
+        watcher = resolve_monitor(monitor, job=name)
     except ConfigError as exc:
         raise exc.for_job(name) from None
     return Job(
@@ -340,6 +351,7 @@ def declare(
         lock_ttl=lock_lifetime,
         timeout=time_limit,
         jitter=spread,
+        monitor=watcher,
     )
 
 

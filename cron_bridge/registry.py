@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Backoff, Job, declare
+from cron_bridge.monitors import Monitor
 from cron_bridge.plugins import find_adapter
 from cron_bridge.storable import agree
 
@@ -103,6 +104,7 @@ def cluster_task(
     kwargs: Mapping[str, Any] | None = None,
     queue: Any = None,
     target: str = "queue",
+    monitor: str | Monitor | None = None,
     registry: Registry | None = None,
 ) -> Callable[[T], T]:
     """Declare a scheduled job on top of a queue library's task, or on a plain function.
@@ -135,6 +137,7 @@ def cluster_task(
         "jitter": jitter,
         "external": external,
         "kwargs": kwargs,
+        "monitor": monitor,
     }
     jobs = default_registry if registry is None else registry
 

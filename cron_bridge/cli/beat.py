@@ -23,6 +23,7 @@ from cron_bridge.cli.common import (
 from cron_bridge.http.apps import asgi_app
 from cron_bridge.http.serve import HttpServer, serve
 from cron_bridge.jobs import Job
+from cron_bridge.monitors import set_default as set_default_monitor
 from cron_bridge.plugins import installed_adapters
 from cron_bridge.secret import check_secret
 from cron_bridge.telemetry import serve_metrics, watch_replica
@@ -59,6 +60,14 @@ _OPTIONS = [
         "metrics_bind",
         metavar="HOST:PORT",
         help="Serve Prometheus metrics on http://HOST:PORT/metrics (needs prometheus-client).",
+    ),
+    click.option(
+        "--monitor",
+        envvar="CRON_BRIDGE_MONITOR",
+        type=click.Choice(["sentry"]),
+        default=None,
+        help="Check in every job without a monitor= of its own (its inline runs here; set "
+        "CRON_BRIDGE_MONITOR on the workers for queue jobs).",
     ),
     click.option(
         "--replica-id",
@@ -129,6 +138,7 @@ def run_beat(load: Callable[[], list[Job]], options: Mapping[str, Any]) -> None:
         if shown and not http_bind:
             fail("--namespace is shown on the dashboard: give --http as well")
         metrics = _serve_metrics(metrics_bind) if metrics_bind else None
+        set_default_monitor(options["monitor"])
         jobs = load()
         opened = open_store(store)
         replica = Beat(

@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from traceback import format_exception
@@ -22,6 +23,7 @@ from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.keys import lock_key, lock_owner, parse_lock_owner
+from cron_bridge.monitors import CheckIn, Monitor, default_monitor
 from cron_bridge.redaction import escape_log
 from cron_bridge.run.lease import Lease, Releaser
 from cron_bridge.run.recording import Recorder
@@ -147,6 +149,7 @@ class Guard:
         began = time.monotonic()
         record: RunRecord | None = None
         failure: BaseException | None = None
+        watch: _Watch | None = None  # the monitor's check-in, once the handler starts
         # Only a queue delivery can come again (a redelivery), and the completion mark is read
         # only under the lock: only such runs write it; any other run just frees its lock.
         marks = locked and trigger == "queue"
@@ -157,6 +160,7 @@ class Guard:
                 # the helpers started), so the lock may be someone else's. It does not start.
                 record = made(outcome="aborted", reason=signal.reason)
             else:
+                watch = _watch(job, occurrence, attempt, self.replica)
                 if call is not None:
                     aio.resolve(call(ctx))
                 elif job.handler is not None:
@@ -186,6 +190,8 @@ class Guard:
         # A task called directly on a worker retries as the library says: not known here.
         direct = trigger == "manual" and job.target == "queue"
         self._record(record, failure, last=None if direct else attempt >= job.attempts)
+        if watch is not None:  # after the record: a slow monitor never holds it up
+            watch.finished(ok=record.outcome == "completed", duration=time.monotonic() - began)
         return record
 
     def _heartbeat(
@@ -365,6 +371,33 @@ def _held_by(holder: tuple[str, str] | None) -> str | None:
 def _abort_after(timeout: timedelta, signal: AbortSignal, stop: threading.Event) -> None:
     if not stop.wait(timeout.total_seconds()):
         signal.abort("timeout")
+
+
+@dataclass(frozen=True, slots=True)
+class _Watch:
+    monitor: Monitor
+    check_in: CheckIn
+
+    def finished(self, *, ok: bool, duration: float) -> None:
+        try:
+            self.monitor.finished(self.check_in, ok=ok, duration=duration)
+        except Exception:  # a monitor never fails the run
+            log.warning("the monitor of %s failed", self.check_in.job, exc_info=True)
+
+
+def _watch(job: Job, occurrence: Occurrence, attempt: int, replica: str) -> _Watch | None:
+    """Tell the job's monitor (or the process's default) that the attempt starts."""
+    monitor = job.monitor or default_monitor()
+    if monitor is None:
+        return None
+    check_in = CheckIn(job=job.name, schedule=job.schedule, misfire_grace=job.misfire_grace,
+                       timeout=job.timeout, occurrence_id=occurrence.id, attempt=attempt,
+                       replica=replica)  # fmt: skip
+    try:
+        monitor.started(check_in)
+    except Exception:  # a monitor never fails the run
+        log.warning("the monitor of %s failed", job.name, exc_info=True)
+    return _Watch(monitor, check_in)
 
 
 def _start(target: Callable[..., None], *args: Any) -> threading.Thread:

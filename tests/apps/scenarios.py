@@ -17,10 +17,16 @@ import os
 import threading
 from typing import Any
 
-from cron_bridge import Backoff, JobContext
+from cron_bridge import Backoff, JobContext, Ping
 from tests.apps import journal, otel_setup
 
 otel_setup.install()  # spans to CB_TEST_SPANS, when the test asks for them
+
+if os.environ.get("CB_TEST_SENTRY_DSN"):  # check-ins to a loopback server (test_monitors.py)
+    import sentry_sdk
+
+    sentry_sdk.init(dsn=os.environ["CB_TEST_SENTRY_DSN"], default_integrations=False,
+                    environment="monitors")  # fmt: skip
 
 SCENARIO = os.environ.get("CB_TEST_SCENARIO", "every")
 QUEUE = os.environ.get("CB_TEST_QUEUE", "cron-bridge-test")
@@ -28,7 +34,18 @@ JOB = os.environ.get("CB_TEST_JOB", "cb.job")  # the job name: RQ job ids (globa
 
 
 def options() -> dict[str, Any]:
-    """The @cluster_task options of this scenario's job."""
+    """The @cluster_task options of this scenario's job (with ``monitor=`` from
+    CB_TEST_MONITOR: ``sentry``, or ``ping:URL`` for a ``Ping(URL)``)."""
+    chosen = _options()
+    monitor = os.environ.get("CB_TEST_MONITOR", "")
+    if monitor == "sentry":
+        chosen["monitor"] = "sentry"
+    elif monitor.startswith("ping:"):
+        chosen["monitor"] = Ping(monitor.removeprefix("ping:"))
+    return chosen
+
+
+def _options() -> dict[str, Any]:
     if SCENARIO in ("every", "async"):
         return {"every": "1s", "misfire_grace": os.environ.get("CB_TEST_GRACE", "30s")}
     if SCENARIO == "fail":
