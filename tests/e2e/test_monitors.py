@@ -6,7 +6,8 @@ against a loopback server that records what arrives: Sentry's envelopes (the rea
   queue runs it, in progress then error under one id of its own, with the monitor config
   derived from the job (interval, zone, check-in margin).
 - Ping: a job every second on 3 beats and 2 workers: one start and one success ping per run,
-  as many as the handlers ran, none from the replicas that stood aside.
+  as many as the handlers ran, none from the replicas that stood aside; the failing job of 3
+  attempts: start then fail, 3 times.
 """
 
 from __future__ import annotations
@@ -123,3 +124,26 @@ def test_every_run_pings_once_from_the_worker_that_ran_it(
     said = Counter(pings.paths)
     assert set(said) == {f"{path}/start", path}, said
     assert said[f"{path}/start"] == said[path] == sum(ran.values()), (said, len(ran))
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_retried_failing_run_pings_start_and_fail_at_each_attempt(
+    library: str, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    stack = a_stack(library, tmp_path, redis_server)
+    pings = Pings()
+    served = pings.serve()
+    url = next(served)
+    extra = {"CB_TEST_MONITOR": f"ping:{url}"}
+    services = running(stack.workers("fail", 1, **extra))
+    try:
+        sent = cli("run", stack.job, "-A", stack.app, env=stack.env("fail", **extra),
+                   cwd=stack.folder)  # fmt: skip
+        assert sent.returncode == 0, sent.stderr
+        wait_for(lambda: len(pings.paths) >= 6, 60, "six pings")
+        time.sleep(3)  # a seventh would come within this
+    finally:
+        stop_all(services)
+        served.close()
+    path = url.removeprefix(url.split("/ping/")[0])
+    assert pings.paths == [f"{path}/start", f"{path}/fail"] * 3, pings.paths
