@@ -138,7 +138,7 @@ def run_beat(load: Callable[[], list[Job]], options: Mapping[str, Any]) -> None:
         if shown and not http_bind:
             fail("--namespace is shown on the dashboard: give --http as well")
         metrics = _serve_metrics(metrics_bind) if metrics_bind else None
-        set_default_monitor(options["monitor"])
+        set_default_monitor(options.get("monitor"))
         jobs = load()
         opened = open_store(store)
         replica = Beat(
