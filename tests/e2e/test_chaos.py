@@ -25,13 +25,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.alone]
 SECONDS = 50
 ARGS = ["--duration", str(SECONDS), "--replicas", "3", "--jobs", "6", "--queued", "2",
         "--workers", "2"]  # fmt: skip
-# Each store with a queue library, and a seed whose schedule has the store's and the broker's
-# faults that the run must show: seed 61 fails Postgres over to its standby and crashes the
-# broker (it has no broker freeze; seed 60 has no failover).
+# Each store with a queue library, and a seed whose schedule has the faults the run must show.
+# The schedule is seeded but runs on the clock, so how many events fit in the 50 s depends on
+# how long each took: only the ones that come early enough on a loaded machine are required.
+# Seed 61 fails Postgres over to its standby (the new standby's rebuild takes 10 s or more, so
+# its last event, a worker kill, may not fit) and crashes the broker; seed 60 has no failover.
+WORKERS_AND_BEATS = ["SIGKILL worker", "SIGSTOP beat"]
 BOTH = ["broker SIGKILLed", "broker SIGSTOPped"]
-RUNS = [("redis", "rq", 60, ["store down", *BOTH]),
-        ("postgres", "celery", 61, ["store failed over", "broker SIGKILLed"]),
-        ("nats", "dramatiq", 60, ["store down", *BOTH])]  # fmt: skip
+RUNS = [("redis", "rq", 60, ["store down", *BOTH, *WORKERS_AND_BEATS]),
+        ("postgres", "celery", 61, ["store failed over", "broker SIGKILLed", "SIGSTOP beat",
+                                    "SIGKILL beat"]),
+        ("nats", "dramatiq", 60, ["store down", *BOTH, *WORKERS_AND_BEATS])]  # fmt: skip
 
 
 @pytest.mark.parametrize(("store", "queue", "seed", "faults"), RUNS)
@@ -58,7 +62,6 @@ def test_a_short_chaos_run_finds_no_duplicate_no_overlap_and_no_loss_it_does_not
         int, summary.groups()
     )
     record_property(f"chaos-{store}-{queue}", summary.group(0))
-    assert "SIGKILL worker" in output and "SIGSTOP beat" in output, output
     for fault in faults:
         assert re.search(rf"\d\d:\d\d:\d\d {fault}", output), (fault, output)
     assert (duplicates, overlaps, not_allowed) == (0, 0, 0), output
