@@ -136,6 +136,34 @@ def test_a_completed_run_whose_mark_failed_is_marked_before_its_lock_is_freed() 
     assert calls == ["worker-a"]
 
 
+class CountingAcquires(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.acquires = 0
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        self.acquires += 1
+        return super().acquire(key, owner, ttl)
+
+
+def test_a_redelivery_of_a_completed_occurrence_never_takes_the_lock() -> None:
+    """A message given back after its run completed (a broker's crash lost the ack) is
+    recorded skipped-completed without asking for the lock: holding it even a moment to read
+    the mark made the next occurrence, due then, skip behind it."""
+    store = CountingAcquires()
+    calls: list[str] = []
+    job = job_of("redelivered.job", lambda ctx: calls.append(ctx.occurrence_id), lock_ttl="30s")
+    first = Occurrence(job=job.name, scheduled_at=AT)
+    assert Guard(store, "worker-a").run(job, first, trigger="queue").outcome == "completed"
+    asked = store.acquires
+    again = Guard(store, "worker-b").run(job, first, trigger="queue")
+    assert again.outcome == "skipped-completed"
+    assert store.acquires == asked  # the lock was never asked for
+    later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=5))
+    assert Guard(store, "worker-a").run(job, later, trigger="queue").outcome == "completed"
+    assert calls == [first.id, later.id]
+
+
 def test_a_skipped_overlap_record_names_the_run_holding_the_lock() -> None:
     """Who holds the lock (occurrence and replica) is in the skipped run's record."""
     store = MemoryStore()
