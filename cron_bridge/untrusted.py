@@ -18,7 +18,18 @@ from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_EPOCH_MS", "instant", "loads", "warn_once"]
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_EPOCH_MS",
+    "instant",
+    "loads",
+    "moment",
+    "text",
+    "warn_once",
+]
 
 MAX_DEPTH = 32  # nesting of arrays and objects; what cron-bridge writes stays under 6
 MAX_BYTES = 1 << 20
@@ -73,7 +84,11 @@ def _finite(text: str) -> float:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last instant a datetime holds
+EARLIEST = _EPOCH  # nothing cron-bridge writes is older: occurrences are epoch milliseconds
+# Two days short of the last instant a datetime holds, so that a time read from a store can be
+# shown in any zone and a day added to it without OverflowError.
+LATEST = datetime(9999, 12, 29, 23, 59, 59, 999_000, tzinfo=UTC)
+MAX_EPOCH_MS = (LATEST - _EPOCH) // timedelta(milliseconds=1)
 
 
 def instant(ms: object) -> datetime | None:
@@ -88,6 +103,58 @@ def instant(ms: object) -> datetime | None:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
+def moment(value: object) -> datetime | None:
+    """The aware UTC time of ``value`` (a datetime, or ISO-8601 text) read from a store, or
+    None when it has no zone, does not parse, or lies outside ``EARLIEST`` to ``LATEST``."""
+    if isinstance(value, str) and len(value) <= 64:
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        return None
+    try:
+        at = value.astimezone(UTC)
+    except OverflowError:  # past the end of the calendar in UTC
+        return None
+    return at if EARLIEST <= at <= LATEST else None
+
+
+def text(raw: object, where: str, key: object, *, max_bytes: int = MAX_BYTES) -> str | None:
+    """The text a store holds, from the bytes its server sent (or text a client already
+    decoded): strict UTF-8 of at most ``max_bytes``. None, warned once, for anything else
+    (bytes that are not UTF-8, a number or blob where text belongs, a value too large).
+
+    Args:
+        where: the record's place, for the warning (``controls:pause``, ``runs of job``).
+        key: the record's key there, as read (bytes or text).
+    """
+    if isinstance(raw, str):
+        try:
+            size = len(raw.encode())
+        except UnicodeEncodeError:  # a lone surrogate (a client decoding with surrogateescape)
+            why = "text that is not UTF-8"
+        else:
+            if size <= max_bytes:
+                return raw
+            why = f"{size} bytes, more than {max_bytes}"
+    elif isinstance(raw, bytes | bytearray | memoryview):
+        raw = bytes(raw)
+        if len(raw) > max_bytes:
+            why = f"{len(raw)} bytes, more than {max_bytes}"
+        else:
+            try:
+                return raw.decode()
+            except UnicodeDecodeError:
+                why = "bytes that are not UTF-8"
+    else:
+        why = f"a {type(raw).__name__} where text belongs"
+    shown = key if isinstance(key, str) else repr(key)
+    warn_once(_log, where, shown, raw, "skipping a value in %s at %.200r: %s", where, shown, why)
+    return None
+
+
+_log = logging.getLogger(__name__)
 _SEEN_MAX = 10_000
 _seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
 _lock = threading.Lock()
@@ -99,7 +166,13 @@ def warn_once(
     """Log ``message`` at WARNING the first time this record (``where``, ``key`` and its
     content ``raw``) is found bad; a record changed since is logged again. Remembers the last
     ``_SEEN_MAX`` records."""
-    digest = hashlib.sha1(repr(raw).encode(errors="replace"), usedforsecurity=False).hexdigest()
+    if isinstance(raw, bytes | bytearray):
+        content = bytes(raw)
+    elif isinstance(raw, str):
+        content = raw.encode(errors="surrogatepass")
+    else:
+        content = repr(raw).encode(errors="surrogatepass")
+    digest = hashlib.sha1(content, usedforsecurity=False).hexdigest()
     seen = (where, key[:300], digest)
     with _lock:
         if seen in _seen:

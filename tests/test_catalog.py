@@ -18,9 +18,9 @@ class WatchedStore(MemoryStore):
         self.groups_read: list[str] = []
         self.written: list[str] = []
 
-    def controls(self, group: str) -> dict[str, str]:
+    def controls(self, group: str, **bounds: int) -> dict[str, str]:
         self.groups_read.append(group)
-        return super().controls(group)
+        return super().controls(group, **bounds)
 
     def put_controls(self, group: str, values: dict[str, str]) -> None:  # type: ignore[override]
         self.written.extend(values)

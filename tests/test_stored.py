@@ -142,8 +142,8 @@ class CountingStore(MemoryStore):
         self.read.append(f"{group}/{key}")
         return super().control(group, key)
 
-    def controls(self, group: str) -> dict[str, str]:
-        found = super().controls(group)
+    def controls(self, group: str, **bounds: int) -> dict[str, str]:
+        found = super().controls(group, **bounds)
         self.read.extend(f"{group}/{key}" for key in found)
         return found
 

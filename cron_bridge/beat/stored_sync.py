@@ -120,21 +120,31 @@ class StoredSync:
             seen += 1
             self._seen = seen
             self.followed += 1
-            name = _entry_name(raw)
+            name = _entry_name(seen, raw)
             if name is not None:
                 names[name] = None
         return list(names)
 
 
-def _entry_name(raw: str) -> str | None:
+def _entry_name(number: int, raw: str) -> str | None:
+    """The schedule a feed entry names; None, warned once, for an entry no replica wrote (or
+    one the store could not hand over: ``UNREADABLE``)."""
     try:
         data = untrusted.loads(raw, max_bytes=4096)
         name = data.get("name") if isinstance(data, dict) else None
         if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
             raise ValueError("no schedule name")
     except ValueError as exc:
-        untrusted.warn_once(log, FEED_GROUP, raw[:100], raw, "skipping a schedule feed entry "
-                            "%.100r: %s", raw, exc)  # fmt: skip
+        untrusted.warn_once(
+            log,
+            FEED_GROUP,
+            f"seq:{number}",
+            raw,
+            "skipping the schedule feed entry %d %.100r: %s",
+            number,
+            raw,
+            exc,
+        )
         return None
     return name
 

@@ -46,6 +46,11 @@ log = logging.getLogger(__name__)
 GROUP = "aside"
 JOBS_GROUP = "aside-jobs"
 MAX_SPANS = 200  # per replica: the oldest are dropped first
+LEDGER_MAX = 100 * MAX_SPANS + 200  # bytes of one ledger's JSON
+# Ledgers a reader holds: replicas alive or gone within KEPT, far more than a namespace has;
+# past these the rest are left out (said once), so forged ledgers cannot fill a page or a beat.
+MAX_LEDGERS = 1000
+LEDGERS_BYTES = 4 * untrusted.MAX_BYTES
 MAX_NAMES = 10_000  # per job set; a larger set is written as "every job"
 FLUSH_INTERVAL = timedelta(seconds=5)  # how stale the end of an open span may be in the store
 KEPT = timedelta(days=7)  # a ledger that has not moved for this long is deleted (by anyone)
@@ -257,7 +262,7 @@ class _Replica:
 
 
 def _parse(replica: str, text: str) -> _Replica | None:
-    if not 0 < len(replica) <= _REPLICA_MAX or len(text) > 100 * MAX_SPANS + 200:
+    if not 0 < len(replica) <= _REPLICA_MAX or len(text) > LEDGER_MAX:
         return None
     try:
         data = untrusted.loads(text)
@@ -280,7 +285,7 @@ def prune(store: Store, now: datetime, *, keep: str) -> None:
     sets = set(store.controls(JOBS_GROUP))
     alive = {r.id for r in store.replicas()} | {keep}
     used: set[str] = set()
-    for replica, text in store.controls(GROUP).items():
+    for replica, text in _ledgers(store).items():
         parsed = _parse(replica, text)
         newest = 0
         if parsed is not None:
@@ -300,7 +305,7 @@ class Aside:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._ledgers = []
-        for replica, text in store.controls(GROUP).items():
+        for replica, text in _ledgers(store).items():
             parsed = _parse(replica, text)
             if parsed is None:
                 untrusted.warn_once(log, GROUP, replica, text, "skipping the ledger %.200r: it is "
@@ -344,6 +349,11 @@ class Aside:
                       reason=REASON)
             for replica in self.who(occurrence) if replica not in besides
         ]  # fmt: skip
+
+
+def _ledgers(store: Store) -> dict[str, str]:
+    """The ledgers of the namespace, as many as a reader holds (``MAX_LEDGERS``)."""
+    return store.controls(GROUP, most=MAX_LEDGERS, max_bytes=LEDGERS_BYTES)
 
 
 def _read_jobs(store: Store, jobs: str) -> frozenset[str] | None:

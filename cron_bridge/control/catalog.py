@@ -22,14 +22,14 @@ from typing import Any
 from cron_bridge import untrusted
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job
-from cron_bridge.stores.base import Store
+from cron_bridge.stores.base import CONTROLS_MAX, Store
 
 __all__ = ["GROUP", "JobInfo", "Publisher", "first_seen", "publish", "publish_some", "read"]
 
 log = logging.getLogger(__name__)
 
 GROUP = "jobs"
-MAX_JOBS = 10_000  # published per namespace; a dashboard shows no more than that
+MAX_JOBS = CONTROLS_MAX  # published per namespace; a dashboard shows no more than that
 _REFRESH = timedelta(days=1)
 _BATCH = 1000
 _TEXT_MAX = 200

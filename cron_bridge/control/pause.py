@@ -12,7 +12,8 @@ instead of running them: the history shows every occurrence the pause held back.
 deletes the record; the next occurrence runs, and the paused ones are not caught up.
 
 What is read from the store is treated as hostile: a record that does not parse keeps its
-job paused (fail closed), with a warning.
+job paused (fail closed), with a warning; so does one the store cannot hand over (bytes that
+are not UTF-8, too large: ``stores.base.UNREADABLE``).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def changes(store: Store, job: str) -> list[Change]:
                     job=job,
                     action=_text(data["action"], "action", 40, job),
                     by=_text(data["by"], "by", ACTOR_MAX, job),
-                    at=datetime.fromisoformat(data["at"]),
+                    at=_moment(data["at"], "at"),
                     reason=_text(data.get("reason", ""), "reason", REASON_MAX, job),
                 )
             )
@@ -205,12 +206,17 @@ def paused(store: Store) -> dict[str, Pause]:
     return {job: _read(job, raw) for job, raw in store.controls(PAUSES).items()}
 
 
+def _moment(value: object, name: str) -> datetime:
+    at = untrusted.moment(value)
+    if at is None:
+        raise ValueError(f"{name} is no time with a zone from 1970 to 9999: {value!r:.80}")
+    return at
+
+
 def _read(job: str, raw: str) -> Pause:
     try:
         data = untrusted.loads(raw)
-        since = datetime.fromisoformat(data["since"])
-        if since.tzinfo is None:
-            raise ValueError("since without a zone")
+        since = _moment(data["since"], "since")
         return Pause(job=job, reason=_text(data["reason"], "reason", REASON_MAX, job),
                      by=_text(data["by"], "by", ACTOR_MAX, job), since=since)  # fmt: skip
     except (ValueError, TypeError, KeyError, ConfigError) as exc:

@@ -10,7 +10,12 @@ A store holds three kinds of state, each under a key that names a job:
   replicas from their heartbeats.
 - **controls**: operator state, one JSON text per key within a group: the paused jobs (group
   ``pause``, read by every replica before it claims), a job's change log (group
-  ``change:<job>``). A group is read whole, in one round trip.
+  ``change:<job>``). A group is read in one round trip, up to ``CONTROLS_MAX`` records and
+  ``CONTROLS_BYTES`` of values (``control_records``).
+
+Everything a store reads is bytes from its server until ``untrusted.text`` (keys and values)
+and the record parsers here turn it into validated values; what they cannot is skipped with
+one warning per record, never raised.
 
 Every method either does what it says or raises ``StoreUnavailable``; none of them hangs past
 the store's connect or socket timeout.
@@ -34,12 +39,16 @@ from cron_bridge.redaction import redact_text
 from cron_bridge.schedules import EPOCH
 
 __all__ = [
+    "CONTROLS_BYTES",
+    "CONTROLS_MAX",
     "REPLICA_TTL_MAX",
+    "UNREADABLE",
     "Outcome",
     "ReplicaInfo",
     "RunRecord",
     "Store",
     "StoreStats",
+    "control_records",
     "last_claimed_times",
     "live_replica",
     "readable",
@@ -117,8 +126,11 @@ class RunRecord:
             raise ValueError(f"run record: unknown outcome {self.outcome!r:.80}")
         if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 1:
             raise ValueError(f"run record: attempt must be 1 or more, got {self.attempt!r:.80}")
-        if not isinstance(self.started_at, datetime) or self.started_at.tzinfo is None:
-            raise ValueError(f"run record: started_at must be aware, got {self.started_at!r:.80}")
+        if untrusted.moment(self.started_at) is None:
+            raise ValueError(
+                "run record: started_at must be an aware time from 1970 to 9999, "
+                f"got {self.started_at!r:.80}"
+            )
         if self.duration_ms is not None and (
             isinstance(self.duration_ms, bool)
             or not isinstance(self.duration_ms, int | float)
@@ -145,6 +157,8 @@ class RunRecord:
         """
         if not isinstance(data, dict) or not isinstance(data.get("started_at"), str):
             raise ValueError("run record: not a JSON object with started_at")
+        if len(data["started_at"]) > 64:
+            raise ValueError("run record: started_at is no time")
         try:
             return cls(**{**data, "started_at": datetime.fromisoformat(data["started_at"])})
         except TypeError as exc:  # unknown or missing fields
@@ -153,6 +167,68 @@ class RunRecord:
 
 _FIELDS = tuple(f.name for f in fields(RunRecord))
 _OUTCOMES = frozenset(get_args(Outcome))
+
+CONTROLS_MAX = 10_000
+"""Records of one control group a reader holds: as many jobs as a namespace publishes, as many
+entries as the schedule feed keeps."""
+CONTROLS_BYTES = 16 * untrusted.MAX_BYTES
+"""Bytes of values of one control group a reader holds (10,000 catalog entries take 3 MB)."""
+CONTROL_KEY_MAX = 1000  # bytes of a control key: job names are 200 at most, replica ids 1,000
+UNREADABLE = ""
+"""What ``controls`` gives for a record it cannot hand over (bytes that are not UTF-8, a value
+larger than ``untrusted.MAX_BYTES`` or past ``CONTROLS_BYTES``): no reader takes the empty
+text for a record, and its key is still there, so a pause that cannot be read still pauses."""
+
+
+def control_records(
+    pairs: Iterable[tuple[object, object]],
+    group: str,
+    *,
+    most: int = CONTROLS_MAX,
+    max_bytes: int = CONTROLS_BYTES,
+    total: int | None = None,
+) -> dict[str, str]:
+    """A control group's records from ``(key, value)`` pairs as the server sent them (bytes,
+    or text; a value of None: left out by the server for its size), bounded: the first
+    ``most`` keys that are UTF-8 text of at most ``CONTROL_KEY_MAX`` bytes, each with its
+    value while the values stay within ``max_bytes``, else ``UNREADABLE``. What is left out
+    is said once (``total``: how many records the group holds, when the server said)."""
+    where = f"controls:{group}"
+    found: dict[str, str] = {}
+    used = 0
+    over = 0
+    for raw_key, raw_value in pairs:
+        key = untrusted.text(raw_key, where, raw_key, max_bytes=CONTROL_KEY_MAX)
+        if key is None:
+            continue
+        if len(found) >= most:
+            over += 1
+            continue
+        value = None
+        if raw_value is not None:
+            value = untrusted.text(raw_value, where, key)
+        if value is not None and used + len(value) > max_bytes:  # characters: at most bytes
+            over += 1
+            value = None
+        used += len(value or "")
+        found[key] = UNREADABLE if value is None else value
+    if total is not None:
+        over = max(over, total - len(found))
+    if over:
+        untrusted.warn_once(
+            log,
+            where,
+            "bounds",
+            (len(found), over),
+            "control group %s holds "
+            "more than a reader keeps (%d records, %d bytes of values): %d "
+            "left out or unread",
+            group,
+            most,
+            max_bytes,
+            over,
+        )
+    return found
 
 
 def last_claimed_times(rows: Iterable[tuple[str, object]], where: str) -> dict[str, datetime]:
@@ -212,10 +288,12 @@ def live_replica(
     have written: a short text id, an expiry in epoch ms within ``REPLICA_TTL_MAX`` of now, a
     finite clock offset (else none). None for anything else (logged once)."""
     if isinstance(replica, bytes):
-        replica = replica.decode(errors="replace")
+        replica = untrusted.text(replica, "replicas", replica, max_bytes=REPLICA_ID_MAX)
+        if replica is None:
+            return None
     try:
         expires = float(expires_ms)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # not a number, or past any float
         expires = math.nan
     limit = now_ms + REPLICA_TTL_MAX / _ONE_MS
     if not (isinstance(replica, str) and 0 < len(replica) <= REPLICA_ID_MAX):
@@ -371,12 +449,17 @@ class Store(ABC):
         return None
 
     @abstractmethod
-    def controls(self, group: str) -> dict[str, str]:
-        """Every control record of ``group``, by key, in one round trip."""
+    def controls(
+        self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
+    ) -> dict[str, str]:
+        """The control records of ``group``, by key, in one round trip: at most ``most`` of
+        them and ``max_bytes`` of their values, read no further than that where the server
+        can (``control_records``: a value it cannot hand over is ``UNREADABLE``)."""
 
     @abstractmethod
     def control(self, group: str, key: str) -> str | None:
-        """One control record of ``group``, or None (a worker reading one stored schedule)."""
+        """One control record of ``group``, or None (a worker reading one stored schedule);
+        ``UNREADABLE`` when there is one that cannot be handed over."""
 
     @abstractmethod
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:

@@ -13,7 +13,14 @@ from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store
+from cron_bridge.stores.base import (
+    CONTROLS_BYTES,
+    CONTROLS_MAX,
+    ReplicaInfo,
+    RunRecord,
+    Store,
+    control_records,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -107,10 +114,15 @@ class MemoryStore(Store):
             records[key] = value
             return True
 
-    def controls(self, group: str) -> dict[str, str]:
+    def controls(
+        self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
+    ) -> dict[str, str]:
         with self._lock:
             self.stats.add()
-            return dict(self._controls.get(group, {}))
+            found = list(self._controls.get(group, {}).items())
+        # Bounded as every store bounds a group (the records come from this process, but from
+        # whoever holds its Python API: a dashboard's or a test's writes).
+        return control_records(found, group, most=most, max_bytes=max_bytes)
 
     def control(self, group: str, key: str) -> str | None:
         with self._lock:

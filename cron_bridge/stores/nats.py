@@ -36,9 +36,14 @@ from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
 from cron_bridge.stores.base import (
+    CONTROL_KEY_MAX,
+    CONTROLS_BYTES,
+    CONTROLS_MAX,
+    UNREADABLE,
     ReplicaInfo,
     RunRecord,
     Store,
+    control_records,
     last_claimed_times,
     live_replica,
     readable,
@@ -61,8 +66,13 @@ def _enc(text: str) -> str:
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=") or "_"
 
 
-def _dec(token: str) -> str:
-    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+def _dec(token: str) -> bytes | None:
+    """The bytes a key token names (for ``untrusted.text`` to decode); None for a token that
+    is no base64url (written past this store)."""
+    try:
+        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except ValueError:  # binascii.Error
+        return None
 
 
 class NatsStore(Store):
@@ -303,7 +313,8 @@ class NatsStore(Store):
                 if found is None:
                     await self._state.create(key, value)
                     return
-                if int(found[1].get("ms", 0)) >= ms:
+                held = found[1].get("ms")
+                if type(held) is int and held >= ms:  # anything else is overwritten
                     return
                 await self._state.update(key, value, last=found[0])
                 return
@@ -365,10 +376,12 @@ class NatsStore(Store):
 
         self._run(work, size=len(writes))
 
-    def controls(self, group: str) -> dict[str, str]:
+    def controls(
+        self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
+    ) -> dict[str, str]:
         pattern = f"ctl.{_enc(group)}.*"
 
-        async def work() -> dict[str, str]:
+        async def work() -> tuple[dict[bytes, bytes | None], int]:
             # The keys the bucket holds now, from the stream itself: nats-py's watcher can
             # say "every current value delivered" before it delivered them (its marker races
             # the first messages under load), so the watch is read until each key was seen.
@@ -376,40 +389,53 @@ class NatsStore(Store):
             info = await self._js.stream_info(kv._stream, subjects_filter=kv._pre + pattern)
             expected = {subject[len(kv._pre) :] for subject in (info.state.subjects or {})}
             if not expected:
-                return {}
+                return {}, 0
             watcher = await self._state.watch(pattern)
-            found: dict[str, str] = {}
+            found: dict[bytes, bytes | None] = {}
             seen: set[str] = set()
+            used = 0
             marked = False  # the watcher's own end marker: needed too, but not enough
             try:
-                while not (marked and expected <= seen):
+                # Read until every key was seen, or the bounds are reached (what is left is
+                # never held here: the watch stops).
+                while not (marked and expected <= seen) and len(found) < most:
                     entry = await watcher.updates(timeout=self._timeout)
                     if entry is None:
                         marked = True
                         continue
                     seen.add(entry.key)
                     name = _dec(entry.key.rpartition(".")[2])
-                    if entry.value is not None and entry.operation is None:
-                        found[name] = entry.value.decode()
+                    if name is None or len(name) > CONTROL_KEY_MAX:
+                        continue
+                    value = entry.value
+                    if value is not None and entry.operation is None:
+                        fits = used + len(value) <= max_bytes
+                        used += len(value) if fits else 0
+                        found[name] = value if fits else None
                     else:  # deleted or purged since
                         found.pop(name, None)
             finally:
                 await watcher.stop()
-            return found
+            return found, len(expected)
 
-        return self._run(work)
+        found, total = self._run(work)
+        return control_records(found.items(), group, most=most, max_bytes=max_bytes, total=total)
 
     def control(self, group: str, key: str) -> str | None:
-        async def work() -> str | None:
+        async def work() -> bytes | None:
             from nats.js.errors import KeyNotFoundError
 
             try:
                 entry = await self._state.get(f"ctl.{_enc(group)}.{_enc(key)}")
             except KeyNotFoundError:
                 return None
-            return None if entry.value is None else entry.value.decode()
+            return None if entry.value is None else entry.value
 
-        return self._run(work)
+        raw = self._run(work)
+        if raw is None:
+            return None
+        found = untrusted.text(raw, f"controls:{group}", key)
+        return UNREADABLE if found is None else found
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         if not jobs:
@@ -522,11 +548,14 @@ class NatsStore(Store):
                     entry = await watcher.updates(timeout=self._timeout)
                     if entry is None:
                         return now, found
+                    name = _dec(entry.key.partition(".")[2])
                     try:
                         value = untrusted.loads(entry.value or b"{}")
-                        found[_dec(entry.key.partition(".")[2])] = value
                     except ValueError:
                         continue
+                    replica = None if name is None else untrusted.text(name, "replicas", name)
+                    if replica is not None:
+                        found[replica] = value
             finally:
                 await watcher.stop()
 

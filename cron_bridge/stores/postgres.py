@@ -3,6 +3,11 @@
 Every expiry is computed with the database's ``now()``, so replicas whose clocks disagree
 still agree on who holds what. A claim batch is one statement (``INSERT ... ON CONFLICT``
 over ``unnest`` arrays). No advisory locks: they break behind a transaction pooler.
+
+Every read takes text columns as bytes (``_fetch``) for ``untrusted.text`` to decode: a
+database whose encoding is SQL_ASCII keeps whatever bytes were written, and psycopg hands
+them over as bytes there, as text elsewhere. A time a datetime cannot hold (``infinity``, a
+year past 9999) is read as None, not raised.
 """
 
 from __future__ import annotations
@@ -16,14 +21,20 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from cron_bridge import untrusted
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.redaction import redact_url
 from cron_bridge.stores.base import (
+    CONTROL_KEY_MAX,
+    CONTROLS_BYTES,
+    CONTROLS_MAX,
     REPLICA_TTL_MAX,
+    UNREADABLE,
     ReplicaInfo,
     RunRecord,
     Store,
+    control_records,
     last_claimed_times,
     live_replica,
     readable,
@@ -34,6 +45,8 @@ from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
 try:
     import psycopg
     from psycopg import sql
+    from psycopg.adapt import Buffer, Loader
+    from psycopg.types.datetime import TimestamptzLoader
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -132,6 +145,53 @@ DELETE FROM {runs} r USING (
 ) ranked
 WHERE r.id = ranked.id AND ranked.newer > %s
 """
+
+# A control group within a reader's bounds (base.control_records): the keys of at most
+# key_max bytes, each value while it and the values so far stay within their bounds, and how
+# many rows there are.
+_CONTROLS = """
+SELECT key, CASE WHEN size <= %(one_max)s AND used <= %(max_bytes)s THEN value END, total FROM (
+    SELECT key, value, octet_length(value) AS size, count(*) OVER () AS total,
+        sum(CASE WHEN octet_length(value) <= %(one_max)s THEN octet_length(value) END)
+            OVER (ORDER BY key ROWS UNBOUNDED PRECEDING) AS used
+    FROM {controls} WHERE grp = %(grp)s AND octet_length(key) <= %(key_max)s
+) bounded ORDER BY key LIMIT %(most)s
+"""
+
+
+class _RawText(Loader):
+    """A text column as the server sent it: bytes, decoded by ``untrusted.text``."""
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
+class _Instant(Loader):
+    """A ``timestamptz``, or None for one a datetime cannot hold (``infinity``, year 10000)."""
+
+    def __init__(self, oid: int, context: Any = None) -> None:
+        super().__init__(oid, context)
+        self._loader = TimestamptzLoader(oid, context)
+
+    def load(self, data: Buffer) -> datetime | None:
+        try:
+            return self._loader.load(data)
+        except psycopg.DataError:
+            return None
+
+
+def _fetch(conn: psycopg.Connection[Any], statement: Any, params: Any = None) -> list[Any]:
+    """The rows of a read, text as bytes and times that do not fit as None."""
+    cursor = conn.cursor()
+    cursor.adapters.register_loader("text", _RawText)
+    cursor.adapters.register_loader("timestamptz", _Instant)
+    return cursor.execute(statement, params).fetchall()
+
+
+def _own(raw: Any) -> str:
+    """A key or name this store wrote itself, read back (bytes in a SQL_ASCII database)."""
+    return bytes(raw).decode() if isinstance(raw, bytes | memoryview) else str(raw)
+
 
 _RUN_TYPES = (
     "text",
@@ -273,7 +333,7 @@ class PostgresStore(Store):
                 " WHERE table_schema = %s AND table_name = %s",
                 (self.schema, self.table_prefix + "runs"),
             ).fetchall()
-        there = {row[0] for row in rows}
+        there = {_own(row[0]) for row in rows}
         if not there or "traceback" in there:
             return RUN_COLUMNS  # no table at all is the first statement's error to report
         log.warning("%s has no traceback column: failed runs are kept without their "
@@ -328,7 +388,7 @@ class PostgresStore(Store):
             "ttl": ttl_ms(ttl),
         }
         won = {
-            row[0]
+            _own(row[0])
             for row in self._call(lambda conn: conn.execute(self._sql(_CLAIM), params).fetchall())
         }
         self._maybe_clean_up()
@@ -419,20 +479,34 @@ class PostgresStore(Store):
         rows = [(group, key, value) for key, value in values.items()]
         self._call(lambda conn: conn.cursor().executemany(statement, rows))
 
-    def controls(self, group: str) -> dict[str, str]:
-        statement = self._sql("SELECT key, value FROM {controls} WHERE grp = %s")
-        rows = self._call(lambda conn: conn.execute(statement, (group,)).fetchall())
-        return {str(key): str(value) for key, value in rows}
+    def controls(
+        self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
+    ) -> dict[str, str]:
+        bounds = {
+            "grp": group,
+            "key_max": CONTROL_KEY_MAX,
+            "one_max": untrusted.MAX_BYTES,
+            "max_bytes": max_bytes,
+            "most": most,
+        }
+        statement = self._sql(_CONTROLS)
+        rows = self._call(lambda conn: _fetch(conn, statement, bounds))
+        total = rows[0][2] if rows else 0
+        pairs = ((key, value) for key, value, _ in rows)
+        return control_records(pairs, group, most=most, max_bytes=max_bytes, total=total)
 
     def control(self, group: str, key: str) -> str | None:
         statement = self._sql("SELECT value FROM {controls} WHERE grp = %s AND key = %s")
-        rows = self._call(lambda conn: conn.execute(statement, (group, key)).fetchall())
-        return str(rows[0][0]) if rows else None
+        rows = self._call(lambda conn: _fetch(conn, statement, (group, key)))
+        if not rows:
+            return None
+        found = untrusted.text(rows[0][0], f"controls:{group}", key)
+        return UNREADABLE if found is None else found
 
     def holder(self, key: str) -> str | None:
         statement = self._sql("SELECT owner FROM {claims} WHERE key = %s AND expires_at > now()")
-        rows = self._call(lambda conn: conn.execute(statement, (key,)).fetchall())
-        return str(rows[0][0]) if rows else None
+        rows = self._call(lambda conn: _fetch(conn, statement, (key,)))
+        return untrusted.text(rows[0][0], "claims and locks", key) if rows else None
 
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
         if not occurrences:
@@ -441,20 +515,19 @@ class PostgresStore(Store):
         statement = self._sql(
             "SELECT key, owner FROM {claims} WHERE key = ANY(%s) AND expires_at > now()"
         )
-        rows = self._call(lambda conn: conn.execute(statement, (keys,)).fetchall())
-        owners = {str(key): str(owner) for key, owner in rows}
-        return [owners.get(key) for key in keys]
+        rows = self._call(lambda conn: _fetch(conn, statement, (keys,)))
+        owners = {_own(key): owner for key, owner in rows}  # the keys asked for
+        return [
+            None if key not in owners else untrusted.text(owners[key], "claims", key)
+            for key in keys
+        ]
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         if not jobs:
             return {}
-        rows = self._call(
-            lambda conn: conn.execute(
-                self._sql("SELECT job, scheduled_ms FROM {last_claimed} WHERE job = ANY(%s)"),
-                (list(jobs),),
-            ).fetchall()
-        )
-        return last_claimed_times(rows, "last claimed")
+        statement = self._sql("SELECT job, scheduled_ms FROM {last_claimed} WHERE job = ANY(%s)")
+        rows = self._call(lambda conn: _fetch(conn, statement, (list(jobs),)))
+        return last_claimed_times(((_own(job), ms) for job, ms in rows), "last claimed")
 
     def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
         return bool(
@@ -510,7 +583,7 @@ class PostgresStore(Store):
                 "SELECT {columns} FROM {runs} WHERE job = %s ORDER BY id DESC LIMIT %s"
             ).format(columns=sql.SQL(", ").join(map(sql.Identifier, there)),
                      runs=self._names["runs"])  # fmt: skip
-            return there, conn.execute(statement, (job, n)).fetchall()
+            return there, _fetch(conn, statement, (job, n))
 
         there, rows = self._call(work)
         return readable((tuple(row) for row in rows), lambda row: record_from_row(row, there),
@@ -538,9 +611,7 @@ class PostgresStore(Store):
             " WHERE expires_at > now() AND expires_at <= now() + %s * interval '1 millisecond'"
             " ORDER BY id"
         )
-        rows = self._call(
-            lambda conn: conn.execute(statement, (ttl_ms(REPLICA_TTL_MAX),)).fetchall()
-        )
+        rows = self._call(lambda conn: _fetch(conn, statement, (ttl_ms(REPLICA_TTL_MAX),)))
         found = [
             live_replica(rid, expires, float(now), offset) for rid, expires, now, offset in rows
         ]

@@ -11,11 +11,15 @@ the batch counts as not claimed (``StoreUnavailable``: nothing is enqueued) and 
 again within ``misfire_grace``. Asking again finds this process's own unconfirmed claims
 (``SET NX`` then ``GET``, remembered in this process only, so a restarted replica with the
 same name never takes its predecessor's claims for its own) and waits for them again.
+
+Replies that carry what the store holds are read undecoded (redis-py's ``NEVER_DECODE``, also
+on a borrowed client that decodes), and turned into text by ``untrusted.text``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import threading
@@ -31,10 +35,16 @@ from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
 from cron_bridge.stores.base import (
+    CONTROL_KEY_MAX,
+    CONTROLS_BYTES,
+    CONTROLS_MAX,
+    REPLICA_ID_MAX,
     REPLICA_TTL_MAX,
+    UNREADABLE,
     ReplicaInfo,
     RunRecord,
     Store,
+    control_records,
     last_claimed_times,
     live_replica,
     readable,
@@ -44,9 +54,9 @@ from cron_bridge.stores.base import (
 try:
     import redis
     from redis.backoff import NoBackoff
+    from redis.client import NEVER_DECODE
     from redis.cluster import RedisCluster
-    from redis.commands.core import Script
-    from redis.exceptions import RedisClusterException
+    from redis.exceptions import NoScriptError, RedisClusterException
     from redis.retry import Retry
     from redis.sentinel import MasterNotFoundError
 
@@ -64,6 +74,13 @@ UNCONFIRMED_KEPT = 100_000
 Client = redis.Redis | RedisCluster
 # redis-py raises RedisClusterException, outside RedisError, when no cluster node answers.
 _REDIS_ERRORS = (redis.RedisError, RedisClusterException)
+_RAW: dict[str, Any] = {NEVER_DECODE: True}  # the reply as the server sent it: bytes
+
+
+def _raw(client: Any, *command: Any) -> Any:
+    """Send ``command`` on a client or pipeline; its reply undecoded (bytes), whatever the
+    client's ``decode_responses``."""
+    return client.execute_command(*command, **_RAW)
 
 
 def _script(name: str) -> str:
@@ -124,7 +141,7 @@ class RedisStore(Store):
         self.wait_timeout = wait_timeout
         self._sentinel_password = sentinel_password
         self._lock = threading.Lock()
-        self._scripts: dict[str, Script] = {}
+        self._scripts: dict[str, tuple[str, str]] = {}  # name -> (source, sha1)
         # Claims of this process that fewer than wait_replicas acknowledged: key -> when.
         self._unconfirmed: dict[str, float] = {}
         self._shown: str | None = None
@@ -168,7 +185,7 @@ class RedisStore(Store):
                     "socket_connect_timeout": self._timeout,
                     "socket_timeout": self._timeout,
                     "retry": Retry(NoBackoff(), 0),
-                    "decode_responses": True,
+                    "decode_responses": False,  # decoded by untrusted.text, not by redis-py
                 }
                 self._client = connect(
                     self._url, options, sentinel_password=self._sentinel_password
@@ -191,10 +208,17 @@ class RedisStore(Store):
         return result
 
     def _run_script(self, client: Client, name: str, keys: list[str], args: list[Any]) -> Any:
-        script = self._scripts.get(name)
-        if script is None:
-            script = self._scripts[name] = client.register_script(_script(name))
-        return script(keys=keys, args=args, client=client)
+        """Run a script of ``lua/`` by its digest (loading it where the server lacks it); the
+        reply undecoded."""
+        if name not in self._scripts:
+            source = _script(name)
+            self._scripts[name] = (source, hashlib.sha1(source.encode()).hexdigest())
+        source, sha = self._scripts[name]
+        try:
+            return _raw(client, "EVALSHA", sha, len(keys), *keys, *args)
+        except NoScriptError:
+            client.script_load(source)
+            return _raw(client, "EVALSHA", sha, len(keys), *keys, *args)
 
     def _key(self, key: str) -> str:
         return self.prefix + key
@@ -220,7 +244,7 @@ class RedisStore(Store):
             def script(client: Client) -> list[bool]:
                 answer = self._run_script(client, "claim_many", [*keys, self._key("last")],
                                           [owner, expiry, len(self.prefix)])  # fmt: skip
-                return [flag == "1" for flag in _text(answer)]
+                return [flag == ord("1") for flag in bytes(answer)]
 
             return self._call(script)
 
@@ -253,7 +277,7 @@ class RedisStore(Store):
         for key in keys:
             pipe.set(key, owner, nx=True, px=expiry)
             if key in retried:
-                pipe.get(key)
+                _raw(pipe, "GET", key)
         pipe.eval(_script("advance_last"), 1, self._key("last"), *advance)
         pipe.wait(self.wait_replicas, max(1, round(self.wait_timeout * 1000)))
         answers = iter(pipe.execute())
@@ -262,7 +286,7 @@ class RedisStore(Store):
             mine = bool(next(answers))
             if key in retried:  # ours from an earlier, unconfirmed try?
                 value = next(answers)
-                mine = mine or (value is not None and _text(value) == owner)
+                mine = mine or (value is not None and value == owner.encode())
             won.append(mine)
         next(answers)  # advance_last
         acknowledged = int(next(answers))
@@ -282,25 +306,28 @@ class RedisStore(Store):
         )
 
     def holder(self, key: str) -> str | None:
-        owner = self._call(lambda client: client.get(self._key(key)))
-        return None if owner is None else _text(owner)
+        owner = self._call(lambda client: _raw(client, "GET", self._key(key)))
+        return None if owner is None else untrusted.text(owner, "claims and locks", key)
 
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
         if not occurrences:
             return []
         keys = [self._key(occurrence.claim_key) for occurrence in occurrences]
         if not self._cluster:
-            values = self._call(lambda client: client.mget(keys))
+            values = self._call(lambda client: _raw(client, "MGET", *keys))
         else:  # the keys live on several nodes: one pipeline, split by node
 
             def work(client: Client) -> list[Any]:
                 pipe = client.pipeline(transaction=False)
                 for key in keys:
-                    pipe.get(key)
+                    _raw(pipe, "GET", key)
                 return pipe.execute()
 
             values = self._call(work, pipelines=1, commands=0)
-        return [None if value is None else _text(value) for value in values]
+        return [
+            None if value is None else untrusted.text(value, "claims", key)
+            for key, value in zip(keys, values, strict=True)
+        ]
 
     def put_control(self, group: str, key: str, value: str | None) -> None:
         name = self._key(f"controls:{group}")  # one hash per group
@@ -352,18 +379,27 @@ class RedisStore(Store):
         threading.Thread(target=run, name="cron-bridge-listen", daemon=True).start()
         return stop.set
 
-    def controls(self, group: str) -> dict[str, str]:
-        found = self._call(lambda client: client.hgetall(self._key(f"controls:{group}")))
-        return {_text(key): _text(value) for key, value in found.items()}
+    def controls(
+        self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
+    ) -> dict[str, str]:
+        bounds = [most, max_bytes, untrusted.MAX_BYTES, CONTROL_KEY_MAX]
+        name = self._key(f"controls:{group}")
+        found = self._call(lambda client: self._run_script(client, "controls", [name], bounds))
+        pairs = zip(found[1::2], found[2::2], strict=True)
+        return control_records(pairs, group, most=most, max_bytes=max_bytes, total=int(found[0]))
 
     def control(self, group: str, key: str) -> str | None:
-        value = self._call(lambda client: client.hget(self._key(f"controls:{group}"), key))
-        return None if value is None else _text(value)
+        name = self._key(f"controls:{group}")
+        value = self._call(lambda client: _raw(client, "HGET", name, key))
+        if value is None:
+            return None
+        found = untrusted.text(value, f"controls:{group}", key)
+        return UNREADABLE if found is None else found
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         if not jobs:
             return {}
-        values = self._call(lambda client: client.hmget(self._key("last"), list(jobs)))
+        values = self._call(lambda client: _raw(client, "HMGET", self._key("last"), *jobs))
         pairs = [(job, ms) for job, ms in zip(jobs, values, strict=True) if ms is not None]
         return last_claimed_times(pairs, "last claimed")
 
@@ -415,7 +451,8 @@ class RedisStore(Store):
     def history(self, job: str, n: int = 20) -> list[RunRecord]:
         if n <= 0:
             return []
-        items = self._call(lambda client: client.lrange(self._key(f"runs:{job}"), 0, n - 1))
+        name = self._key(f"runs:{job}")
+        items = self._call(lambda client: _raw(client, "LRANGE", name, 0, n - 1))
         return readable(items, _record_from_json, self._key(f"runs:{job}"))
 
     def heartbeat(
@@ -438,14 +475,16 @@ class RedisStore(Store):
             lambda client: self._run_script(client, "replicas", [self._key("replicas")], limit)
         )
         now_ms = float(flat[0])
-        pairs = sorted(
-            (_text(replica), ms) for replica, ms in zip(flat[1::2], flat[2::2], strict=True)
+        named = (
+            (untrusted.text(replica, "replicas", replica, max_bytes=REPLICA_ID_MAX), ms)
+            for replica, ms in zip(flat[1::2], flat[2::2], strict=True)
         )
+        pairs = sorted((replica, ms) for replica, ms in named if replica is not None)
 
         def offsets_of(client: Client) -> list[Any]:
             pipe = client.pipeline(transaction=False)
             for replica, _ in pairs:
-                pipe.get(self._key(f"clock:{replica}"))
+                _raw(pipe, "GET", self._key(f"clock:{replica}"))
             return list(pipe.execute())
 
         offsets = self._call(offsets_of, pipelines=1, commands=0) if pairs else []
@@ -478,17 +517,13 @@ def _client_host(client: Client) -> str:
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
 
-def _text(value: str | bytes) -> str:
-    # A borrowed client may not decode responses.
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _record_from_json(item: bytes | str) -> RunRecord:
     return RunRecord.from_json(untrusted.loads(item))
 
 
-def _offset(raw: bytes | str | None) -> float | None:
+def _offset(raw: bytes | None) -> float | None:
+    """A clock offset as a heartbeat wrote it (``repr`` of a float), else None."""
     try:
-        return None if raw is None else float(_text(raw))
+        return None if raw is None or len(raw) > 40 else float(raw)
     except ValueError:
         return None

@@ -42,11 +42,22 @@ def record_to_row(record: RunRecord, *, text_times: bool = True) -> tuple[Any, .
     )
 
 
+_TEXT_COLUMNS = frozenset(RUN_COLUMNS) - {"attempt", "duration_ms"}
+
+
 def record_from_row(row: tuple[Any, ...], columns: tuple[str, ...] = RUN_COLUMNS) -> RunRecord:
     """The record a row in ``columns`` order holds (``RUN_COLUMNS``, or a leading part of it
-    where the table lacks the newer columns)."""
+    where the table lacks the newer columns), its text columns as the server sent them (bytes).
+
+    Raises:
+        ValueError: a text column that is not UTF-8 text, or any value ``RunRecord`` refuses.
+    """
     values = dict(zip(columns, row, strict=True))
+    for name in _TEXT_COLUMNS & values.keys():
+        value = values[name]
+        if isinstance(value, bytes | bytearray | memoryview):
+            values[name] = bytes(value).decode()  # UnicodeDecodeError is a ValueError
     started = values["started_at"]
-    if not isinstance(started, datetime):
+    if isinstance(started, str):
         values["started_at"] = datetime.fromisoformat(started)
     return RunRecord(**values)

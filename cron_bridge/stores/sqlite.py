@@ -3,6 +3,9 @@
 WAL lets readers go on while one writer holds the file; every claim batch is one
 ``BEGIN IMMEDIATE`` transaction, so two processes never both win a key. Expiry reads this
 host's clock, which every process on the host shares.
+
+Text is read as bytes (``text_factory``) and decoded by ``untrusted.text``: SQLite keeps
+whatever bytes another program stored as text, and its own decoding fails the whole query.
 """
 
 from __future__ import annotations
@@ -16,15 +19,21 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
+from cron_bridge import untrusted
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
 from cron_bridge.stores.base import (
+    CONTROL_KEY_MAX,
+    CONTROLS_BYTES,
+    CONTROLS_MAX,
     REPLICA_TTL_MAX,
+    UNREADABLE,
     ReplicaInfo,
     RunRecord,
     Store,
+    control_records,
     last_claimed_times,
     live_replica,
     readable,
@@ -56,6 +65,18 @@ CREATE TABLE IF NOT EXISTS controls (
     grp TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (grp, key));
 """
 
+# A control group within a reader's bounds (base.control_records): the keys of at most
+# :key_max bytes, each value while it and the values so far stay within their bounds, and how
+# many rows there are.
+_CONTROLS = """
+SELECT key, CASE WHEN size <= :one_max AND used <= :max_bytes THEN value END, total FROM (
+    SELECT key, value, length(CAST(value AS BLOB)) AS size, count(*) OVER () AS total,
+        sum(CASE WHEN length(CAST(value AS BLOB)) <= :one_max THEN length(CAST(value AS BLOB))
+            END) OVER (ORDER BY key ROWS UNBOUNDED PRECEDING) AS used
+    FROM controls WHERE grp = :grp AND length(CAST(key AS BLOB)) <= :key_max
+) ORDER BY key LIMIT :most
+"""
+
 _TAKE = """
 INSERT INTO claims (key, owner, expires_ms) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_ms = excluded.expires_ms
@@ -69,7 +90,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
     (the replicas opening it at once: the first adds the column, the others see it)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+        columns = {bytes(row[1]).decode() for row in conn.execute("PRAGMA table_info(runs)")}
         if "traceback" not in columns:
             conn.execute("ALTER TABLE runs ADD COLUMN traceback TEXT")
         conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version' AND value < ?",
@@ -120,6 +141,7 @@ class SQLiteStore(Store):
             conn = sqlite3.connect(
                 self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
             )
+            conn.text_factory = bytes  # decoded by untrusted.text, never by sqlite3
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
             # Switching a new file to WAL takes an exclusive lock without waiting for it (SQLite
             # skips the busy handler there), so processes opening the same new file at once
@@ -175,7 +197,7 @@ class SQLiteStore(Store):
 
         def work(conn: sqlite3.Connection) -> set[str]:
             won = {
-                row[0]
+                bytes(row[0]).decode()  # a key this call wrote
                 for key in keys
                 for row in conn.execute(_TAKE, (key, owner, expires, now)).fetchall()
             }
@@ -218,14 +240,20 @@ class SQLiteStore(Store):
                 "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET "
                 "value = excluded.value", rows))  # fmt: skip
 
-    def controls(self, group: str) -> dict[str, str]:
-        rows = self._run(
-            lambda conn: conn.execute(
-                "SELECT key, value FROM controls WHERE grp = ?", (group,)
-            ).fetchall(),
-            write=False,
-        )
-        return {str(key): str(value) for key, value in rows}
+    def controls(
+        self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
+    ) -> dict[str, str]:
+        bounds = {
+            "grp": group,
+            "key_max": CONTROL_KEY_MAX,
+            "one_max": untrusted.MAX_BYTES,
+            "max_bytes": max_bytes,
+            "most": most,
+        }
+        rows = self._run(lambda conn: conn.execute(_CONTROLS, bounds).fetchall(), write=False)
+        total = rows[0][2] if rows else 0
+        pairs = ((key, value) for key, value, _ in rows)
+        return control_records(pairs, group, most=most, max_bytes=max_bytes, total=total)
 
     def control(self, group: str, key: str) -> str | None:
         rows = self._run(
@@ -234,7 +262,10 @@ class SQLiteStore(Store):
             ).fetchall(),
             write=False,
         )
-        return str(rows[0][0]) if rows else None
+        if not rows:
+            return None
+        found = untrusted.text(rows[0][0], f"controls:{group}", key)
+        return UNREADABLE if found is None else found
 
     def holder(self, key: str) -> str | None:
         now = self._now_ms()
@@ -245,14 +276,14 @@ class SQLiteStore(Store):
             ).fetchall(),
             write=False,
         )
-        return str(rows[0][0]) if rows else None
+        return untrusted.text(rows[0][0], "claims and locks", key) if rows else None
 
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
         keys = [occurrence.claim_key for occurrence in occurrences]
         now = self._now_ms()
 
-        def work(conn: sqlite3.Connection) -> dict[str, str]:
-            owners: dict[str, str] = {}
+        def work(conn: sqlite3.Connection) -> dict[str, str | None]:
+            owners: dict[str, str | None] = {}
             for start in range(0, len(keys), _PARAMETERS):
                 part = keys[start : start + _PARAMETERS]
                 rows = conn.execute(
@@ -260,7 +291,9 @@ class SQLiteStore(Store):
                     " AND expires_ms > ?",
                     [*part, now],
                 ).fetchall()
-                owners.update((str(key), str(owner)) for key, owner in rows)
+                for key, owner in rows:
+                    name = bytes(key).decode()  # one of the keys asked for
+                    owners[name] = untrusted.text(owner, "claims", name)
             return owners
 
         owners = self._run(work, write=False) if keys else {}
@@ -272,7 +305,8 @@ class SQLiteStore(Store):
             rows = conn.execute(
                 f"SELECT job, scheduled_ms FROM last_claimed WHERE job IN ({marks})", list(jobs)
             ).fetchall()
-            return last_claimed_times(rows, "last claimed")
+            pairs = ((bytes(job).decode(), ms) for job, ms in rows)  # the jobs asked for
+            return last_claimed_times(pairs, "last claimed")
 
         return self._run(work, write=False) if jobs else {}
 

@@ -216,10 +216,10 @@ def test_a_beat_whose_loop_keeps_failing_says_so_in_its_health(
     class Broken(MemoryStore):
         broken = True
 
-        def controls(self, group: str) -> dict[str, str]:
+        def controls(self, group: str, **bounds: int) -> dict[str, str]:
             if self.broken and group == GROUP:
                 raise RuntimeError("an answer nobody expected")
-            return super().controls(group)
+            return super().controls(group, **bounds)
 
     store = Broken(allow_local_cluster=True)
     beat = Beat(store, [declare("tick", every="1h", target="inline", handler=lambda c: None)])
