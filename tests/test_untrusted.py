@@ -48,3 +48,46 @@ def test_a_bad_record_is_warned_about_once_until_it_changes(
     untrusted.warn_once(log, "pause", "other", "bad", "unreadable other: %s", "bad")
     assert [r.getMessage() for r in caplog.records] == [
         "unreadable: bad", "unreadable: worse", "unreadable other: bad"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "raw", [b"\xff\xfe", b"\xed\xa0\x80", "a\udcff", 7, None, b"x" * (untrusted.MAX_BYTES + 1)]
+)
+def test_what_is_no_utf8_text_of_bounded_size_is_none_and_warned_once(
+    raw: object, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    for _ in range(3):
+        assert untrusted.text(raw, "controls:pause", b"job\xff") is None
+    assert len(caplog.records) == 1 and "controls:pause" in caplog.records[0].getMessage()
+
+
+def test_utf8_bytes_and_text_read_as_text() -> None:
+    assert untrusted.text("été".encode(), "controls:pause", "job") == "été"
+    assert untrusted.text("été", "controls:pause", "job") == "été"
+    assert untrusted.text(b"", "controls:pause", "job") == ""
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9999-12-31T23:59:59+00:00",
+        "9999-12-31T23:59:59-05:00",
+        "0001-01-01T00:00:00+00:00",
+        "1969-12-31T23:59:59+00:00",
+        "2026-01-01T00:00:00",
+        "2026-02-30T00:00:00+00:00",
+        "",
+        "x" * 65,
+        7,
+        None,
+    ],
+)
+def test_a_time_with_no_zone_or_out_of_range_is_no_moment(value: object) -> None:
+    assert untrusted.moment(value) is None
+
+
+def test_a_moment_is_aware_utc() -> None:
+    at = untrusted.moment("2026-01-01T01:00:00+01:00")
+    assert at is not None and at.isoformat() == "2026-01-01T00:00:00+00:00"
+    assert untrusted.moment(untrusted.LATEST) == untrusted.LATEST

@@ -40,11 +40,14 @@ from cron_bridge.control.schedules import FEED_GROUP, GROUP, Schedules, feed_hea
 from cron_bridge.http import wsgi_app
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.keys import lock_key
-from cron_bridge.stores import Store
+from cron_bridge.stores import RunRecord, Store, base, store_from_url
 from tests.conftest import StoreKit, make_kit
 from tests.e2e.test_http import SECRET
 
-EXAMPLES = 25  # per store: about a minute each on a loaded machine
+EXAMPLES = 50  # per store: 15 to 40 s each on a loaded machine
+# NATS: every read of a run list or a control group is a JetStream consumer, kept by the server
+# a while after it is done with; fifty examples of every reader reach the server's limit.
+EXAMPLES_NATS = 25
 TICK = "bytes.tick"  # runs every second on the beat that runs while the examples are written
 PAGE = "bytes.page"  # the job whose records, claims, lock and change log are written hostile
 OTHER = "cache.warm"  # a job of tests.apps.cli_app, which `list -A` shows with its last run
@@ -510,7 +513,7 @@ def test_hostile_bytes_in_any_record_leave_every_reader_and_the_beat_going(
         _wait(lambda: _ran_since(store, TICK, datetime.min.replace(tzinfo=UTC)), "a first run")
 
         @settings(
-            max_examples=EXAMPLES,
+            max_examples=EXAMPLES_NATS if hostile_kit.kind == "nats" else EXAMPLES,
             deadline=None,
             database=None,
             derandomize=True,
@@ -549,11 +552,16 @@ def test_hostile_bytes_in_any_record_leave_every_reader_and_the_beat_going(
 
 @pytest.mark.parametrize("kind", ["redis", "sqlite", "postgres", "nats"])
 def test_a_pause_record_of_bytes_that_are_not_utf8_keeps_its_job_paused(
-    kind: str, request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    kind: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """docs/control.md: a pause record that cannot be read keeps its job paused, with a
     warning (fail closed), whatever bytes it holds; a key that is not UTF-8 pauses nothing
     and stops nothing."""
+    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
     kit = _one_kit(kind, request, tmp_path)
     store = kit.open()
     store.ping()
@@ -563,7 +571,9 @@ def test_a_pause_record_of_bytes_that_are_not_utf8_keeps_its_job_paused(
     raw.write(Write(control.PAUSES, b"\xff\xfe", b'{"reason": "", "by": "b"}', PAGE))
     found = control.paused(store)
     assert PAGE in found and found[PAGE].reason == "unreadable pause record", found
-    assert any("stays paused" in r.getMessage() for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("'bytes.page'" in m and "stays paused" in m for m in said), said
+    assert any("not UTF-8" in m for m in said), said
     kit.close()
 
 
@@ -582,3 +592,140 @@ def _one_kit(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store
             "TEMPLATE template0"
         )
     return StoreKit("postgres", f"{server.url.rpartition('/')[0]}/{name}?schema=s")
+
+
+def _forged_ledger(number: int, spans: int) -> str:
+    """A ledger as a replica writes it, of ``spans`` spans (about 50 bytes each)."""
+    made = [[number, None, 0, f"{number:016x}"[-16:]] for _ in range(spans)]
+    return json.dumps({"v": 1, "spans": made, "last": number}, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_reader_holds_no_more_of_a_control_group_than_its_bounds(
+    kind: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forged stand-aside ledgers past the readers' bounds (1,500 of 6 KB, 10 MB): a reader
+    holds at most ``aside.MAX_LEDGERS`` of them and ``aside.LEDGERS_BYTES`` of their text,
+    the rest left out and said once however often it reads; a record past the bytes of
+    the group is still named (as ``UNREADABLE``), so a pause cannot be lost that way."""
+    import tracemalloc
+
+    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    caplog.set_level(logging.WARNING)
+    kit = _one_kit(kind, request, tmp_path)
+    store = kit.open()
+    forged = {f"forged-{n:05d}": _forged_ledger(n, aside.MAX_SPANS) for n in range(1500)}
+    names = list(forged)
+    for start in range(0, len(names), 250):
+        store.put_controls(aside.GROUP, {n: forged[n] for n in names[start : start + 250]})
+    tracemalloc.start()
+    try:
+        reader = aside.Aside(store)  # as a job's page, the audit and `history` read them
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    request.node.user_properties.append(("ledgers read, peak MB", round(peak / 1e6, 1)))
+    assert len(reader._ledgers) <= 1000, "more ledgers held than aside.MAX_LEDGERS"
+    assert peak < 32 * 2**20, f"a reader of the ledgers peaked at {peak} bytes"
+    held = store.controls(aside.GROUP, most=aside.MAX_LEDGERS, max_bytes=aside.LEDGERS_BYTES)
+    assert len(held) == aside.MAX_LEDGERS
+    assert sum(len(v) for v in held.values()) <= aside.LEDGERS_BYTES
+    assert base.UNREADABLE in held.values(), "the records past the bytes are named, unread"
+    said = [r.getMessage() for r in caplog.records if "more than a reader keeps" in r.getMessage()]
+    assert len(said) == 1, said
+    kit.close()
+
+
+def test_forty_megabytes_of_forged_ledgers_leave_a_job_page_fast_and_the_beat_small(
+    redis_server: Any, monkeypatch: pytest.MonkeyPatch, record_property: Any
+) -> None:
+    """The issue's case on Redis (10,000 forged ledgers, here 6,000 of 6 KB: 40 MB): the job
+    page answers within seconds and reading the ledgers takes no more memory than their
+    bounds allow, not the whole group parsed."""
+    import tracemalloc
+
+    import redis
+
+    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    prefix = f"t{uuid.uuid4().hex[:10]}:"
+    store = store_from_url(f"{redis_server.url}?prefix={prefix}")
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for n in range(6000):
+            pipe.hset(
+                f"{prefix}controls:{aside.GROUP}",
+                f"forged-{n:05d}",
+                _forged_ledger(n, aside.MAX_SPANS),
+            )
+        pipe.execute()
+        beat = Beat(store, _jobs(), heartbeat_interval="1s")
+        app = wsgi_app(beat, secret=SECRET)
+        store.record(
+            RunRecord(
+                job=PAGE,
+                occurrence_id=f"{PAGE}@2026-01-01T00:00:00.000Z",
+                outcome="completed",
+                trigger="schedule",
+                replica="r-1",
+                started_at=datetime(2026, 1, 1, tzinfo=UTC),
+            )
+        )
+        started = time.monotonic()
+        status, body = _page(app, f"/_scheduler/jobs/{PAGE}")
+        took = time.monotonic() - started
+        tracemalloc.start()  # again, its memory traced (which makes it slower)
+        try:
+            _page(app, f"/_scheduler/jobs/{PAGE}")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        record_property("job page seconds", round(took, 2))
+        record_property("job page peak MB", round(peak / 1e6, 1))
+        assert status.startswith("200"), body[-500:]
+        assert took < 5, f"the job page took {took:.1f}s"
+        assert peak < 8 * aside.LEDGERS_BYTES, f"the job page peaked at {peak} bytes"
+    finally:
+        client.delete(f"{prefix}controls:{aside.GROUP}")
+        client.close()
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["redis", "sqlite"])
+def test_times_at_the_edges_of_their_type_are_skipped_where_they_are_read(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A run record dated 9999-12-31T23:59:59Z or in year 1, a change-log entry whose ``at``
+    has no zone or is the last instant a datetime holds: skipped when read from the store (an
+    aware time from 1970 to 9999-12-29 is what a replica writes), so the job's page, history
+    with ``--tz`` and its change log show the rest."""
+    kit = _one_kit(kind, request, tmp_path)
+    store = kit.open()
+    store.ping()
+    raw = Raw(kit, store)
+    for at in ("9999-12-31T23:59:59+00:00", "0001-01-01T00:00:00+00:00", "2026-01-01T00:00:00"):
+        if kind == "redis":
+            record = {**{k: GOOD[k] for k in FIELDS["run"] if k in GOOD}, "started_at": at}
+            raw.write(Write("runs", b"x", json.dumps(record).encode(), PAGE))
+        else:
+            raw.write(Write("runs", f"{PAGE}@2026-01-01T00:00:00.000Z".encode(), at.encode(), PAGE))
+        change = {"job": PAGE, "action": "paused", "by": "b", "at": at, "reason": ""}
+        store.put_control(control.CHANGES.format(job=PAGE), f"0:{at}", json.dumps(change))
+    control.log_change(store, PAGE, "paused", by="b")
+    catalog.publish(store, _jobs())  # the job is known to `history` by the catalog
+    assert store.history(PAGE, 20) == []
+    assert [c.action for c in control.changes(store, PAGE)] == ["paused"]
+    beat = Beat(store, _jobs())
+    status, body = _page(wsgi_app(beat, secret=SECRET), f"/_scheduler/jobs/{PAGE}")
+    assert status.startswith("200"), body[-1000:]
+    for args in (
+        ["history", PAGE, "--store", kit.url, "--tz", "Europe/Warsaw"],
+        ["history", PAGE, "--store", kit.url, "--changes", "--tz", "Pacific/Kiritimati"],
+    ):
+        done = CliRunner().invoke(main, args)
+        assert done.exit_code == 0, (args, done.output[-1000:], done.exception)
+    kit.close()
