@@ -40,6 +40,7 @@ def run_stored(
     *,
     attempt: Callable[[Job], int],
     resolve: Callable[[str], Callable[..., Any]],
+    unloaded: Callable[[str], str | None] | None = None,
 ) -> tuple[Job, Delivery]:
     """Run one delivery of the stored schedule called ``schedule``.
 
@@ -50,6 +51,9 @@ def run_stored(
         attempt: the try number the queue counts, given the schedule's job.
         resolve: the task of that name, as this worker knows it (called only for a task
             stored schedules may name); raises ``LookupError`` saying why when there is none.
+        unloaded: for a refused task, how this worker would load it when it has not (None
+            when it has): the refusal then says so (``cron_bridge.storable.refusal``). It
+            must not import or call anything.
 
     Returns:
         The schedule's job and what the guard made of the delivery.
@@ -69,7 +73,7 @@ def run_stored(
         job = spec.job(worker=True)
     except ConfigError as exc:
         raise _refuse(schedule, meta, f"the stored schedule is not valid: {exc}"[:500]) from None
-    why = refusal(library, spec.task)
+    why = refusal(library, spec.task, unloaded=unloaded)
     target: Callable[..., Any] | None = None
     if why is None:
         try:

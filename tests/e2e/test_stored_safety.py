@@ -155,3 +155,49 @@ def test_stored_schedules_run_only_agreed_tasks_on_real_workers(
 
 def _runs(path: Path, job: str) -> list[dict[str, object]]:
     return [line for line in journal.read(path) if line.get("job") == job]
+
+
+def test_a_plain_rq_worker_says_the_module_is_not_loaded_and_how_to_load_it(
+    request: pytest.FixtureRequest, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A stored schedule naming a @cluster_task function, delivered to `rq worker` started as
+    docs/rq.md starts one (no -c): refused, recorded, and the record says the module is not
+    loaded in this worker and how to load it, not "declare it with @cluster_task"."""
+    from redis import Redis
+    from rq import Queue
+    from rq.serializers import JSONSerializer
+
+    kit = make_kit("redis", request, tmp_path)
+    queue = f"plain-{uuid.uuid4().hex[:6]}"
+    env = command_env(tmp_path / "journal.jsonl", CRON_BRIDGE_STORE=kit.url,
+                      CB_TEST_QUEUE=queue, CB_TEST_JOB=f"cb.job-{queue}")  # fmt: skip
+    env.pop(ENV, None)
+    worker = Worker("w", tmp_path, env, library="rq", queue=queue, broker=redis_server.url)
+    store = store_from_url(kit.url)
+    name = "tenant-2.report"
+    spec = StoredSchedule(name=name, library="rq", task=APPS["rq"][1], kwargs={"tenant": 2},
+                          options={"every": "1h"}, queue=queue)  # fmt: skip
+    store.put_control(GROUP, name, json.dumps(spec.to_json()))
+    connection = Redis.from_url(redis_server.url)
+    try:
+        worker.start()
+        meta = {"job": name, "occurrence_id": f"{name}@2026-12-01T10:00:00.000Z"}
+        Queue(queue, connection=connection, serializer=JSONSerializer).enqueue(
+            "cron_bridge_rq.stored.run_stored", kwargs={"schedule": name},
+            meta={"cron_bridge": meta},
+        )  # fmt: skip
+        wait_for(lambda: bool(store.history(name, 5)), 60, "the refusal recorded")
+        records = store.history(name, 5)
+        worker.terminate()
+    finally:
+        worker.ensure_stopped()
+        connection.close()
+        store.close()
+        kit.close()
+    (record,) = records
+    assert (record.outcome, record.reason) == ("failed", "refused"), record
+    said = record.error or ""
+    assert f"{APPS['rq'][1]!r} is not loaded in this worker" in said, said
+    assert "`rq worker -c tests.apps.rq_app`" in said and ENV in said, said
+    assert "declare it with" not in said, said
+    assert not journal.read(tmp_path / "journal.jsonl")  # nothing ran
