@@ -21,8 +21,13 @@ from cron_bridge.clock import SystemClock
 from cron_bridge.control.schedules import Schedules
 from cron_bridge.errors import ConfigError, InvalidMessage, RefusedTask, StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job, Occurrence
-from cron_bridge.run.delivery import Delivery, run_delivery, worker_replica, worker_store
-from cron_bridge.run.recording import Recorder
+from cron_bridge.run.delivery import (
+    Delivery,
+    run_delivery,
+    worker_recorder,
+    worker_replica,
+    worker_store,
+)
 from cron_bridge.storable import HANDLER_ATTR, refusal
 from cron_bridge.stores.base import RunRecord
 
@@ -115,7 +120,8 @@ def _refuse(schedule: str, meta: Mapping[str, Any] | None, why: str) -> RefusedT
         error=f"RefusedTask: {why}"[:1000],
     )
     try:
-        Recorder(worker_store()).write([record])
+        worker_recorder().write([record])
     except StoreUnavailable as exc:
-        log.warning("the refusal of %s is not recorded: %s", occurrence.id, exc)
+        log.warning("the refusal of %s is not recorded yet (kept, written when the store "
+                    "answers): %s", occurrence.id, exc)  # fmt: skip
     return error

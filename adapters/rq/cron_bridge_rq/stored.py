@@ -17,7 +17,14 @@ from typing import Any
 
 from rq import get_current_job
 
-from cron_bridge.adapters import META_KEY, RefusedTask, listed, run_stored_schedule
+from cron_bridge.adapters import (
+    META_KEY,
+    RefusedTask,
+    flush_worker_records,
+    listed,
+    run_stored_schedule,
+)
+from cron_bridge_rq.adapter import HORSE_FLUSH
 
 __all__ = ["run_stored"]
 
@@ -44,6 +51,8 @@ def run_stored(schedule: str) -> Any:
         if current is not None:
             current.retries_left = 0  # a refusal is final: RQ's Retry must not bring it back
         raise
+    finally:
+        flush_worker_records(HORSE_FLUSH)  # the work horse ends with os._exit after the job
     delivery.raise_if_failed()
     return delivery.value
 
