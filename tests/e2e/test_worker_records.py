@@ -18,7 +18,7 @@ import redis
 from cron_bridge.stores import Store
 from tests.conftest import unavailable
 from tests.e2e.processes import Service, wait_for
-from tests.e2e.test_queues import Stack, running, stop_all
+from tests.e2e.test_queues import Stack, floor_python, running, stop_all
 from tests.servers import RedisServer, ServerUnavailable
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -40,12 +40,13 @@ def store_server() -> Iterator[RedisServer]:
     server.remove()
 
 
-def _stack(library: str, tmp_path: Path, broker: RedisServer, store: RedisServer) -> Stack:
+def _stack(library: str, tmp_path: Path, broker: RedisServer, store: RedisServer,
+           python: str = sys.executable) -> Stack:  # fmt: skip
     name = uuid.uuid4().hex[:8]
     return Stack(library=library, broker=broker.url, queue=f"q-{name}", job=f"job.{name}",
                  store_url=f"{store.url}?prefix=kept{name}:&connect_timeout=0.5",
-                 redis_port=broker.port, folder=tmp_path,
-                 notes=tmp_path / "journal.jsonl")  # fmt: skip
+                 redis_port=broker.port, folder=tmp_path, notes=tmp_path / "journal.jsonl",
+                 python=python)  # fmt: skip
 
 
 def _extra(store: RedisServer) -> dict[str, str]:
@@ -54,7 +55,7 @@ def _extra(store: RedisServer) -> dict[str, str]:
 
 def _send(stack: Stack, store: RedisServer, at: str) -> str:
     """One message of the job for ``at``, as the beat sends it; its occurrence id."""
-    sent = subprocess.run([sys.executable, "-m", "tests.apps.resend", stack.app, at],
+    sent = subprocess.run([stack.python, "-m", "tests.apps.resend", stack.app, at],
                           env=stack.env("pause", **_extra(store)), cwd=stack.folder,
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert sent.returncode == 0, sent.stderr
@@ -84,12 +85,15 @@ def _refused_then_over(stack: Stack, worker: Service, server: RedisServer) -> No
     wait_for(lambda: _writable(server), 30, "the end of the pause")
 
 
+@pytest.mark.parametrize("version", ["newest", "floor"])
 def test_an_rq_work_horse_writes_the_record_the_store_refused_before_it_exits(
-    tmp_path: Path, redis_server: RedisServer, store_server: RedisServer
+    version: str, tmp_path: Path, redis_server: RedisServer, store_server: RedisServer
 ) -> None:
     """RQ forks a work horse per job and ends it with os._exit, where no exit hook runs: the
-    record the store refused is written before the horse exits, once the store answers."""
-    stack = _stack("rq", tmp_path, redis_server, store_server)
+    record the store refused is written before the horse exits, once the store answers (on
+    the newest RQ and on the lowest the adapter declares)."""
+    python = floor_python("rq") if version == "floor" else sys.executable
+    stack = _stack("rq", tmp_path, redis_server, store_server, python)
     (worker,) = workers = running(stack.workers("pause", 1, **_extra(store_server)))
     store = stack.store()
     try:
