@@ -218,9 +218,10 @@ def _check_plain(value: Any, what: str) -> None:
     while stack:
         item, depth = stack.pop()
         nodes += 1
-        if nodes > NODES_MAX or depth > DEPTH_MAX:
-            raise Unreadable(f"its {what} expand to more than {NODES_MAX} values or "
-                             f"{DEPTH_MAX} levels")  # fmt: skip
+        if nodes > NODES_MAX:
+            raise Unreadable(f"its {what} expand to more than {NODES_MAX:,} values")
+        if depth > DEPTH_MAX:
+            raise Unreadable(f"its {what} are nested more than {DEPTH_MAX} levels deep")
         if item is None or isinstance(item, bool):
             continue
         if isinstance(item, int):
