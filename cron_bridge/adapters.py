@@ -37,7 +37,13 @@ from cron_bridge.plugins import (
 )
 from cron_bridge.redaction import redact_url
 from cron_bridge.registry import default_registry
-from cron_bridge.run.delivery import META_KEY, Delivery, run_delivery, worker_store
+from cron_bridge.run.delivery import (
+    META_KEY,
+    Delivery,
+    flush_worker_records,
+    run_delivery,
+    worker_store,
+)
 from cron_bridge.run.stored import run_stored as run_stored_schedule
 from cron_bridge.schedules import EPOCH, Cron, Every, Schedule, load_zone, local_zone_name
 from cron_bridge.storable import HANDLER_ATTR, listed
@@ -75,6 +81,7 @@ __all__ = [
     "Window",
     "beat_options",
     "default_registry",
+    "flush_worker_records",
     "get_adapter",
     "listed",
     "load_app",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import TypeVar
 
 from cron_bridge.plugins import find_adapter
@@ -78,10 +79,27 @@ def agreed(library: str, task: str) -> bool:
     return known or listed(task)
 
 
-def refusal(library: str, task: str) -> str | None:
-    """Why a stored schedule naming ``task`` is refused here; None when it is agreed to."""
+def refusal(
+    library: str, task: str, *, unloaded: Callable[[str], str | None] | None = None
+) -> str | None:
+    """Why a stored schedule naming ``task`` is refused here; None when it is agreed to.
+
+    Args:
+        library: the adapter's name.
+        task: the task the schedule names.
+        unloaded: asked only once the task is refused: how this worker would load the task
+            when it has not loaded it (None when it has). A task whose module was never
+            imported here cannot have said it is ``@cluster_task`` or ``@storable``, so the
+            refusal says what is missing rather than how to declare it.
+    """
     if agreed(library, task):
         return None
+    missing = unloaded(task) if unloaded is not None else None
+    if missing is not None:
+        return (
+            f"the {library} task {task!r:.200} is not loaded in this worker, so whether it is "
+            f"declared with @cluster_task or marked @storable is not known here: {missing}"
+        )
     return (
         f"the {library} task {task!r:.200} is not one stored schedules may name here: declare it "
         f"with @cluster_task, mark it @storable, or list it in {ENV}"

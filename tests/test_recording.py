@@ -4,7 +4,9 @@ the very end of its grace."""
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
 
 import pytest
 
@@ -115,3 +117,52 @@ def test_a_burst_of_records_is_logged_a_line_per_outcome_and_each_record_at_debu
         recording.log_records(burst)
     each = [r.getMessage() for r in caplog.records if r.levelname == "DEBUG"]
     assert each == [f"{r.outcome} {r.occurrence_id} on r" for r in burst]
+
+
+def test_flush_within_asks_again_until_the_store_takes_them_and_gives_up_in_time() -> None:
+    store = RecordBlips(1)
+    recorder = Recorder(store)
+    with pytest.raises(StoreUnavailable):
+        recorder.write([_record(1)])
+    store.failures = 3
+    assert recorder.flush_within(10) and recorder.pending == 0 and len(store.history("j")) == 1
+    store.failures = 10**6  # never answers again
+    with pytest.raises(StoreUnavailable):
+        recorder.write([_record(2)])
+    began = time.monotonic()
+    assert not recorder.flush_within(0.6)
+    assert 0.6 <= time.monotonic() - began < 2 and recorder.pending == 1
+
+
+def test_a_worker_process_keeps_what_one_delivery_could_not_record_for_the_next() -> None:
+    """One recorder per worker process, not per delivery: the first delivery's record, refused,
+    is written by the second delivery; a forked child starts with nothing kept (the parent's
+    records are the parent's to write, never twice)."""
+    from cron_bridge.jobs import declare
+    from cron_bridge.run import delivery as worker
+
+    store = RecordBlips(1)
+    worker.configure(store)
+    try:
+        job = declare("reports.kept", every="1m", adapter="test", task="reports.kept",
+                      handler=lambda ctx: None)  # fmt: skip
+        meta = {"job": job.name, "occurrence_id": f"{job.name}@2026-01-01T00:00:00.000Z"}
+        worker.run_delivery(job, meta, attempt=1, call=lambda ctx: None)
+        assert store.history(job.name) == [] and worker.worker_recorder().pending == 1
+        read, write = os.pipe()
+        with warnings.catch_warnings():  # 3.12+ warns of fork() beside threads; none runs here
+            warnings.simplefilter("ignore", DeprecationWarning)
+            child = os.fork()
+        if child == 0:  # pragma: no cover - the child reports through the pipe
+            os.write(write, str(worker.worker_recorder().pending).encode())
+            os._exit(0)
+        os.close(write)
+        assert os.read(read, 16) == b"0"
+        os.close(read)
+        os.waitpid(child, 0)
+        meta = {"job": job.name, "occurrence_id": f"{job.name}@2026-01-01T00:01:00.000Z"}
+        worker.run_delivery(job, meta, attempt=1, call=lambda ctx: None)
+        assert [r.outcome for r in store.history(job.name)] == ["completed", "completed"]
+        assert worker.flush_worker_records(0) and worker.worker_recorder().pending == 0
+    finally:
+        worker.configure(None)

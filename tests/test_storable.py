@@ -17,7 +17,7 @@ from cron_bridge.run import delivery as worker
 from cron_bridge.run.stored import run_stored
 from cron_bridge.storable import ENV, agreed, listed, refusal
 from cron_bridge.stores import MemoryStore
-from cron_bridge_rq.stored import _function
+from cron_bridge_rq.stored import _function, _unloaded
 
 
 @pytest.fixture(autouse=True)
@@ -174,3 +174,30 @@ def test_a_decorated_task_runs_with_ctx_and_a_plain_one_without(
                                    resolve=lambda task, t=target: t)  # type: ignore[misc]  # fmt: skip
         assert job.name == name and delivery.record.outcome == "completed"
     assert calls == [(7,), ("JobContext", 7)]
+
+
+def test_a_refusal_on_an_rq_worker_that_never_loaded_the_module_says_how_to_load_it(
+    worker_store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A @cluster_task function whose module this worker never imported (a plain `rq
+    worker`): the refusal names what is missing, the module, and how to load it, never
+    "declare it with @cluster_task"; nothing is imported. Once loaded, the usual refusal."""
+    (tmp_path / "cb_unloaded_tasks.py").write_text(
+        f"open({str(tmp_path / 'imported')!r}, 'w').close()\ndef report():\n    return 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    meta = _write(worker_store, "tenant.report", "cb_unloaded_tasks.report")
+    with pytest.raises(RefusedTask) as refused:
+        run_stored("rq", "tenant.report", meta, attempt=lambda job: 1, resolve=_function,
+                   unloaded=_unloaded)  # fmt: skip
+    said = str(refused.value)
+    assert "'cb_unloaded_tasks.report' is not loaded in this worker" in said, said
+    assert "`rq worker -c cb_unloaded_tasks`" in said and ENV in said, said
+    assert "declare it with" not in said, said
+    assert "cb_unloaded_tasks" not in sys.modules and not (tmp_path / "imported").exists()
+    (record,) = worker_store.history("tenant.report")
+    assert record.reason == "refused" and "rq worker -c cb_unloaded_tasks" in (record.error or "")
+    # A module that is loaded, whose function nobody agreed to: how to agree to it.
+    assert _unloaded(f"{__name__}.tenant_report") is None
+    why = refusal("rq", f"{__name__}.unmarked_here", unloaded=_unloaded)
+    assert why is not None and "declare it with @cluster_task" in why, why

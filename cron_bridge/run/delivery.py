@@ -4,11 +4,22 @@ An adapter's wrapper calls ``run_delivery`` with what its queue library says abo
 message (the occurrence metadata the beat put in it, the attempt number the queue counts);
 this runs the handler under the guard with ``ctx.trigger == "queue"`` and tells the adapter
 whether to let the queue retry.
+
+A worker process has one store and one ``Recorder`` (made again after a fork), shared by its
+deliveries: a record the store did not take is kept there, not in the delivery's guard, and
+written with the next delivery's, or at the process's exit. Exit is where the queue
+libraries differ: a process that returns from its main runs ``atexit``, and a
+``multiprocessing`` child (Dramatiq's worker processes) its finalizers, but an RQ work horse
+ends with ``os._exit`` right after its job, and a Celery prefork child in billiard's
+``os._exit`` after ``worker_process_shutdown``: the RQ adapter calls
+``flush_worker_records`` after each job, and the Celery adapter on that signal.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import multiprocessing.util
 import os
 import threading
 import time
@@ -23,11 +34,20 @@ from cron_bridge.errors import InvalidMessage, StoreUnavailable
 from cron_bridge.identity import make_replica_id
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.run.guard import Guard
+from cron_bridge.run.recording import Recorder
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.base import RunRecord
 from cron_bridge.stores.urls import DEFAULT_STORE
 
-__all__ = ["META_KEY", "Delivery", "configure", "run_delivery", "worker_store"]
+__all__ = [
+    "META_KEY",
+    "Delivery",
+    "configure",
+    "flush_worker_records",
+    "run_delivery",
+    "worker_recorder",
+    "worker_store",
+]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +57,9 @@ META_KEY = "cron_bridge"
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
+_hooked: set[int] = set()  # the processes whose exit hooks are registered
+
+EXIT_FLUSH = 5.0  # seconds an exiting worker process asks the store to take kept records
 
 
 def configure(store: Store | str | None = None) -> None:
@@ -57,9 +80,41 @@ def worker_store() -> Store:
                 chosen = DEFAULT_STORE
             _state["store"] = store_from_url(chosen) if isinstance(chosen, str) else chosen
             _state["replica"] = make_replica_id()
+            # A forked child starts with none kept: the parent's are the parent's to write.
+            _state["recorder"] = Recorder(_state["store"])
+            if os.getpid() not in _hooked:
+                _hooked.add(os.getpid())
+                atexit.register(_flush_at_exit)
+                # A multiprocessing child ends in os._exit after its finalizers, never atexit;
+                # the registry is emptied in each child, so this is per process too.
+                multiprocessing.util.Finalize(None, _flush_at_exit, exitpriority=10)
             _state["pid"] = os.getpid()
         store: Store = _state["store"]
         return store
+
+
+def worker_recorder() -> Recorder:
+    """This process's recorder: what the store did not take outlives the delivery."""
+    worker_store()
+    recorder: Recorder = _state["recorder"]
+    return recorder
+
+
+def flush_worker_records(within: float = EXIT_FLUSH) -> bool:
+    """Write the run records this worker process kept while the store was down, asking
+    again for up to ``within`` seconds (for a process about to end without exit hooks: an RQ
+    work horse, a Celery prefork child). Returns whether none is left.
+
+    A process that made no recorder (no delivery ran here) has nothing to write."""
+    with _lock:
+        recorder: Recorder | None = (
+            _state.get("recorder") if _state.get("pid") == os.getpid() else None
+        )
+    return recorder is None or recorder.flush_within(within)
+
+
+def _flush_at_exit() -> None:
+    flush_worker_records(EXIT_FLUSH)
 
 
 def worker_replica() -> str:
@@ -132,7 +187,9 @@ def run_delivery(
     else:
         occurrence = Occurrence(job=job.name, scheduled_at=clock.now())
         trigger = "manual"
-    guard = Guard(worker_store(), worker_replica(), clock=clock)
+    recorder = worker_recorder()
+    recorder.flush()  # what an earlier delivery of this process kept, if the store answers
+    guard = Guard(worker_store(), worker_replica(), clock=clock, recorder=recorder)
     outcome: dict[str, Any] = {}
 
     def traced(ctx: JobContext) -> None:

@@ -41,16 +41,25 @@ class Guard:
         store: where the lock is held and the record goes.
         replica: who runs it, for the record and the context.
         clock: the time source for ``started_at``.
+        recorder: where records go (a worker process shares one across its deliveries, so a
+            record the store did not take outlives this guard); its own when omitted.
     """
 
-    def __init__(self, store: Store, replica: str, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        replica: str,
+        *,
+        clock: Clock | None = None,
+        recorder: Recorder | None = None,
+    ) -> None:
         self.store = store
         self.replica = replica
         self.clock = clock or SystemClock()
         self._held: dict[str, str] = {}
         self._held_lock = threading.Lock()
         self._releaser = Releaser(self.store.release, self.store.finish)
-        self._recorder = Recorder(store)
+        self._recorder = recorder or Recorder(store)
 
     def run(
         self,

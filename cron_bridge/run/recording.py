@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 
@@ -24,6 +25,8 @@ log = logging.getLogger(__name__)
 
 LIMIT = 10_000  # records kept while the store is down (a few MB)
 LOGGED_EACH = 20  # a batch of records up to this size is logged a line per record
+FLUSH_RETRY_FIRST = 0.25  # seconds before flush_within asks the store again; doubled up to
+FLUSH_RETRY_MAX = 1.0
 
 
 class Recorder:
@@ -64,6 +67,26 @@ class Recorder:
         if self._pending:
             with contextlib.suppress(StoreUnavailable):
                 self.write([])
+
+    def flush_within(self, seconds: float) -> bool:
+        """Write what was kept, asking the store again with backoff until it takes them or
+        ``seconds`` have passed (plus at most one request's own timeout: the tries run on the
+        caller's thread, since an exit hook may not start one). Returns whether nothing is
+        left; what is left is said in one line."""
+        give_up_at = time.monotonic() + seconds
+        wait = FLUSH_RETRY_FIRST
+        while self._pending:
+            try:
+                self.write([])
+            except StoreUnavailable as exc:
+                left = give_up_at - time.monotonic()
+                if left <= 0:
+                    log.warning("%d run record(s) not written: the store did not take them "
+                                "within %gs: %s", self.pending, seconds, exc)  # fmt: skip
+                    return False
+                time.sleep(min(wait, left))
+                wait = min(wait * 2, FLUSH_RETRY_MAX)
+        return True
 
     def _keep(self, batch: list[RunRecord]) -> None:
         with self._lock:

@@ -21,8 +21,13 @@ from cron_bridge.clock import SystemClock
 from cron_bridge.control.schedules import Schedules
 from cron_bridge.errors import ConfigError, InvalidMessage, RefusedTask, StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job, Occurrence
-from cron_bridge.run.delivery import Delivery, run_delivery, worker_replica, worker_store
-from cron_bridge.run.recording import Recorder
+from cron_bridge.run.delivery import (
+    Delivery,
+    run_delivery,
+    worker_recorder,
+    worker_replica,
+    worker_store,
+)
 from cron_bridge.storable import HANDLER_ATTR, refusal
 from cron_bridge.stores.base import RunRecord
 
@@ -40,6 +45,7 @@ def run_stored(
     *,
     attempt: Callable[[Job], int],
     resolve: Callable[[str], Callable[..., Any]],
+    unloaded: Callable[[str], str | None] | None = None,
 ) -> tuple[Job, Delivery]:
     """Run one delivery of the stored schedule called ``schedule``.
 
@@ -50,6 +56,9 @@ def run_stored(
         attempt: the try number the queue counts, given the schedule's job.
         resolve: the task of that name, as this worker knows it (called only for a task
             stored schedules may name); raises ``LookupError`` saying why when there is none.
+        unloaded: for a refused task, how this worker would load it when it has not (None
+            when it has): the refusal then says so (``cron_bridge.storable.refusal``). It
+            must not import or call anything.
 
     Returns:
         The schedule's job and what the guard made of the delivery.
@@ -69,7 +78,7 @@ def run_stored(
         job = spec.job(worker=True)
     except ConfigError as exc:
         raise _refuse(schedule, meta, f"the stored schedule is not valid: {exc}"[:500]) from None
-    why = refusal(library, spec.task)
+    why = refusal(library, spec.task, unloaded=unloaded)
     target: Callable[..., Any] | None = None
     if why is None:
         try:
@@ -111,7 +120,8 @@ def _refuse(schedule: str, meta: Mapping[str, Any] | None, why: str) -> RefusedT
         error=f"RefusedTask: {why}"[:1000],
     )
     try:
-        Recorder(worker_store()).write([record])
+        worker_recorder().write([record])
     except StoreUnavailable as exc:
-        log.warning("the refusal of %s is not recorded: %s", occurrence.id, exc)
+        log.warning("the refusal of %s is not recorded yet (kept, written when the store "
+                    "answers): %s", occurrence.id, exc)  # fmt: skip
     return error

@@ -8,6 +8,9 @@
 - ``async``: ``every``, with an ``async def`` task that awaits (``handle_async``).
 - ``retry``: a job every 4 s, attempts=3, whose first attempt takes 3 s and fails, so that
   its retry (1.5 s later) comes back while the next occurrence holds the lock.
+- ``pause``: an hourly job whose first run (of this process tree: a marker file beside the
+  journal) pauses writes on the Redis at CB_TEST_PAUSE_REDIS for CB_TEST_PAUSE_MS as it
+  ends, so the store refuses the run's own record write.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import asyncio
 import os
 import threading
 from typing import Any
+
+import redis
 
 from cron_bridge import Backoff, JobContext, Ping
 from tests.apps import journal, otel_setup
@@ -57,6 +62,8 @@ def _options() -> dict[str, Any]:
         return {"every": "1s", "lock_ttl": "3s"}
     if SCENARIO == "retry":
         return {"every": "4s", "attempts": 3, "backoff": Backoff.fixed(1.5)}
+    if SCENARIO == "pause":
+        return {"every": "1h", "misfire_grace": "30s"}
     if SCENARIO == "long":
         return {"every": "1h", "external": True, "lock_ttl": "3s"}
     raise ValueError(f"unknown CB_TEST_SCENARIO {SCENARIO!r}")
@@ -75,6 +82,9 @@ def handle(ctx: JobContext, **kwargs: Any) -> str:
             ctx.signal.wait(3)
             journal.write("failed", ctx)
             raise RuntimeError("the first attempt fails")
+    elif SCENARIO == "pause":
+        journal.write("ran", ctx)
+        _pause_store_writes_once(ctx)
     elif SCENARIO == "overlap":
         journal.write("start", ctx)
         ctx.signal.wait(2.5)
@@ -86,6 +96,17 @@ def handle(ctx: JobContext, **kwargs: Any) -> str:
             ctx.signal.raise_if_aborted()
         journal.write("end", ctx)
     return "done"
+
+
+def _pause_store_writes_once(ctx: JobContext) -> None:
+    marker = os.environ["CB_TEST_JOURNAL"] + ".paused"
+    try:
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        return
+    with redis.Redis.from_url(os.environ["CB_TEST_PAUSE_REDIS"]) as client:
+        client.execute_command("CLIENT", "PAUSE", os.environ["CB_TEST_PAUSE_MS"], "WRITE")
+    journal.write("paused", ctx)
 
 
 async def handle_async(ctx: JobContext, **kwargs: Any) -> str:

@@ -18,7 +18,7 @@ import pytest
 
 from cron_bridge.control.schedules import GROUP, StoredSchedule, announce
 from cron_bridge.storable import ENV
-from cron_bridge.stores import store_from_url
+from cron_bridge.stores import RunRecord, store_from_url
 from tests.apps import journal
 from tests.conftest import make_kit
 from tests.e2e.processes import BeatProcess, Worker, cli, command_env, wait_for
@@ -155,3 +155,64 @@ def test_stored_schedules_run_only_agreed_tasks_on_real_workers(
 
 def _runs(path: Path, job: str) -> list[dict[str, object]]:
     return [line for line in journal.read(path) if line.get("job") == job]
+
+
+MISSING = {
+    # A @cluster_task function of a module a plain `rq worker` (no -c) never loaded.
+    "rq": (APPS["rq"][1], [f"{APPS['rq'][1]!r} is not loaded in this worker",
+                           "`rq worker -c tests.apps.rq_app`", ENV]),
+    # A task the worker's app does not have: its module is not imported there.
+    "celery": ("cb.elsewhere", ["'cb.elsewhere' is not loaded in this worker",
+                                "this worker's app has no task 'cb.elsewhere'", "include"]),
+    "dramatiq": ("cb.elsewhere", ["'cb.elsewhere' is not loaded in this worker",
+                                  "this worker has no actor 'cb.elsewhere'",
+                                  "`dramatiq MODULE cron_bridge_dramatiq.stored`"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("library", ["rq", "celery", "dramatiq"])
+def test_a_worker_that_never_loaded_the_task_says_so_and_how_to_load_it(
+    library: str, request: pytest.FixtureRequest, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A stored schedule naming a task the worker never loaded (on RQ, a @cluster_task
+    function, the worker started as docs/rq.md starts one): refused and recorded, and the
+    record says the task is not loaded there and how to load it, never "declare it with
+    @cluster_task" (it is declared)."""
+    kit = make_kit("redis", request, tmp_path)
+    queue = f"unloaded-{library}-{uuid.uuid4().hex[:6]}"
+    app = APPS[library][0]
+    task, expected = MISSING[library]
+    env = command_env(tmp_path / "journal.jsonl", CRON_BRIDGE_STORE=kit.url,
+                      RQ_REDIS_URL=redis_server.url, CB_TEST_BROKER=redis_server.url,
+                      CB_TEST_QUEUE=queue, CB_TEST_SCENARIO="long",
+                      CB_TEST_JOB=f"cb.job-{queue}")  # fmt: skip
+    env.pop(ENV, None)
+    beat = BeatProcess("b", tmp_path, env, app=app, store_url=kit.url)
+    worker = Worker("w", tmp_path, env, library=library, queue=queue, broker=redis_server.url)
+    store = store_from_url(kit.url)
+    name = "tenant-2.report"
+    spec = StoredSchedule(name=name, library=library, task=task, kwargs={"tenant": 2},
+                          options={"every": "2s"}, queue=queue)  # fmt: skip
+    store.put_control(GROUP, name, json.dumps(spec.to_json()))  # past the checks where added
+    announce(store, name)
+    try:
+        worker.start()
+        beat.start()
+
+        def refused() -> list[RunRecord]:
+            return [r for r in store.history(name, 20) if r.reason == "refused"]
+
+        wait_for(lambda: bool(refused()), 60, "the refusal recorded")
+        record = refused()[-1]
+        beat.terminate()
+        worker.terminate()
+    finally:
+        for service in (beat, worker):
+            service.ensure_stopped()
+        store.close()
+        kit.close()
+    assert (record.outcome, record.reason) == ("failed", "refused"), record
+    said = record.error or ""
+    assert all(text in said for text in expected), said
+    assert "declare it with" not in said, said
+    assert not _runs(tmp_path / "journal.jsonl", name)  # nothing ran

@@ -19,6 +19,7 @@ from typing import Any
 from celery import Celery
 from celery.app.task import Task
 from celery.local import PromiseProxy, Proxy
+from celery.signals import worker_process_shutdown
 
 from cron_bridge.adapters import (
     HANDLER_ATTR,
@@ -27,11 +28,21 @@ from cron_bridge.adapters import (
     Job,
     Senders,
     TaskRef,
+    flush_worker_records,
     run_delivery,
 )
 from cron_bridge_celery.scheduler import beat_schedule_jobs
 
 __all__ = ["CeleryAdapter"]
+
+
+def _flush_records(**_: Any) -> None:
+    """A prefork child ends in billiard's os._exit right after ``worker_process_shutdown``,
+    where neither atexit nor multiprocessing's finalizers run: write what its deliveries kept."""
+    flush_worker_records()
+
+
+worker_process_shutdown.connect(_flush_records, weak=False)
 
 
 class CeleryAdapter:

@@ -40,8 +40,16 @@ def run_stored(self: Any, schedule: str) -> Any:
             raise LookupError(f"this worker has no task {name!r:.200}")
         return target.run
 
+    def unloaded(name: str) -> str | None:
+        if name in self.app.tasks:
+            return None
+        return (
+            f"this worker's app has no task {name!r:.200}: import the module that declares it in "
+            "the worker (the app's include=[...] or imports, or autodiscover_tasks)"
+        )
+
     job, delivery = run_stored_schedule(
-        "celery", schedule, meta, attempt=lambda job: retries, resolve=resolve
+        "celery", schedule, meta, attempt=lambda job: retries, resolve=resolve, unloaded=unloaded
     )
     if delivery.retry_in is not None:
         raise self.retry(countdown=delivery.retry_in, max_retries=job.attempts - 1,

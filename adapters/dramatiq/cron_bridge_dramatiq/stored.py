@@ -33,12 +33,23 @@ def _run_stored(schedule: str) -> Any:
         except dramatiq.errors.ActorNotFound:
             raise LookupError(f"this worker has no actor {name!r:.200}") from None
 
+    def unloaded(name: str) -> str | None:
+        try:
+            dramatiq.get_broker().get_actor(name)
+        except dramatiq.errors.ActorNotFound:
+            return (
+                f"this worker has no actor {name!r:.200}: give the module that declares it to "
+                "the worker (`dramatiq MODULE cron_bridge_dramatiq.stored`)"
+            )
+        return None
+
     _, delivery = run_stored_schedule(
         "dramatiq",
         schedule,
         options.get(META_KEY),
         attempt=lambda job: retries + 1 if valid else 0,
         resolve=resolve,
+        unloaded=unloaded,
     )
     if delivery.retry_in is not None:
         delay = max(1, round(delivery.retry_in * 1000))

@@ -32,11 +32,17 @@ from cron_bridge.adapters import (
     Dispatch,
     Job,
     TaskRef,
+    flush_worker_records,
     run_delivery,
 )
 from cron_bridge_rq.ids import rq_job_id
 
-__all__ = ["RQAdapter", "rq_intervals", "rq_job_id"]
+__all__ = ["HORSE_FLUSH", "RQAdapter", "rq_intervals", "rq_job_id"]
+
+# Seconds a job asks the store again for the records it kept before returning: RQ's work
+# horse ends with os._exit right after the job, where no exit hook runs, and what it kept
+# would be lost. Only a job whose record the store did not take waits (within its timeout).
+HORSE_FLUSH = 10.0
 
 
 def rq_intervals(delays: Sequence[float]) -> list[int]:
@@ -100,9 +106,15 @@ class RQAdapter:
             meta = current.meta.get(META_KEY) if current is not None else None
             retries_left = current.retries_left if current is not None else None
             attempt = job.attempts - retries_left if retries_left is not None else 1
-            delivery = run_delivery(
-                job, meta, attempt=max(1, attempt), call=lambda ctx: original(ctx, *args, **kwargs)
-            )
+            try:
+                delivery = run_delivery(
+                    job,
+                    meta,
+                    attempt=max(1, attempt),
+                    call=lambda ctx: original(ctx, *args, **kwargs),
+                )
+            finally:
+                flush_worker_records(HORSE_FLUSH)
             # RQ's Retry, set when the beat enqueued it, decides on the next attempt.
             delivery.raise_if_failed()
             return delivery.value

@@ -24,13 +24,9 @@ rq-scheduler to run.
 
 from __future__ import annotations
 
-import io
-import json
-import pickle
 import re
-import zlib
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import click
@@ -50,31 +46,15 @@ from cron_bridge.adapters import (
     redact_url,
     store_option,
 )
+from cron_bridge_rq.scheduled_job import ScheduledJob, Unreadable, read_job, shown
 
 __all__ = ["Move", "plan", "rq_scheduler"]
 
 SCHEDULED = "rq:scheduler:scheduled_jobs"
 INSTANCES = "rq:scheduler_instance:"
 LOCK = "rq:scheduler_lock"
-DATA_MAX = 1 << 20  # bytes of a job's data, decompressed: what an argument list may hold
-# What rq-scheduler sets itself, not the user: left out of "cannot carry" (periodic jobs
-# keep their results forever unless told otherwise).
-_DEFAULT_RESULT_TTL = (None, b"-1", b"")
+CRON_REPEAT_MAX = 1000  # a cron job's runs stepped through to find its end (about 0.3 s)
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-class _PlainOnly(pickle.Unpickler):
-    """Builds plain values only: any class or function named in the pickle is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
-
-
-def _plain(raw: bytes) -> Any:
-    """A pickled or JSON value of rq's serializers, read without running anything."""
-    if raw[:1] == b"\x80":
-        return _PlainOnly(io.BytesIO(raw)).load()
-    return json.loads(raw)
 
 
 @dataclass
@@ -103,92 +83,74 @@ def _name(job_id: str, task: str, taken: set[str]) -> str:
     return name
 
 
-def _read(client: Redis, job_id: str, score: float, taken: set[str]) -> Move:
-    raw = cast(dict[bytes, bytes], client.hgetall(f"rq:job:{job_id}"))
-    move = Move(job_id=job_id, task="?", when="?")
-    if not raw:
-        move.left = "its job hash is gone (rq-scheduler drops such ids itself)"
-        return move
+def _read(client: Redis, member: bytes, score: float, taken: set[str]) -> Move:
+    """The move of one job: read through ``read_job``, which bounds and checks it, so a job
+    that holds anything else stays, with the reason in one line, and the others go on."""
     try:
-        data = zlib.decompressobj().decompress(raw.get(b"data", b""), DATA_MAX + 1)
-        if len(data) > DATA_MAX:
-            raise ValueError("larger than 1 MiB")
-        func_name, instance, args, kwargs = _plain(data)
-        meta = _plain(raw[b"meta"]) if raw.get(b"meta") else {}
-    except (pickle.UnpicklingError, ValueError, TypeError, zlib.error, EOFError) as exc:
-        move.left = f"its function or arguments are not plain data ({exc})"
-        return move
-    move.task = str(func_name)
-    interval, cron_string = meta.get("interval"), meta.get("cron_string")
-    move.when = f"every {interval}s" if interval else str(cron_string or "once")
-    if instance is not None:
+        job = read_job(client, member, score)
+    except Unreadable as exc:
+        return Move(job_id=shown(member.decode(errors="replace")), task="?", when="?",
+                    left=str(exc))  # fmt: skip
+    move = Move(job_id=job.job_id, task=job.task, when=job.when)
+    if job.instance:
         move.left = "it calls a method of an object"
-        return move
-    if not interval and not cron_string:
+    elif job.interval is None and job.cron is None:
         move.left = "a one-off job (enqueue_at, enqueue_in): rq-scheduler runs it"
-        return move
-    cannot = [label for label, key in (("depends_on", b"dependency_ids"),
-                                       ("on_success", b"success_callback_name"),
-                                       ("on_failure", b"failure_callback_name"))
-              if raw.get(key) not in (None, b"")]  # fmt: skip
-    if raw.get(b"result_ttl") not in _DEFAULT_RESULT_TTL:
-        cannot.append("result_ttl")
-    if raw.get(b"ttl") not in (None, b""):
-        cannot.append("ttl")
-    if raw.get(b"enqueue_at_front") in (b"1", b"true", b"True"):
-        cannot.append("at_front")
-    own = {k for k in meta if k not in ("interval", "cron_string", "use_local_timezone",
-                                        "repeat", "queue_class_name")}  # fmt: skip
-    if own:
-        cannot.append(f"meta {sorted(own)}")
-    if cannot:
-        move.left = f"a stored schedule cannot carry {', '.join(cannot)}"
-        return move
-    spec: dict[str, Any] = {
-        "task": move.task,
-        "library": "rq",
-        "queue": (raw.get(b"origin") or b"default").decode(),
-        "args": list(args or ()),
-        "kwargs": dict(kwargs or {}),
-    }
-    try:
-        json.dumps(spec, allow_nan=False)
-        next_at = datetime.fromtimestamp(score, UTC)
-        if interval:
-            seconds = int(interval)
-            spec["every"] = f"{seconds}s"
-            if score % seconds:
-                spec["offset"] = f"{score % seconds:g}s"
+    elif job.cannot:
+        move.left = f"a stored schedule cannot carry {', '.join(job.cannot)}"
+    else:
+        try:
+            move.spec = _spec(job)
+        except ConfigError as exc:
+            move.left = shown(f"{exc.option}={exc.value!r}: {exc.reason}", 300)
         else:
-            zone = local_zone_name(why="rq-scheduler") if meta.get("use_local_timezone") else "UTC"
-            spec["cron"], spec["tz"] = str(cron_string), zone
-        if raw.get(b"timeout") not in (None, b""):
-            spec["timeout"] = f"{int(raw[b'timeout'])}s"
-        if meta.get("repeat") is not None:
-            spec["end"] = _end(spec, next_at, int(meta["repeat"])).isoformat()
-    except ConfigError as exc:
-        move.left = f"{exc.option}={exc.value!r}: {exc.reason}"
-        return move
-    except (TypeError, ValueError) as exc:
-        move.left = f"its arguments are not JSON ({exc})"
-        return move
-    move.name = _name(job_id, move.task, taken)
-    move.spec = spec
+            move.name = _name(job.job_id, job.task, taken)
     return move
+
+
+def _spec(job: ScheduledJob) -> dict[str, Any]:
+    """The stored schedule's fields.
+
+    Raises:
+        ConfigError: the option that cannot be carried over, and why.
+    """
+    spec: dict[str, Any] = {"task": job.task, "library": "rq", "queue": job.queue,
+                            "args": job.args, "kwargs": job.kwargs}  # fmt: skip
+    score = job.next_at.timestamp()
+    if job.interval is not None:
+        spec["every"] = f"{job.interval}s"
+        if score % job.interval:
+            spec["offset"] = f"{score % job.interval:g}s"
+    else:
+        zone = local_zone_name(why="rq-scheduler") if job.local_zone else "UTC"
+        spec["cron"], spec["tz"] = job.cron, zone
+    if job.timeout is not None:
+        spec["timeout"] = f"{job.timeout}s"
+    if job.repeat is not None:
+        spec["end"] = _end(spec, job.next_at, job.repeat).isoformat()
+    return spec
 
 
 def _end(spec: dict[str, Any], next_at: datetime, repeat: int) -> datetime:
     """Just after the ``repeat``-th run from ``next_at`` on (rq-scheduler counts down)."""
-    if repeat <= 0:
-        raise ConfigError("no run left", option="repeat", value=repeat)
-    if "every" in spec:
-        last = next_at + timedelta(seconds=int(spec["every"][:-1]) * (repeat - 1))
-    else:
-        schedule = Cron(spec["cron"], tz=spec["tz"])
-        last = next_at - timedelta(seconds=1)
-        for _ in range(repeat):
-            last = schedule.next_after(last)
-    return last + timedelta(seconds=1)
+    try:
+        if "every" in spec:
+            last = next_at + timedelta(seconds=int(spec["every"][:-1]) * (repeat - 1))
+        else:
+            if repeat > CRON_REPEAT_MAX:
+                raise ConfigError(f"more runs than the importer counts for a cron job "
+                                  f"(at most {CRON_REPEAT_MAX:,})", option="repeat",
+                                  value=repeat)  # fmt: skip
+            schedule = Cron(spec["cron"], tz=spec["tz"])
+            last = next_at - timedelta(seconds=1)
+            for _ in range(repeat):
+                last = schedule.next_after(last)
+        return last + timedelta(seconds=1)
+    except (OverflowError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError("its last run is past the year 9999", option="repeat",
+                          value=repeat) from None  # fmt: skip
 
 
 def plan(client: Redis) -> list[Move]:
@@ -197,8 +159,7 @@ def plan(client: Redis) -> list[Move]:
     moves = []
     members = cast(list[tuple[bytes, float]], client.zrange(SCHEDULED, 0, -1, withscores=True))
     for member, score in members:
-        job_id = member.decode(errors="replace")
-        moves.append(_read(client, job_id, float(score), taken))
+        moves.append(_read(client, member, float(score), taken))
     return moves
 
 

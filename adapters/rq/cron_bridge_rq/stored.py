@@ -17,7 +17,14 @@ from typing import Any
 
 from rq import get_current_job
 
-from cron_bridge.adapters import META_KEY, RefusedTask, listed, run_stored_schedule
+from cron_bridge.adapters import (
+    META_KEY,
+    RefusedTask,
+    flush_worker_records,
+    listed,
+    run_stored_schedule,
+)
+from cron_bridge_rq.adapter import HORSE_FLUSH
 
 __all__ = ["run_stored"]
 
@@ -37,13 +44,31 @@ def run_stored(schedule: str) -> Any:
         return max(1, job.attempts - retries_left) if retries_left is not None else 1
 
     try:
-        _, delivery = run_stored_schedule("rq", schedule, meta, attempt=attempt, resolve=_function)
+        _, delivery = run_stored_schedule(
+            "rq", schedule, meta, attempt=attempt, resolve=_function, unloaded=_unloaded
+        )
     except RefusedTask:
         if current is not None:
             current.retries_left = 0  # a refusal is final: RQ's Retry must not bring it back
         raise
+    finally:
+        flush_worker_records(HORSE_FLUSH)  # the work horse ends with os._exit after the job
     delivery.raise_if_failed()
     return delivery.value
+
+
+def _unloaded(path: str) -> str | None:
+    """How to load the function at dotted ``path`` in this worker, when its module is not
+    loaded here (``rq worker`` imports the function's module only in the work horse, after the
+    check, so a ``@cluster_task`` or ``@storable`` there is never seen); None when it is."""
+    module_name = path.rpartition(".")[0]
+    if not module_name or module_name in sys.modules:
+        return None
+    return (
+        f"load {module_name!r:.200} before the worker forks its work horses (`rq worker -c "
+        f"{module_name:.200}`, which imports it as RQ's settings module, or a worker script "
+        f"that imports it), or list it in CRON_BRIDGE_STORED_TASKS ({module_name:.200}.*)"
+    )
 
 
 def _function(path: str) -> Any:

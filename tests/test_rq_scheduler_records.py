@@ -1,0 +1,258 @@
+"""``cron-bridge import rq-scheduler`` reads another tool's records: a job hash that holds
+anything (a list for ``meta``, an int for ``args``, an ``origin`` that is not UTF-8, an
+``interval`` of ``"0"``, a ``repeat`` of 10**30, a cron job repeated 10**9 times, a pickle of
+a few bytes that expands to 2**40 values) stays where it is with its reason in one line, in
+bounded time, and every good job beside it is imported, dry run and ``--apply`` alike."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import pickletools
+import subprocess
+import sys
+import time
+import uuid
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cron_bridge.control.schedules import Schedules
+from cron_bridge.storable import ENV
+from cron_bridge.stores import store_from_url
+from cron_bridge_rq.rq_scheduler import SCHEDULED, rq_scheduler
+from cron_bridge_rq.scheduled_job import NODES_MAX, Unreadable, read_job
+from tests.servers import RedisServer
+
+pytestmark = pytest.mark.redis
+
+TASK = "tests.apps.rq_cron_tasks.send_report"
+GOOD_ID = "nightly-report"
+NEXT_AT = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def job_hash(
+    *, func: Any = TASK, args: Any = ("daily",), kwargs: Any = None, meta: Any = None,
+    data: bytes | None = None, **fields: bytes,
+) -> dict[bytes, bytes]:  # fmt: skip
+    """A job hash as rq-scheduler writes one: pickled, compressed data and pickled meta."""
+    meta = {"cron_string": "*/10 * * * *"} if meta is None else meta
+    body = data if data is not None else zlib.compress(pickle.dumps((func, None, args, kwargs)))
+    found = {b"data": body, b"meta": pickle.dumps(meta), b"origin": b"reports",
+             b"result_ttl": b"-1"}  # fmt: skip
+    found.update({key.encode(): value for key, value in fields.items()})
+    return found
+
+
+def shared_bomb(depth: int = 40) -> bytes:
+    """A list holding the same list twice, ``depth`` deep: under 300 bytes of pickle, 2**40
+    values once expanded (json.dumps never finishes it)."""
+    nested: list[Any] = []
+    for _ in range(depth):
+        nested = [nested, nested]
+    return pickletools.optimize(pickle.dumps(nested, protocol=2))
+
+
+def data_with_args(ops: bytes) -> bytes:
+    """A job's data whose args are the value the pickle opcodes ``ops`` build (no PROTO or
+    STOP): how an argument list no pickler writes (too deep, too shared) is made."""
+    head = b"\x80\x02(\x8c" + bytes([len(TASK)]) + TASK.encode() + b"N"
+    return zlib.compress(head + ops + b"Nt.")
+
+
+MALFORMED: dict[str, dict[bytes, bytes]] = {
+    "meta-a-list": {**job_hash(), b"meta": pickle.dumps(["cron_string", "* * * * *"])},
+    "args-an-int": job_hash(args=7),
+    "origin-not-utf8": job_hash(origin=b"\xff\xfe"),
+    "interval-zero": job_hash(meta={"interval": "0"}),
+    "repeat-huge": job_hash(meta={"interval": 60, "repeat": 10**30}),
+    "cron-repeat-1e9": job_hash(meta={"cron_string": "*/10 * * * *", "repeat": 10**9}),
+    "cron-repeat-5000": job_hash(meta={"cron_string": "*/10 * * * *", "repeat": 5000}),
+    "interval-past-9999": job_hash(meta={"interval": 10**9, "repeat": 10**6}),
+    "bomb-args": job_hash(data=data_with_args(shared_bomb()[2:-1])),
+    "bomb-meta": {
+        **job_hash(),
+        b"meta": pickle.dumps(
+            {"cron_string": "0 * * * *", "owner": pickle.loads(shared_bomb())}, protocol=2
+        ),
+    },
+    "deep-args": job_hash(data=data_with_args(b"]" * 100_000 + b"a" * 99_999)),
+    "not-a-pickle": job_hash(data=b"\x80\x05garbage"),
+    "control-chars": job_hash(func="tests.apps.\x1b]0;pwned\x07x"),
+    "nan-arg": job_hash(args=[float("nan")]),
+    "set-arg": job_hash(args=[{1, 2}]),
+}
+
+
+@pytest.fixture
+def rq_redis(redis_server: RedisServer) -> Iterator[tuple[redis.Redis, str, str]]:
+    """rq-scheduler's Redis (a database of its own, emptied) and a store URL beside it."""
+    db = 10
+    client = redis.Redis(port=redis_server.port, db=db)
+    client.flushdb()
+    base = redis_server.url.rsplit("/", 1)[0]
+    yield client, f"{base}/{db}", f"{base}/9?prefix=rqs{uuid.uuid4().hex[:8]}:"
+    client.flushdb()
+    client.close()
+
+
+def put(client: redis.Redis, jobs: dict[bytes, dict[bytes, bytes]], score: float = NEXT_AT) -> None:
+    with client.pipeline() as pipe:
+        for member, fields in jobs.items():
+            if fields:
+                pipe.hset(b"rq:job:" + member, mapping=fields)
+            pipe.zadd(SCHEDULED, {member: score})
+        pipe.execute()
+
+
+REASONS = {
+    "meta-a-list": "its meta is not a mapping",
+    "args-an-int": "its args are a int, not a list",
+    "origin-not-utf8": "its queue (origin) is not UTF-8",
+    "interval-zero": "its interval 0 is not a whole number from 1",
+    "repeat-huge": "its meta hold an integer of more than 30 digits",
+    "cron-repeat-1e9": "its repeat 1000000000 is not a whole number",
+    "cron-repeat-5000": "more runs than the importer counts for a cron job",
+    "interval-past-9999": "its last run is past the year 9999",
+    "bomb-args": "its arguments expand to more than",
+    "bomb-meta": "its meta expand to more than",
+    "deep-args": "its arguments are nested more than 64 levels deep",
+    "not-a-pickle": "not plain data",
+    "control-chars": "its function is not a dotted path",
+    "nan-arg": "its arguments hold a number that is not finite",
+    "set-arg": "not JSON (a set)",
+    "gone": "its job hash is gone",
+    "inf-score": "its next run time inf is not a time",
+}
+
+
+def test_each_malformed_job_stays_with_its_reason_in_one_line_and_the_good_one_moves(
+    rq_redis: tuple[redis.Redis, str, str], tmp_path: Path
+) -> None:
+    """The real command, in a process of its own (a job that never finishes would hang the
+    test run otherwise): dry run, then --apply; each exits 0 within seconds."""
+    client, url, store_url = rq_redis
+    put(client, {GOOD_ID.encode(): job_hash(kwargs={"to": "team@example.com"})})
+    put(client, {name.encode(): fields for name, fields in MALFORMED.items()})
+    put(client, {b"gone": {}, b"\xff\xfe-id": job_hash()})
+    put(client, {b"inf-score": job_hash()}, score=float("inf"))
+    untouched = {name: client.hgetall(f"rq:job:{name}") for name in MALFORMED}
+    env = {**os.environ, ENV: "tests.apps.rq_cron_tasks.*"}
+    for apply in ([], ["--apply"]):
+        began = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "cron_bridge", "import", "rq-scheduler", "-u", url,
+             "--store", store_url, *apply],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        took = time.monotonic() - began
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert took < 30, took
+        lines = done.stdout.splitlines()
+        assert len(lines) == 2 + len(MALFORMED) + 4, lines  # header, a row per job, the total
+        rows = {line.split()[0]: line for line in lines[1:-1]}
+        for name, reason in REASONS.items():
+            assert "stays:" in rows[name] and reason in rows[name], (name, rows[name])
+        assert "stays: its id is not UTF-8" in rows["\ufffd\ufffd-id"]
+        assert ("moved" if apply else "would move") in rows[GOOD_ID], rows[GOOD_ID]
+        assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+    (stored,) = Schedules(store_from_url(store_url)).list().values()
+    assert (stored.name, stored.task, stored.args) == (GOOD_ID, TASK, ["daily"])
+    assert {name: client.hgetall(f"rq:job:{name}") for name in MALFORMED} == untouched
+    assert not client.exists(f"rq:job:{GOOD_ID}")
+
+
+def test_a_shared_reference_bomb_is_refused_in_bounded_time(
+    rq_redis: tuple[redis.Redis, str, str],
+) -> None:
+    """The walk counts a shared list each time it is reached, so 2**40 values stop it after
+    NODES_MAX of them, not after the heat death of the machine."""
+    client, _, _ = rq_redis
+    put(client, {b"bomb": MALFORMED["bomb-args"]})
+    began = time.monotonic()
+    with pytest.raises(Unreadable, match=f"more than {NODES_MAX:,} values"):
+        read_job(client, b"bomb", NEXT_AT)
+    assert time.monotonic() - began < 2
+
+
+# Generated job hashes: plain values and the kinds no JSON holds, meta keys rq-scheduler reads
+# with values of every type and the edges of their ranges, bytes that are no pickle at all.
+_scalars = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
+            | st.binary(max_size=8))  # fmt: skip
+_values = st.recursive(
+    _scalars | st.sets(st.integers(), max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=6) | st.integers(), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+_edges = st.sampled_from(["0", "60", "-1", "1e3", "*/5 * * * *", "61 * * * *", "", 0, -5, 1, 60,
+                          2.5, 10**9, 10**30, 5000, float("inf"), True])  # fmt: skip
+_meta = st.dictionaries(
+    st.sampled_from(["interval", "cron_string", "repeat", "use_local_timezone", "owner"]),
+    _edges | _values,
+    max_size=4,
+)
+_func = st.sampled_from([TASK, "os.system", "", "a" * 300, "x.\x1b[2J"]) | _values
+_data = st.one_of(
+    st.tuples(_func, st.none() | _values, _values, _values).map(pickle.dumps).map(zlib.compress),
+    st.builds(pickle.dumps, _values).map(zlib.compress),
+    st.binary(max_size=40),
+    st.binary(max_size=40).map(zlib.compress),
+    st.just(MALFORMED["bomb-args"][b"data"]),
+    st.just(MALFORMED["deep-args"][b"data"]),
+)
+_fields = st.fixed_dictionaries(
+    {b"data": _data},
+    optional={
+        b"meta": _meta.map(pickle.dumps) | st.builds(pickle.dumps, _values) | st.binary(max_size=30)
+        | st.just(shared_bomb()),
+        b"origin": st.binary(max_size=8),
+        b"timeout": st.sampled_from([b"180", b"-1", b"0", b"99999999999", b"\xff", b"1.5"]),
+        b"result_ttl": st.sampled_from([b"-1", b"500"]),
+        b"dependency_ids": st.binary(max_size=4),
+    },
+)  # fmt: skip
+_jobs = st.dictionaries(
+    st.binary(min_size=1, max_size=12).filter(lambda m: m != GOOD_ID.encode()),
+    st.tuples(_fields, st.floats(allow_nan=False) | st.just(NEXT_AT)),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])  # fmt: skip
+@given(jobs=_jobs)
+def test_any_job_hashes_beside_a_good_one_the_import_finishes_and_moves_the_good_one(
+    rq_redis: tuple[redis.Redis, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    jobs: dict[bytes, tuple[dict[bytes, bytes], float]],
+) -> None:
+    client, url, _ = rq_redis
+    client.flushdb()
+    monkeypatch.setenv(ENV, "tests.apps.rq_cron_tasks.*")
+    store_url = f"{url.rsplit('/', 1)[0]}/9?prefix=rqp{uuid.uuid4().hex[:8]}:"
+    put(client, {GOOD_ID.encode(): job_hash()})
+    for member, (fields, score) in jobs.items():
+        put(client, {member: fields}, score=score)
+    runner = CliRunner()
+    for apply in ([], ["--apply"]):
+        began = time.monotonic()
+        done = runner.invoke(rq_scheduler, ["-u", url, "--store", store_url, *apply])
+        assert done.exit_code == 0, (done.output[-2000:], done.exception)
+        assert time.monotonic() - began < 10
+        lines = done.output.splitlines()
+        assert len(lines) == 2 + 1 + len(jobs), lines  # every job on one line of its own
+        (good,) = [line for line in lines if line.startswith(GOOD_ID + " ")]
+        assert ("moved" if apply else "would move") in good, good
+    assert GOOD_ID in Schedules(store_from_url(store_url)).list()
