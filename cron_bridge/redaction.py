@@ -1,12 +1,25 @@
 """Text that is printed or logged, made safe: URLs without passwords, request lines without
-control characters."""
+control characters.
+
+The text redacted here is a job's error message or traceback, which anyone able to make a
+job fail chooses: every pass is linear in what it reads (no pattern that can backtrack), and
+a long text is cut before it is redacted (``redact_head``, ``redact_tail``), so what it costs
+is bounded by what is kept, not by what was raised.
+"""
 
 from __future__ import annotations
 
 import re
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-__all__ = ["SECRET_PARAMS", "escape_log", "redact_text", "redact_url"]
+__all__ = [
+    "SECRET_PARAMS",
+    "escape_log",
+    "redact_head",
+    "redact_tail",
+    "redact_text",
+    "redact_url",
+]
 
 SECRET_PARAMS = {"password", "pass", "passwd", "secret", "token", "sslpassword",
                  "sentinel_password"}  # fmt: skip
@@ -33,22 +46,95 @@ def redact_url(url: str) -> str:
         return "***"
 
 
-# A URL's user-info password (``redis://:pw@host``, ``amqp://user:pw@host``), and a secret
-# parameter written ``name=value`` or ``name: value`` (a query string, a DSN, a repr, JSON).
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/@:]*:)[^\s/@]+@")
+# A secret parameter written ``name=value`` or ``name: value`` (a query string, a DSN, a repr,
+# JSON). Each part is one character class, the gap bounded and on one line, and no two
+# neighbours can match the same character: a failed match gives up in a bounded number of
+# steps. A secret never spans a line break (``redact_tail`` relies on it).
+_GAP = r"['\"]?[ \t]{0,16}[=:][ \t]{0,16}['\"]?"
 _PARAM = re.compile(
     r"(?i)(?<![a-z0-9_])("
     + "|".join(sorted(SECRET_PARAMS, key=len, reverse=True))
-    + r")(['\"]?\s*[=:]\s*['\"]?)(?!\*\*\*)[^\s&'\",;)}]+"
+    + rf")({_GAP})(?!\*\*\*)[^\s&'\",;)}}]+"
 )
+# What follows a ``://`` up to the end of its user-info: no whitespace, no ``/``.
+_AUTHORITY = re.compile(r"[^\s/]*")
+_BLANK = re.compile(r"\s")
+# A parameter's value starts at most this far after the start of its name: the longest name
+# (17) and the gap (35), rounded up.
+_VALUE_GAP_MAX = 64
 
 
-def redact_text(text: str) -> str:
+def redact_text(text: str, *, cut_at_end: bool = False) -> str:
     """``text`` (an error message, a traceback) with the passwords it shows as ``***``: those
-    in URLs' user-info and the values of secret parameters (``password=``, ``token: ``)."""
-    if "@" in text:
-        text = _USERINFO.sub(r"\1***@", text)
+    in URLs' user-info (``scheme://user:password@``, up to the host's ``@``) and the values of
+    secret parameters (``password=``, ``token: ``). Linear in ``len(text)``.
+
+    Args:
+        text: what to redact.
+        cut_at_end: ``text`` is the head of a longer text: a user-info that runs to its end
+            may have its ``@`` beyond, and is masked from its first ``:``.
+    """
+    if "://" in text and ("@" in text or cut_at_end):
+        text = _redact_userinfo(text, cut_at_end)
     return _PARAM.sub(r"\1\2***", text)
+
+
+def _redact_userinfo(text: str, cut_at_end: bool) -> str:
+    # One pass: each ``://`` opens an authority that ends at whitespace or a ``/``; the
+    # authorities of two ``://`` never overlap (the next one's ``/`` ends the first).
+    out: list[str] = []
+    done = 0
+    start = text.find("://")
+    while start != -1:
+        begin = start + 3
+        end = _AUTHORITY.match(text, begin).end()  # type: ignore[union-attr]
+        at = text.rfind("@", begin, end)  # the host's: a password may hold an ``@``
+        colon = text.find(":", begin, end if at == -1 else at)
+        if cut_at_end and end == len(text) and text.find(":", begin, end) != -1:
+            colon = text.find(":", begin, end)  # its last ``@`` may be past the cut
+            out += [text[done : colon + 1], "***"]
+            done = end
+        elif colon != -1 and at > colon + 1:  # user:password@host
+            out += [text[done : colon + 1], "***"]
+            done = at
+        # The next ``://`` starts past this one, at the earliest on the ``:`` before the ``/``
+        # that ended this authority.
+        start = text.find("://", max(begin, end - 1))
+    return "".join([*out, text[done:]])
+
+
+def redact_head(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text``, redacted; the cost is O(``limit``).
+
+    Cut first, then redacted knowing it was cut: a password whose ``@`` was cut off is masked
+    all the same, and a parameter's name comes before its value, so no secret is split from
+    what marks it."""
+    if len(text) <= limit:
+        return redact_text(text)[:limit]
+    return redact_text(text[:limit], cut_at_end=True)[:limit]
+
+
+def redact_tail(text: str, limit: int) -> str:
+    """The last ``limit`` characters of ``text``, redacted; the cost is O(``limit``).
+
+    What a secret is known by (``://``, ``password=``) comes before it on its line, so the
+    text is redacted from the start of the line where the cut falls; when that line starts
+    more than ``limit`` characters earlier, the first words of the part kept, which may be
+    the rest of a secret, are dropped for ``…``."""
+    if len(text) <= limit:
+        return redact_text(text)[-limit:]
+    cut = len(text) - limit
+    newline = text.rfind("\n", max(0, cut - limit), cut)
+    if newline != -1 or cut <= limit:  # the line the cut falls in starts within reach
+        return redact_text(text[newline + 1 :])[-limit:]
+    kept = text[cut:]
+    # A secret is one word (no whitespace) that starts within _VALUE_GAP_MAX of the cut when
+    # what marks it is before the cut (a parameter's name, even one the cut splits); so the
+    # words that start that near are dropped, up to the end of the line at most.
+    newline = kept.find("\n", 0, _VALUE_GAP_MAX)
+    blank = _BLANK.search(kept, _VALUE_GAP_MAX) if newline == -1 else None
+    drop = newline if newline != -1 else len(kept) if blank is None else blank.start()
+    return ("…" + redact_text(kept[drop:]))[-limit:]
 
 
 def escape_log(text: str, limit: int = 2000) -> str:

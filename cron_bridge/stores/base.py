@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal, Self, TypeVar, get_args
 
 from cron_bridge import keys, untrusted
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
-from cron_bridge.redaction import redact_text
+from cron_bridge.redaction import redact_head, redact_tail, redact_text
 from cron_bridge.schedules import EPOCH
 
 __all__ = [
@@ -102,16 +102,15 @@ class RunRecord:
                 continue
             if not isinstance(value, str):
                 raise ValueError(f"run record: {name} must be text, got {value!r:.80}")
-            if name != "reason":
-                value = redact_text(value)
+            # Cut, then redacted (the redaction functions cut first): what a record costs to
+            # make, and to read back, is bounded by what it keeps.
             if name == "traceback":
-                if len(value) > TRACEBACK_MAX:
-                    # The innermost frames and the error are at the end; the first line says
-                    # what it is.
-                    head = value.partition("\n")[0][:200]
-                    value = f"{head}\n…\n{value[-(TRACEBACK_MAX - len(head) - 3) :]}"
+                value = _kept_traceback(value)
             elif len(value) > LONG_TEXT_MAX:  # a huge message
-                value = value[: LONG_TEXT_MAX - 1] + "…"
+                kept = LONG_TEXT_MAX - 1
+                value = (value[:kept] if name == "reason" else redact_head(value, kept)) + "…"
+            elif name == "error":
+                value = redact_text(value)
             object.__setattr__(self, name, value)
         if self.outcome not in _OUTCOMES:
             raise ValueError(f"run record: unknown outcome {self.outcome!r:.80}")
@@ -153,6 +152,16 @@ class RunRecord:
 
 _FIELDS = tuple(f.name for f in fields(RunRecord))
 _OUTCOMES = frozenset(get_args(Outcome))
+
+
+def _kept_traceback(text: str) -> str:
+    """A traceback as a record keeps it, redacted: whole, or when long its first line (what it
+    is) and its end (the innermost frames and the error)."""
+    if len(text) <= TRACEBACK_MAX:
+        return redact_text(text)
+    end = text.find("\n", 0, 200)
+    head = redact_head(text if end == -1 else text[:end], 200)
+    return f"{head}\n…\n{redact_tail(text, TRACEBACK_MAX - len(head) - 3)}"
 
 
 def last_claimed_times(rows: Iterable[tuple[str, object]], where: str) -> dict[str, datetime]:
