@@ -51,13 +51,15 @@ def redact_url(url: str) -> str:
 # neighbours can match the same character: a failed match gives up in a bounded number of
 # steps. A secret never spans a line break (``redact_tail`` relies on it).
 _GAP = r"['\"]?[ \t]{0,16}[=:][ \t]{0,16}['\"]?"
+# (The lookahead for a name's first letter lets the engine skip to where a name can start.)
 _PARAM = re.compile(
-    r"(?i)(?<![a-z0-9_])("
+    rf"(?i)(?=[{''.join(sorted({name[0] for name in SECRET_PARAMS}))}])(?<![a-z0-9_])("
     + "|".join(sorted(SECRET_PARAMS, key=len, reverse=True))
     + rf")({_GAP})(?!\*\*\*)[^\s&'\",;)}}]+"
 )
-# What follows a ``://`` up to the end of its user-info: no whitespace, no ``/``.
-_AUTHORITY = re.compile(r"[^\s/]*")
+# A ``://`` and (looked at, not taken) what follows it up to the end of its authority: no
+# whitespace, no ``/``.
+_AUTHORITY = re.compile(r"://(?=([^\s/]*))")
 _BLANK = re.compile(r"\s")
 # A parameter's value starts at most this far after the start of its name: the longest name
 # (17) and the gap (35), rounded up.
@@ -80,26 +82,23 @@ def redact_text(text: str, *, cut_at_end: bool = False) -> str:
 
 
 def _redact_userinfo(text: str, cut_at_end: bool) -> str:
-    # One pass: each ``://`` opens an authority that ends at whitespace or a ``/``; the
-    # authorities of two ``://`` never overlap (the next one's ``/`` ends the first).
+    # One pass: each ``://`` opens an authority that ends at whitespace or a ``/``, so no
+    # two overlap (the next ``://`` starts at the earliest on the ``:`` before that ``/``).
     out: list[str] = []
     done = 0
-    start = text.find("://")
-    while start != -1:
-        begin = start + 3
-        end = _AUTHORITY.match(text, begin).end()  # type: ignore[union-attr]
-        at = text.rfind("@", begin, end)  # the host's: a password may hold an ``@``
-        colon = text.find(":", begin, end if at == -1 else at)
-        if cut_at_end and end == len(text) and text.find(":", begin, end) != -1:
-            colon = text.find(":", begin, end)  # its last ``@`` may be past the cut
-            out += [text[done : colon + 1], "***"]
-            done = end
-        elif colon != -1 and at > colon + 1:  # user:password@host
-            out += [text[done : colon + 1], "***"]
-            done = at
-        # The next ``://`` starts past this one, at the earliest on the ``:`` before the ``/``
-        # that ended this authority.
-        start = text.find("://", max(begin, end - 1))
+    for found in _AUTHORITY.finditer(text):
+        authority, begin = found.group(1), found.end()
+        if cut_at_end and begin + len(authority) == len(text):
+            colon = authority.find(":")  # its host's ``@`` may be past the cut
+            if colon != -1:
+                out += [text[done : begin + colon + 1], "***"]
+                done = len(text)
+            continue
+        at = authority.rfind("@")  # the host's: a password may hold an ``@``
+        colon = authority.find(":", 0, max(at, 0))
+        if colon != -1 and at > colon + 1:  # user:password@host
+            out += [text[done : begin + colon + 1], "***"]
+            done = begin + at
     return "".join([*out, text[done:]])
 
 
