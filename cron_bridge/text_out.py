@@ -76,7 +76,9 @@ def sanitize(
     # Cut again after escaping (an escape is up to six characters), which is safe: what is
     # cut now is redacted already.
     room = limit - len(CUT)
-    return shown[:room] + CUT if head else CUT + shown[-room:]
+    if head:
+        return shown[:room] + CUT
+    return shown if shown.startswith(CUT) and len(shown) <= limit else CUT + shown[-room:]
 
 
 def logged_traceback(failure: BaseException | str, limit: int = TRACEBACK_MAX) -> str:

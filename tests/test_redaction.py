@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from traceback import format_exception
 
 import pytest
 from celery import Celery
@@ -178,6 +179,26 @@ def test_a_record_keeps_the_head_of_a_huge_error_and_the_end_of_its_traceback() 
     assert record.traceback.startswith("Traceback (most recent call last):\n…\n")
     assert record.traceback.endswith("ConnectionError: amqp://u:***@rabbit// refused\n")
     assert SECRET not in record.error + record.traceback
+
+
+def test_the_traceback_of_a_huge_error_keeps_its_innermost_frames() -> None:
+    """A 10 MiB error leaves its traceback's frames in the record (then the error's start),
+    not 8,000 characters of the error."""
+
+    def innermost() -> None:
+        raise ValueError(f"redis://:{SECRET}@db " + "x" * (10 << 20))
+
+    try:
+        innermost()
+    except ValueError as exc:
+        trace = "".join(format_exception(exc))
+    record = RunRecord(job="j", occurrence_id="j@x", outcome="failed", trigger="timer",
+                       replica="r", started_at=datetime.now(UTC), traceback=trace)  # fmt: skip
+    assert record.traceback is not None and len(record.traceback) <= TRACEBACK_MAX
+    assert record.traceback.startswith("Traceback (most recent call last):\n  File ")
+    assert ", in innermost\n" in record.traceback
+    assert "\nValueError: redis://:***@db xxx" in record.traceback
+    assert record.traceback.endswith("x…") and SECRET not in record.traceback
 
 
 # What a secret looks like to the properties below: uppercase letters and digits, which the
