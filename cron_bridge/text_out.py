@@ -35,8 +35,16 @@ def _escape_table(*, lines: bool) -> dict[int, str]:
     # Bidirectional marks, embeddings, overrides and isolates (text shown in another order
     # than it is), the Unicode line and paragraph separators, and lone surrogates (which no
     # encoding writes: a log handler would fail on them).
-    others = [0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F),
-              *range(0x2066, 0x206A), *range(0xD800, 0xE000)]  # fmt: skip
+    others = [
+        0x061C,
+        0x200E,
+        0x200F,
+        0x2028,
+        0x2029,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+        *range(0xD800, 0xE000),
+    ]
     table |= {c: f"\\u{c:04x}" for c in others}
     if lines:
         del table[ord("\n")]
@@ -109,9 +117,14 @@ class LogFormatter(logging.Formatter):
         kept = sanitize(record.getMessage(), LOG_MESSAGE_MAX, lines=True)
         first, *rest = kept.split("\n")
         record.message = "\n".join(
-            [first, *(line if line.startswith(TRACEBACK_INDENT) else TRACEBACK_INDENT + line
-                      for line in rest)]
-        )  # fmt: skip
+            [
+                first,
+                *(
+                    line if line.startswith(TRACEBACK_INDENT) else TRACEBACK_INDENT + line
+                    for line in rest
+                ),
+            ]
+        )
         if self.usesTime():
             record.asctime = self.formatTime(record, self.datefmt)
         text = self.formatMessage(record)

@@ -122,8 +122,13 @@ def _seconds_in_a_child(code: str, bound: float) -> float:
     """How long ``code`` says it took (it prints the seconds), run in a child process that is
     given ``bound`` plus its start-up, so that a regression fails instead of hanging."""
     try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=bound + 10, check=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=bound + 10,
+            check=True,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"did not end within {bound + 10} s: {code}")
     return float(done.stdout)
@@ -168,11 +173,21 @@ def test_a_record_keeps_the_head_of_a_huge_error_and_the_end_of_its_traceback() 
     and its end, each within its bound and redacted (here: the password of the URL the
     error starts with, and of the one the traceback ends with)."""
     error = f"ConnectionError: redis://:{SECRET}@db:6379/0 " + "x " * 100_000
-    trace = ("Traceback (most recent call last):\n" + '  File "j.py", line 1\n' * 50_000
-             + f"ConnectionError: amqp://u:{SECRET}@rabbit// refused\n")  # fmt: skip
-    record = RunRecord(job="j", occurrence_id="j@x", outcome="failed", trigger="timer",
-                       replica="r", started_at=datetime.now(UTC), error=error,
-                       traceback=trace)  # fmt: skip
+    trace = (
+        "Traceback (most recent call last):\n"
+        + '  File "j.py", line 1\n' * 50_000
+        + f"ConnectionError: amqp://u:{SECRET}@rabbit// refused\n"
+    )
+    record = RunRecord(
+        job="j",
+        occurrence_id="j@x",
+        outcome="failed",
+        trigger="timer",
+        replica="r",
+        started_at=datetime.now(UTC),
+        error=error,
+        traceback=trace,
+    )
     assert record.error is not None and record.traceback is not None
     assert len(record.error) <= LONG_TEXT_MAX and len(record.traceback) <= TRACEBACK_MAX
     assert record.error.startswith("ConnectionError: redis://:***@db:6379/0 x x")
@@ -192,8 +207,15 @@ def test_the_traceback_of_a_huge_error_keeps_its_innermost_frames() -> None:
         innermost()
     except ValueError as exc:
         trace = "".join(format_exception(exc))
-    record = RunRecord(job="j", occurrence_id="j@x", outcome="failed", trigger="timer",
-                       replica="r", started_at=datetime.now(UTC), traceback=trace)  # fmt: skip
+    record = RunRecord(
+        job="j",
+        occurrence_id="j@x",
+        outcome="failed",
+        trigger="timer",
+        replica="r",
+        started_at=datetime.now(UTC),
+        traceback=trace,
+    )
     assert record.traceback is not None and len(record.traceback) <= TRACEBACK_MAX
     assert record.traceback.startswith("Traceback (most recent call last):\n  File ")
     assert ", in innermost\n" in record.traceback
@@ -222,9 +244,13 @@ def _with_secrets(draw: st.DrawFn) -> str:
             parts.append(f"{scheme}://{draw(_word)}:{password}@{draw(_word)}")
         else:
             name = draw(st.sampled_from(sorted(SECRET_PARAMS)))
-            gap = (draw(st.sampled_from(["", "'", '"'])) + " " * draw(st.integers(0, 3))
-                   + draw(st.sampled_from("=:")) + "\t" * draw(st.integers(0, 2))
-                   + draw(st.sampled_from(["", "'", '"'])))  # fmt: skip
+            gap = (
+                draw(st.sampled_from(["", "'", '"']))
+                + " " * draw(st.integers(0, 3))
+                + draw(st.sampled_from("=:"))
+                + "\t" * draw(st.integers(0, 2))
+                + draw(st.sampled_from(["", "'", '"']))
+            )
             name = name.upper() if draw(st.booleans()) else name
             parts.append(" " + name.lower() + gap + draw(_secret))
         parts.append(draw(st.text(_AROUND, max_size=60)))

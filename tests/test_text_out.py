@@ -135,8 +135,15 @@ def test_the_log_formatter_makes_any_record_safe() -> None:
     try:
         raise RuntimeError(HOSTILE[:300])
     except RuntimeError as exc:
-        record = logging.LogRecord("lib", logging.ERROR, __file__, 1, "said %s", (HOSTILE,),
-                                   (type(exc), exc, exc.__traceback__))  # fmt: skip
+        record = logging.LogRecord(
+            "lib",
+            logging.ERROR,
+            __file__,
+            1,
+            "said %s",
+            (HOSTILE,),
+            (type(exc), exc, exc.__traceback__),
+        )
     out = formatter.format(record)
     first, *rest = out.split("\n")
     assert first.startswith("ERROR lib: said cannot reach redis://:***@db:6379/0")

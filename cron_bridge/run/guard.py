@@ -350,8 +350,8 @@ class Guard:
         elif record.outcome == "failed":
             which = "the last" if last else "called directly: the task's own retries decide"
             trace = record.traceback or failure
-            log.error("%s, attempt %d, %s: %s%s", line, record.attempt, which, said,
-                      "" if trace is None else "\n" + logged_traceback(trace))  # fmt: skip
+            block = "" if trace is None else "\n" + logged_traceback(trace)
+            log.error("%s, attempt %d, %s: %s%s", line, record.attempt, which, said, block)
         elif record.outcome == "aborted":
             log.warning("%s (%s)", line, said)
         else:
