@@ -1,12 +1,25 @@
 """Text that is printed or logged, made safe: URLs without passwords, request lines without
-control characters."""
+control characters.
+
+The text redacted here is a job's error message or traceback, which anyone able to make a
+job fail chooses: every pass is linear in what it reads (no pattern that can backtrack), and
+a long text is cut before it is redacted (``redact_head``, ``redact_tail``), so what it costs
+is bounded by what is kept, not by what was raised.
+"""
 
 from __future__ import annotations
 
 import re
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-__all__ = ["SECRET_PARAMS", "escape_log", "redact_text", "redact_url"]
+__all__ = [
+    "SECRET_PARAMS",
+    "escape_log",
+    "redact_head",
+    "redact_tail",
+    "redact_text",
+    "redact_url",
+]
 
 SECRET_PARAMS = {"password", "pass", "passwd", "secret", "token", "sslpassword",
                  "sentinel_password"}  # fmt: skip
@@ -33,22 +46,94 @@ def redact_url(url: str) -> str:
         return "***"
 
 
-# A URL's user-info password (``redis://:pw@host``, ``amqp://user:pw@host``), and a secret
-# parameter written ``name=value`` or ``name: value`` (a query string, a DSN, a repr, JSON).
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/@:]*:)[^\s/@]+@")
+# A secret parameter written ``name=value`` or ``name: value`` (a query string, a DSN, a repr,
+# JSON). Each part is one character class, the gap bounded and on one line, and no two
+# neighbours can match the same character: a failed match gives up in a bounded number of
+# steps. A secret never spans a line break (``redact_tail`` relies on it).
+_GAP = r"['\"]?[ \t]{0,16}[=:][ \t]{0,16}['\"]?"
+# (The lookahead for a name's first letter lets the engine skip to where a name can start.)
 _PARAM = re.compile(
-    r"(?i)(?<![a-z0-9_])("
+    rf"(?i)(?=[{''.join(sorted({name[0] for name in SECRET_PARAMS}))}])(?<![a-z0-9_])("
     + "|".join(sorted(SECRET_PARAMS, key=len, reverse=True))
-    + r")(['\"]?\s*[=:]\s*['\"]?)(?!\*\*\*)[^\s&'\",;)}]+"
+    + rf")({_GAP})(?!\*\*\*)[^\s&'\",;)}}]+"
 )
+# A ``://`` and (looked at, not taken) what follows it up to the end of its authority: no
+# whitespace, no ``/``.
+_AUTHORITY = re.compile(r"://(?=([^\s/]*))")
+_BLANK = re.compile(r"\s")
+# A parameter's value starts at most this far after the start of its name: the longest name
+# (17) and the gap (35), rounded up.
+_VALUE_GAP_MAX = 64
 
 
-def redact_text(text: str) -> str:
+def redact_text(text: str, *, cut_at_end: bool = False) -> str:
     """``text`` (an error message, a traceback) with the passwords it shows as ``***``: those
-    in URLs' user-info and the values of secret parameters (``password=``, ``token: ``)."""
-    if "@" in text:
-        text = _USERINFO.sub(r"\1***@", text)
+    in URLs' user-info (``scheme://user:password@``, up to the host's ``@``) and the values of
+    secret parameters (``password=``, ``token: ``). Linear in ``len(text)``.
+
+    Args:
+        text: what to redact.
+        cut_at_end: ``text`` is the head of a longer text: a user-info that runs to its end
+            may have its ``@`` beyond, and is masked from its first ``:``.
+    """
+    if "://" in text and ("@" in text or cut_at_end):
+        text = _redact_userinfo(text, cut_at_end)
     return _PARAM.sub(r"\1\2***", text)
+
+
+def _redact_userinfo(text: str, cut_at_end: bool) -> str:
+    # One pass: each ``://`` opens an authority that ends at whitespace or a ``/``, so no
+    # two overlap (the next ``://`` starts at the earliest on the ``:`` before that ``/``).
+    out: list[str] = []
+    done = 0
+    for found in _AUTHORITY.finditer(text):
+        authority, begin = found.group(1), found.end()
+        if cut_at_end and begin + len(authority) == len(text):
+            colon = authority.find(":")  # its host's ``@`` may be past the cut
+            if colon != -1:
+                out += [text[done : begin + colon + 1], "***"]
+                done = len(text)
+            continue
+        at = authority.rfind("@")  # the host's: a password may hold an ``@``
+        colon = authority.find(":", 0, max(at, 0))
+        if colon != -1 and at > colon + 1:  # user:password@host
+            out += [text[done : begin + colon + 1], "***"]
+            done = begin + at
+    return "".join([*out, text[done:]])
+
+
+def redact_head(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text``, redacted; the cost is O(``limit``).
+
+    Cut first, then redacted knowing it was cut: a password whose ``@`` was cut off is masked
+    all the same, and a parameter's name comes before its value, so no secret is split from
+    what marks it."""
+    if len(text) <= limit:
+        return redact_text(text)[:limit]
+    return redact_text(text[:limit], cut_at_end=True)[:limit]
+
+
+def redact_tail(text: str, limit: int) -> str:
+    """The last ``limit`` characters of ``text``, redacted; the cost is O(``limit``).
+
+    What a secret is known by (``://``, ``password=``) comes before it on its line, so the
+    text is redacted from the start of the line where the cut falls; when that line starts
+    more than ``limit`` characters earlier, the first words of the part kept, which may be
+    the rest of a secret, are dropped for ``…``."""
+    if len(text) <= limit:
+        return redact_text(text)[-limit:]
+    cut = len(text) - limit
+    newline = text.rfind("\n", max(0, cut - limit), cut)
+    if newline != -1 or cut <= limit:  # the line the cut falls in starts within reach
+        return redact_text(text[newline + 1 :])[-limit:]
+    kept = text[cut:]
+    # A secret is one word (no whitespace) that starts within _VALUE_GAP_MAX of the cut when
+    # what marks it is before the cut (a parameter's name, even one the cut splits); so the
+    # words that start that near are dropped, up to the end of the line at most.
+    newline = kept.find("\n", 0, _VALUE_GAP_MAX)
+    blank = _BLANK.search(kept, _VALUE_GAP_MAX) if newline == -1 else None
+    drop = newline if newline != -1 else len(kept) if blank is None else blank.start()
+    return ("…" + redact_text(kept[drop:]))[-limit:]
 
 
 def escape_log(text: str, limit: int = 2000) -> str:

@@ -24,6 +24,7 @@ from cron_bridge.clock import Clock
 from cron_bridge.context import AbortSignal
 from cron_bridge.run.guard import Guard
 from cron_bridge.stores.base import RunRecord, Store
+from cron_bridge.text_out import logged_traceback
 
 __all__ = ["Dispatcher"]
 
@@ -122,8 +123,9 @@ class Dispatcher:
     def _forget(self, future: Future[Any]) -> None:
         with self._lock:
             self._inflight.pop(future, None)
-        if not future.cancelled() and future.exception() is not None:
-            log.error("a run failed outside its handler", exc_info=future.exception())
+        failure = None if future.cancelled() else future.exception()
+        if failure is not None:  # its text, sanitised: never the raw exception (exc_info)
+            log.error("a run failed outside its handler:\n%s", logged_traceback(failure))
 
     def enqueue(
         self, items: list[Planned], signal: AbortSignal, *, record: bool = True

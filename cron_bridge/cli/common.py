@@ -27,6 +27,7 @@ from cron_bridge.registry import default_registry
 from cron_bridge.schedules import load_zone, local_zone_name
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.urls import DEFAULT_STORE
+from cron_bridge.text_out import TRACEBACK_MAX, sanitize
 
 __all__ = [
     "EXIT_FAILED",
@@ -40,6 +41,7 @@ __all__ = [
     "open_store",
     "optional_app_option",
     "print_table",
+    "say",
     "store_option",
     "tz_option",
     "zoned",
@@ -54,7 +56,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """One line on stderr, then exit."""
-    click.echo(f"cron-bridge: {message}", err=True)
+    click.echo(f"cron-bridge: {sanitize(message)}", err=True)
     sys.exit(code)
 
 
@@ -132,7 +134,27 @@ def store_option(func: F) -> F:
     return click.option("--store", metavar="URL", default=None, help=help_text)(func)
 
 
+CELL_MAX = 4000  # a record's error, as kept
+
+
+def say(text: str, *, lines: bool = False) -> None:
+    """Print what a record, a job or the store says, sanitised: no escape sequence, bell or
+    other control character reaches the terminal, piped or not.
+
+    Args:
+        text: the line (or, with ``lines``, the lines: a traceback, its end kept) to print.
+        lines: keep the text's newlines.
+    """
+    click.echo(
+        sanitize(text, TRACEBACK_MAX, lines=True, keep="tail")
+        if lines
+        else sanitize(text, CELL_MAX)
+    )
+
+
 def print_table(rows: list[list[str]]) -> None:
+    """Print ``rows`` as columns, every cell sanitised to one line (``say``)."""
+    rows = [[sanitize(cell, CELL_MAX) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))

@@ -21,6 +21,7 @@ from cron_bridge.cli.common import (
     open_store,
     optional_app_option,
     print_table,
+    say,
     store_option,
     tz_option,
     zoned,
@@ -317,18 +318,18 @@ def _show_occurrence(report: OccurrenceReport, as_json: bool, tz: tzinfo) -> Non
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
         return
-    click.echo(f"occurrence  {report.occurrence_id}")
-    click.echo(f"due         {zoned(report.scheduled_at, tz)}")
-    click.echo(f"claimed by  {report.claimed_by or '- (no claim kept: never claimed, or expired)'}")
-    click.echo(f"final       {report.final}")
+    say(f"occurrence  {report.occurrence_id}")
+    say(f"due         {zoned(report.scheduled_at, tz)}")
+    say(f"claimed by  {report.claimed_by or '- (no claim kept: never claimed, or expired)'}")
+    say(f"final       {report.final}")
     if report.records:
         click.echo("")
         print_table(_record_rows(report.records, tz))
     for record in report.records:  # oldest attempt first, as they happened
         if record.traceback:
-            click.echo(f"\nattempt {record.attempt} on {record.replica}, "
-                       f"{zoned(record.started_at, tz)}:")  # fmt: skip
-            click.echo(record.traceback.rstrip("\n"))
+            click.echo("")
+            say(f"attempt {record.attempt} on {record.replica}, {zoned(record.started_at, tz)}:")
+            say(record.traceback.rstrip("\n"), lines=True)
 
 
 def _show_audit(found: Audit, as_json: bool) -> None:
@@ -349,7 +350,7 @@ def _show_audit(found: Audit, as_json: bool) -> None:
     counts = [found.occurrences, found.once, len(found.never), len(found.more)]
     print_table([[*header, "BEYOND HISTORY"], [str(n) for n in [*counts, found.beyond_history]]])
     for occurrence_id, why in list(found.why.items())[:20]:
-        click.echo(f"never completed: {occurrence_id}: {why}")
+        say(f"never completed: {occurrence_id}: {why}")
     for occurrence_id, times in list(found.more.items())[:20]:
         click.echo(f"completed {times} times: {occurrence_id}")
     if found.beyond_history:

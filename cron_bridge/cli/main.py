@@ -11,6 +11,7 @@ from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, v
 import click
 
 from cron_bridge.plugins import ENTRY_POINT_GROUP
+from cron_bridge.text_out import LogFormatter
 
 __all__ = ["COMMANDS_GROUP", "IMPORTERS_GROUP", "Commands", "main"]
 
@@ -91,10 +92,9 @@ def _print_versions(ctx: click.Context, _: click.Parameter, value: bool) -> None
 def main(ctx: click.Context, log_level: str | None) -> None:
     """cron-bridge: a cluster-safe beat for Celery, RQ and Dramatiq."""
     level = log_level or ("INFO" if ctx.invoked_subcommand in RUN_BEATS else "WARNING")
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    # Every line sanitised (no password, no control character, no forged line), whoever logs.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
     # The pool logs every reconnect attempt; the beat already says once that the store is down.
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)

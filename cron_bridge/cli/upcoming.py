@@ -16,6 +16,7 @@ from cron_bridge.cli.common import (
     open_existing_store,
     optional_app_option,
     print_table,
+    say,
     store_option,
 )
 from cron_bridge.cli.names import check_name
@@ -72,5 +73,5 @@ def next_runs(
     if not rows:
         raise ConfigError("no occurrence left (a one-off that ran, an end that passed)",
                           job=name, option="schedule", value=job.schedule.describe())  # fmt: skip
-    click.echo(f"{name}: {job.schedule.describe()} in {job.schedule.tz}")
+    say(f"{name}: {job.schedule.describe()} in {job.schedule.tz}")
     print_table([["OCCURRENCE", "UTC", "NOTE"]] + [[r["at"], r["utc"], r["note"]] for r in rows])

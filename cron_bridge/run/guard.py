@@ -24,10 +24,10 @@ from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.keys import lock_key, lock_owner, parse_lock_owner
 from cron_bridge.monitors import CheckIn, Monitor, default_monitor
-from cron_bridge.redaction import escape_log
 from cron_bridge.run.lease import Lease, Releaser
 from cron_bridge.run.recording import Recorder
 from cron_bridge.stores.base import Outcome, RunRecord, Store
+from cron_bridge.text_out import logged_traceback, sanitize
 
 __all__ = ["Guard"]
 
@@ -347,16 +347,20 @@ class Guard:
     ) -> None:
         """Log the run and write its record. A failed attempt is a WARNING with its error
         while attempts remain, and an ERROR with its traceback when it was the last (or when
-        that is not known here: ``last`` None); an aborted run is a WARNING; the rest INFO."""
-        said = record.reason or record.error
+        that is not known here: ``last`` None); an aborted run is a WARNING; the rest INFO.
+
+        What the job said is logged as the record keeps it (redacted, bounded), sanitised,
+        and the traceback as text in the message, never as ``exc_info``: a handler, or
+        sentry-sdk's logging integration, would format the raw exception."""
+        said = sanitize(record.reason or record.error or "")
         line = f"{record.outcome} {record.occurrence_id} on {record.replica}"
         if record.outcome == "failed" and last is False:
-            log.warning("%s, attempt %d (attempts remain): %s", line, record.attempt,
-                        escape_log(said or ""))  # fmt: skip
+            log.warning("%s, attempt %d (attempts remain): %s", line, record.attempt, said)
         elif record.outcome == "failed":
             which = "the last" if last else "called directly: the task's own retries decide"
-            log.error("%s, attempt %d, %s: %s", line, record.attempt, which,
-                      escape_log(said or ""), exc_info=failure)  # fmt: skip
+            trace = record.traceback or failure
+            block = "" if trace is None else "\n" + logged_traceback(trace)
+            log.error("%s, attempt %d, %s: %s%s", line, record.attempt, which, said, block)
         elif record.outcome == "aborted":
             log.warning("%s (%s)", line, said)
         else:
@@ -395,8 +399,8 @@ class _Watch:
     def finished(self, *, ok: bool, duration: float) -> None:
         try:
             self.monitor.finished(self.check_in, ok=ok, duration=duration)
-        except Exception:  # a monitor never fails the run
-            log.warning("the monitor of %s failed", self.check_in.job, exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - a monitor never fails the run (logged below)
+            log.warning("the monitor of %s failed:\n%s", self.check_in.job, logged_traceback(exc))
 
 
 def _watch(job: Job, occurrence: Occurrence, attempt: int, replica: str) -> _Watch | None:
@@ -409,8 +413,8 @@ def _watch(job: Job, occurrence: Occurrence, attempt: int, replica: str) -> _Wat
                        replica=replica)  # fmt: skip
     try:
         monitor.started(check_in)
-    except Exception:  # a monitor never fails the run
-        log.warning("the monitor of %s failed", job.name, exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - a monitor never fails the run (logged below)
+        log.warning("the monitor of %s failed:\n%s", job.name, logged_traceback(exc))
     return _Watch(monitor, check_in)
 
 

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal, Self, TypeVar, get_args
 
 from cron_bridge import keys, untrusted
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
-from cron_bridge.redaction import redact_text
+from cron_bridge.redaction import redact_head, redact_tail, redact_text
 from cron_bridge.schedules import EPOCH
 
 __all__ = [
@@ -111,16 +111,15 @@ class RunRecord:
                 continue
             if not isinstance(value, str):
                 raise ValueError(f"run record: {name} must be text, got {value!r:.80}")
-            if name != "reason":
-                value = redact_text(value)
+            # Cut, then redacted (the redaction functions cut first): what a record costs to
+            # make, and to read back, is bounded by what it keeps.
             if name == "traceback":
-                if len(value) > TRACEBACK_MAX:
-                    # The innermost frames and the error are at the end; the first line says
-                    # what it is.
-                    head = value.partition("\n")[0][:200]
-                    value = f"{head}\n…\n{value[-(TRACEBACK_MAX - len(head) - 3) :]}"
+                value = _kept_traceback(value)
             elif len(value) > LONG_TEXT_MAX:  # a huge message
-                value = value[: LONG_TEXT_MAX - 1] + "…"
+                kept = LONG_TEXT_MAX - 1
+                value = (value[:kept] if name == "reason" else redact_head(value, kept)) + "…"
+            elif name == "error":
+                value = redact_text(value)
             object.__setattr__(self, name, value)
         if self.outcome not in _OUTCOMES:
             raise ValueError(f"run record: unknown outcome {self.outcome!r:.80}")
@@ -229,6 +228,43 @@ def control_records(
             over,
         )
     return found
+
+
+def _kept_traceback(text: str) -> str:
+    """A traceback as a record keeps it, redacted: whole, or when long its first line (what it
+    is) and its end: the innermost frames and the error, of which only the start when the
+    error itself is long (a 10 MiB message would leave no frame)."""
+    if len(text) <= TRACEBACK_MAX:
+        return redact_text(text)
+    end = text.find("\n", 0, 200)
+    head = redact_head(text if end == -1 else text[:end], 200)
+    room = TRACEBACK_MAX - len(head) - 3
+    error_at = _error_start(text)
+    if len(text) - error_at <= _ERROR_KEPT:
+        return f"{head}\n…\n{redact_tail(text, room)}"
+    error = redact_head(text[error_at : error_at + _ERROR_KEPT], _ERROR_KEPT - 1) + "…"
+    if error_at + len(error) <= TRACEBACK_MAX:  # every frame fits
+        return redact_text(text[:error_at]) + error
+    return f"{head}\n…\n{redact_tail(text[:error_at], room - len(error))}{error}"
+
+
+_ERROR_KEPT = 2000  # of a long traceback's error, after its innermost frames
+_FRAME = '\n  File "'
+_FRAME_LINES = 16  # a frame's source and its ^^^ marks: a few lines
+
+
+def _error_start(text: str) -> int:
+    """Where the error after the innermost frame of ``text`` starts; its end when there is no
+    frame."""
+    frame = text.rfind(_FRAME)
+    if frame == -1:
+        return len(text)
+    line = text.find("\n", frame + 1)
+    for _ in range(_FRAME_LINES):
+        if line == -1 or not text.startswith("    ", line + 1):
+            break
+        line = text.find("\n", line + 1)
+    return len(text) if line == -1 else line + 1
 
 
 def last_claimed_times(rows: Iterable[tuple[str, object]], where: str) -> dict[str, datetime]:
