@@ -22,6 +22,7 @@ from cron_bridge.beat.outcomes import Records, StoreHealth
 from cron_bridge.beat.planning import Planned
 from cron_bridge.clock import Clock
 from cron_bridge.context import AbortSignal
+from cron_bridge.monitors import settle as settle_check_ins
 from cron_bridge.run.guard import Guard
 from cron_bridge.stores.base import RunRecord, Store
 from cron_bridge.text_out import logged_traceback
@@ -78,7 +79,8 @@ class Dispatcher:
             self.submit(self.enqueue, queued)
 
     def drain(self, timeout: timedelta) -> None:
-        """Wait for what is in flight, abort it with ``shutdown`` at ``timeout``, release locks."""
+        """Wait for what is in flight, abort it with ``shutdown`` at ``timeout``, release locks,
+        and wait for the monitors' check-ins still leaving within what is left of ``timeout``."""
         with self._lock:
             pending = dict(self._inflight)
         deadline = time.monotonic() + timeout.total_seconds()
@@ -94,6 +96,9 @@ class Dispatcher:
                 _wait(future, finish_by - time.monotonic())
         self._guard.release_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        # The check-ins of the runs that ended leave on threads of their own, each within its
+        # deadline: given what is left of the timeout here (and a moment at exit, atexit).
+        settle_check_ins(deadline - time.monotonic())
 
     def submit(self, work: Callable[[Any, AbortSignal], T], item: object) -> Future[T] | None:
         """Run ``work(item, signal)`` in the bounded pool; None once the pool has shut down."""

@@ -33,6 +33,7 @@ from cron_bridge.context import JobContext, Trigger
 from cron_bridge.errors import InvalidMessage, StoreUnavailable
 from cron_bridge.identity import make_replica_id
 from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.monitors import settle as settle_check_ins
 from cron_bridge.run.guard import Guard
 from cron_bridge.run.recording import Recorder
 from cron_bridge.stores import Store, store_from_url
@@ -208,6 +209,9 @@ def run_delivery(
         call=traced,
         parent=_trace_of(job, meta),
     )
+    # The check-ins left on threads of their own; this process may end with the run (RQ's
+    # work horse exits at once, skipping atexit): they are given their deadlines to leave.
+    settle_check_ins()
     # The job's attempts and backoff are for the occurrences the beat sends; a direct call
     # keeps the task's own retry options, as if it were not decorated.
     retries = trigger == "queue" and record.outcome in ("failed", "aborted")
