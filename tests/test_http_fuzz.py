@@ -175,9 +175,18 @@ class Surface:
     def __init__(self) -> None:
         jobs = [
             declare(JOB, every="1h", target="inline", handler=lambda ctx: None),
+            # A leap-day job west of UTC, and an hourly one east of it: the zones that carry
+            # a record of year 1, or of 9999-12-31, past the calendar.
             declare(
                 "fuzz.other",
                 cron="0 0 29 2 *",
+                tz="America/New_York",
+                target="inline",
+                handler=lambda ctx: None,
+            ),
+            declare(
+                "fuzz.east",
+                every="1h",
                 tz="Europe/Warsaw",
                 target="inline",
                 handler=lambda ctx: None,
@@ -594,6 +603,7 @@ def test_records_dated_at_the_edges_of_time_answer_200() -> None:
     surface = Surface()
     for job, at in (
         (JOB, datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
+        ("fuzz.east", datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
         ("fuzz.other", datetime(1, 1, 1, tzinfo=UTC)),
     ):
         surface.store.record(
@@ -614,12 +624,14 @@ def test_records_dated_at_the_edges_of_time_answer_200() -> None:
         ),
     )
     pages: dict[str, bytes] = {}
-    for path in (f"{BASE}/", f"{BASE}/jobs/{JOB}", f"{BASE}/jobs/fuzz.other"):
+    jobs = (JOB, "fuzz.east", "fuzz.other")
+    for path in (f"{BASE}/", *(f"{BASE}/jobs/{job}" for job in jobs)):
         status, headers, body = surface.call_wsgi("GET", path, cookie=surface.cookie)
         assert status == 200, (path, status, body[:300])
         check_body(dict(headers)["Content-Type"], body)
         pages[path] = body
     assert b"9999-12-31 23:59:59" in pages[f"{BASE}/jobs/{JOB}"]
-    assert b"0001-01-01" in pages[f"{BASE}/jobs/fuzz.other"]
+    assert b"9999-12-31 23:59:59 UTC" in pages[f"{BASE}/jobs/fuzz.east"]  # not in Warsaw
+    assert b"0001-01-01 00:00:00 UTC" in pages[f"{BASE}/jobs/fuzz.other"]  # nor in New York
     assert b"2026-12-01T10:00:00" in pages[f"{BASE}/jobs/{JOB}"]  # the raw text, no zone
     surface.still_answers()
