@@ -38,7 +38,6 @@ __all__ = [
 STRIP_OCCURRENCES = 50
 # Records read for a job's strip: its occurrences' records from every replica and attempt.
 RECORDS_PER_STRIP = 300
-# Records read for a job's page, however far it pages: what the store keeps, at most this.
 
 
 def last_run(records: Iterable[RunRecord]) -> RunRecord | None:
@@ -85,6 +84,8 @@ class View:
 
 
 def header(view: View, path: str, csrf: str, now: datetime) -> Markup:
+    """The top of every page: the way home, who serves it and what store it shows, the
+    namespace selector (when there are others) and "Sign out"."""
     beat = view.beat
     selector = Markup()
     if view.stores:
@@ -164,6 +165,8 @@ def zone_of(info: JobInfo) -> tzinfo:
 
 
 def next_run(coming: datetime | None, now: datetime, paused: bool, zone: tzinfo) -> Markup:
+    """A job's next run in its zone: ``paused``, ``external`` (``coming`` None) or ``none``
+    left."""
     if paused:
         return Markup("<span class=skipped-paused>paused</span>")
     if coming is None:
