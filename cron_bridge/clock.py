@@ -1,12 +1,13 @@
-"""Where the time comes from: the system clock, or a fake one in tests (``cron_bridge.testing``)."""
+"""Where the time comes from: the system clock, or a fake one in tests (``cron_bridge.testing``);
+and a time shown in a zone without failing at the ends of the calendar."""
 
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Protocol
 
-__all__ = ["Clock", "SystemClock"]
+__all__ = ["Clock", "SystemClock", "in_zone"]
 
 
 class Clock(Protocol):
@@ -32,3 +33,17 @@ class SystemClock:
             if wake.wait(min(remaining, 1.0)):
                 return True
         return wake.is_set()
+
+
+def in_zone(at: datetime, zone: tzinfo) -> datetime:
+    """``at`` in ``zone`` for showing it; never raises. A time the zone's offset would carry
+    past year 1 or 9999 is given in UTC, or as it is when UTC cannot hold it either; a time
+    without a zone is given as it is (its text says so: it has no offset)."""
+    if at.utcoffset() is None:
+        return at
+    for target in (zone, UTC):
+        try:
+            return at.astimezone(target)
+        except (OverflowError, ValueError):
+            continue
+    return at

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from cron_bridge import declare
 from cron_bridge.control import catalog
-from cron_bridge.http.dashboard import _marks
 from cron_bridge.http.strips import marks, parse_holder, strip, unrecorded, unrecorded_marks
+from cron_bridge.http.views import marks_of
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Cron, Every, latest_occurrences
 from cron_bridge.stores import MemoryStore, RunRecord, SQLiteStore
@@ -142,7 +142,7 @@ def test_the_dashboard_strip_shows_a_winner_that_died_before_writing_anything(
     hostile = "beat-died<script>x</script>" + "y" * 500  # a claim's owner is store data
     assert store.claim(Occurrence(job="sync", scheduled_at=times[4]), hostile)
     before = store.stats.round_trips
-    _, found = _marks(store, "sync", job, now)
+    _, found = marks_of(store, "sync", job, now)
     assert store.stats.round_trips - before == 3, "history, lock holder, claims"
     states = {m.scheduled_at: (m.state, m.replica) for m in found}
     assert states[times[4]] == ("claimed", hostile[:200])
@@ -151,12 +151,12 @@ def test_the_dashboard_strip_shows_a_winner_that_died_before_writing_anything(
     assert states[times[7]] == ("unrecorded", None)
     assert [states[times[n]][0] for n in kept] == ["completed"] * 8
     overview = {
-        m.scheduled_at: m.state for m in _marks(store, "sync", job, now, after_newest=True)[1]
+        m.scheduled_at: m.state for m in marks_of(store, "sync", job, now, after_newest=True)[1]
     }
     assert times[4] not in overview and times[7] not in overview, "the overview: after the newest"
     local = declare("sync", every="1s", target="inline", handler=lambda ctx: None,
                     scope="instance")  # fmt: skip
-    assert {m.state for m in _marks(store, "sync", local, now)[1]} == {"completed"}
+    assert {m.state for m in marks_of(store, "sync", local, now)[1]} == {"completed"}
 
 
 def test_lock_owners_that_are_not_runs_of_the_job_are_ignored() -> None:

@@ -21,6 +21,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from cron_bridge.clock import in_zone
 from cron_bridge.errors import ConfigError, CronBridgeError, StoreUnavailable
 from cron_bridge.jobs import Job
 from cron_bridge.registry import default_registry
@@ -193,6 +194,8 @@ tz_option = click.option(
 
 def zoned(at: datetime, tz: tzinfo, timespec: str = "seconds") -> str:
     """``at`` in ``tz``, saying its zone: ``2026-12-02T02:00:00Z`` in UTC, else with the
-    offset (``2026-12-02T03:00:00+01:00``)."""
-    shown = at.astimezone(tz).isoformat(timespec=timespec)
-    return shown.removesuffix("+00:00") + "Z" if tz is UTC else shown
+    offset (``2026-12-02T03:00:00+01:00``). Never raises: a time ``tz`` cannot hold (at the
+    ends of the calendar) is shown in UTC, one without a zone as its own ISO text."""
+    local = in_zone(at, tz)
+    shown = local.isoformat(timespec=timespec)
+    return shown.removesuffix("+00:00") + "Z" if UTC in (tz, local.tzinfo) else shown

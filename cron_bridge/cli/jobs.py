@@ -27,6 +27,7 @@ from cron_bridge.cli.common import (
     zoned,
 )
 from cron_bridge.cli.names import check_name
+from cron_bridge.clock import in_zone
 from cron_bridge.control import aside, catalog
 from cron_bridge.control import pause as control
 from cron_bridge.control.audit import Audit, OccurrenceReport, audit, occurrence_report
@@ -278,7 +279,7 @@ def _next_run(job: Job, now: datetime) -> str | None:
     upcoming = None if job.external else job.schedule.next_after(now)
     if upcoming is None or upcoming >= NEVER:
         return None
-    return upcoming.astimezone(load_zone(str(job.schedule.tz))).isoformat(timespec="seconds")
+    return in_zone(upcoming, load_zone(str(job.schedule.tz))).isoformat(timespec="seconds")
 
 
 def _no_next(jobs: list[Job], name: str) -> str:

@@ -2,7 +2,9 @@
 
 ``apps`` (ASGI and WSGI), ``handler`` (routing, authentication, health), ``wire`` (requests
 and responses), ``sessions`` and ``throttle`` (login and guessing), ``api_control`` and
-``api_schedules`` (the JSON API), ``dashboard`` and ``strips`` (the pages), ``serve``
+``api_schedules`` (the JSON API), ``dashboard``, ``overview``, ``job_page``, ``views``,
+``strips`` and ``occurrences`` (the pages), ``layout`` and ``html`` (their frame, of escaped
+values), ``serve``
 (uvicorn in the beat), ``mounts`` (inside a web app you already run).
 """
 

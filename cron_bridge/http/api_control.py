@@ -6,8 +6,8 @@ anything here runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from cron_bridge import untrusted
 from cron_bridge.control import pause as control
@@ -23,10 +23,16 @@ ACTIONS = ("pause", "resume")
 
 
 def control_response(
-    beat: Beat, request: Request, name: str, action: str | None, *, from_page: bool, base: str
+    beat: Beat,
+    request: Request,
+    name: str,
+    action: str | None,
+    *,
+    from_page: bool,
+    back: Callable[[str], Response],
 ) -> Response:
-    """Do ``action`` (None: only say the state) for job ``name``; JSON, or a redirect back to
-    the job's page when the dashboard asked."""
+    """Do ``action`` (None: only say the state) for job ``name``; JSON, or, when the dashboard
+    asked, ``back`` (the job's page) with what was done in words."""
     if name not in {job.name for job in beat.jobs()}:
         return Response(404, {"error": f"no job called {name!r}"})
     if action is None:
@@ -53,8 +59,7 @@ def control_response(
     except ConfigError as exc:
         return Response(400, {"error": str(exc)})
     if from_page:
-        location = f"{base}/jobs/{quote(name, safe='')}?said={quote(said)}"
-        return Response(303, "", (("Location", location),))
+        return back(said)
     return Response(200, body)
 
 

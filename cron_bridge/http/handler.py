@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlencode
 
 from cron_bridge.control.schedules import Schedules
 from cron_bridge.errors import ConfigError, StoreUnavailable
@@ -145,8 +145,14 @@ class TriggerHandler:
         name, _, action = rest.rpartition("/") if rest.endswith(suffixes) else (rest, "", "")
         if "/" in name or not name:
             return Response(404, {"error": "not found"})
-        return control_response(self.beat, request, name, action or None, from_page=caller,
-                                base=self.base)  # fmt: skip
+        return control_response(
+            self.beat,
+            request,
+            name,
+            action or None,
+            from_page=caller,
+            back=lambda said: self._back(request, name, said),
+        )
 
     def _schedules(self, request: Request) -> Response:
         caller = self.auth.caller(request)
@@ -174,7 +180,7 @@ class TriggerHandler:
                 result.outcome, result.occurrence_id, result.replica,
                 result.error or result.reason, result.duration_ms,
             )  # fmt: skip
-            return redirect(f"{self.base}/jobs/{quote(name, safe='')}?said={quote(said)}")
+            return self._back(request, name, said)
         body: dict[str, Any] = {
             "outcome": result.outcome,
             "occurrence_id": result.occurrence_id,
@@ -183,6 +189,13 @@ class TriggerHandler:
         if result.error or result.reason:
             body["error"] = result.error or result.reason
         return Response(500 if result.outcome in _FAILED else 200, body)
+
+    def _back(self, request: Request, name: str, said: str) -> Response:
+        """Back to the job's page after a button press, saying ``said`` there, sealed for the
+        session whose form it was (its token checked by ``Auth.caller``)."""
+        seal = self.auth.sessions.seal(request.form()["csrf"], said)
+        query = urlencode({"said": said, "seal": seal})
+        return redirect(f"{self.base}/jobs/{quote(name, safe='')}?{query}")
 
     def _dashboard(self, request: Request) -> Response:
         path = request.path
@@ -209,7 +222,9 @@ class TriggerHandler:
         found = {info.name: (info, job) for info, job in view.jobs()}
         if name not in found:
             return Response(404, dashboard.not_found_page(self.base, name, found))
-        said = query.get("said", [None])[-1]
+        said = self.auth.sessions.unsealed(
+            csrf, query.get("said", [None])[-1], query.get("seal", [None])[-1]
+        )
         number = query.get("page", ["1"])[-1]
         return Response(200, dashboard.job_page(
             view, self.base, csrf, *found[name], said, query.get("state", ["all"])[-1],

@@ -1,16 +1,28 @@
-"""What every dashboard page shares: the style, the frame, how times read, the sign-in form
-and the 404. Every time says its zone: a record's in UTC, a job's own in its zone with the
-offset, with the other form on hover."""
+"""What every dashboard page shares: the style and script (and the policy that allows only
+them), the frame, how times read, the sign-in form and the 404. Every time says its zone: a
+record's in UTC, a job's own in its zone with the offset, with the other form on hover."""
 
 from __future__ import annotations
 
+import base64
 import difflib
+import hashlib
 from collections.abc import Iterable
-from datetime import UTC, datetime, tzinfo
-from html import escape
+from datetime import UTC, datetime, timedelta, tzinfo
 from urllib.parse import quote
 
-__all__ = ["REFRESH_SECONDS", "login_page", "not_found_page", "page", "span", "when"]
+from cron_bridge.clock import in_zone
+from cron_bridge.http.html import Markup, html, join
+
+__all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "REFRESH_SECONDS",
+    "login_page",
+    "not_found_page",
+    "page",
+    "span",
+    "when",
+]
 
 REFRESH_SECONDS = 5
 
@@ -70,46 +82,80 @@ dl.options dt { color: var(--muted); } dl.options dd { margin: 0; }
 @media (max-width: 40rem) { .wide { display: none; } body { padding: .6rem; } }
 """
 
-_REFRESH = f"""
-<script>
-  // Reload every {REFRESH_SECONDS} s, unless someone is typing in a form or reading a traceback.
+# The page's one script: reload every few seconds, unless someone is typing in a form or
+# reading a traceback. Allowed by its hash in the Content-Security-Policy, as is the style.
+_SCRIPT = f"""
   setInterval(() => {{
     const active = document.activeElement;
     const typing = active && ["INPUT", "TEXTAREA", "SELECT"].includes(active.tagName);
     if (!typing && !document.querySelector("details[open]")) location.reload();
   }}, {REFRESH_SECONDS * 1000});
-</script>
 """
 
 
-def page(title: str, body: str, *, refresh: bool) -> str:
-    return (
+def _source(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+# Nothing but the page's own style and script, no frame, no form posted elsewhere: a value
+# that escaped its escaping still could not run, load or send anything.
+CONTENT_SECURITY_POLICY = (
+    f"default-src 'none'; script-src {_source(_SCRIPT)}; style-src {_source(_STYLE)}; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+def page(title: str, body: Markup, *, refresh: bool) -> Markup:
+    """A whole page: ``body`` in the frame, with the style, and the reloading script when
+    ``refresh``."""
+    script = html("<script>{}</script>", Markup(_SCRIPT)) if refresh else Markup()
+    return html(
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{_STYLE}</style></head>"
-        f"<body>{body}{_REFRESH if refresh else ''}</body></html>"
+        "<title>{}</title><style>{}</style></head><body>{}{}</body></html>",
+        title,
+        Markup(_STYLE),
+        body,
+        script,
     )
 
 
-def when(value: datetime | None, now: datetime, zone: tzinfo | None = None) -> str:
+def when(value: datetime | None, now: datetime, zone: tzinfo | None = None) -> Markup:
     """``value`` as a person reads it, with how long ago or ahead: in UTC and marked so (a
-    record's time), or in ``zone`` with its offset (a job's time), the other form on hover."""
+    record's time), or in ``zone`` with its offset (a job's time), the other form on hover.
+    Never fails: a time without a zone is shown as its ISO text, saying so; one that has no
+    place in ``zone`` (or in UTC) at the ends of the calendar, in its own offset."""
     if value is None:
-        return "-"
+        return Markup("-")
+    if value.utcoffset() is None:
+        return html("<time>{}</time> <span class=muted>(no zone)</span>", value.isoformat())
     seconds = (value - now).total_seconds()
-    in_utc = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    utc = in_zone(value, UTC)
+    in_utc = f"{_clock_text(utc)} {_offset_name(utc)}"
     if zone is None:
-        shown, other = in_utc, ""
+        shown, other = in_utc, None
     else:
-        local = value.astimezone(zone)
-        shown = local.strftime("%Y-%m-%d %H:%M:%S ") + local.isoformat()[-6:]
-        other = f' title="{in_utc}"'
+        local = in_zone(value, zone)
+        shown, other = f"{_clock_text(local)} {local.isoformat()[-6:]}", in_utc
     ago = span(abs(seconds))
     relative = f"in {ago}" if seconds > 0 else f"{ago} ago"
-    return (
-        f'<time datetime="{value.isoformat()}"{other}>{shown}</time> '
-        f"<span class=muted>({relative})</span>"
+    title = html(' title="{}"', other) if other is not None else Markup()
+    return html(
+        '<time datetime="{}"{}>{}</time> <span class=muted>({})</span>',
+        value.isoformat(),
+        title,
+        shown,
+        relative,
     )
+
+
+def _clock_text(value: datetime) -> str:
+    # Not strftime: its %Y is not zero-padded everywhere (year 1 reads "1-01-01").
+    return value.replace(tzinfo=None).isoformat(sep=" ", timespec="seconds")
+
+
+def _offset_name(value: datetime) -> str:
+    return "UTC" if value.utcoffset() == timedelta(0) else value.isoformat()[-6:]
 
 
 def span(seconds: float) -> str:
@@ -122,32 +168,41 @@ def span(seconds: float) -> str:
     return f"{seconds / 86400:.1f}d"
 
 
-def login_page(path: str, *, wrong: bool = False) -> str:
+def login_page(path: str, *, wrong: bool = False) -> Markup:
     """The form that asks for the secret; it shows nothing of the jobs."""
-    message = '<p class="flash failed" role=alert>Wrong secret.</p>' if wrong else ""
-    body = f"""
+    message = Markup('<p class="flash failed" role=alert>Wrong secret.</p>' if wrong else "")
+    body = html(
+        """
 <h1>cron-bridge</h1>
 <p class=muted>Sign in with the beat's secret (<code>--secret</code> or
 <code>CRON_BRIDGE_SECRET</code>).</p>
-{message}
-<form method=post action="{escape(path)}/login">
+{}
+<form method=post action="{}/login">
   <p><label for=secret>Secret</label><br>
   <input type=password id=secret name=secret autocomplete=current-password required autofocus></p>
   <p><button type=submit>Sign in</button></p>
-</form>"""
+</form>""",
+        message,
+        path,
+    )
     return page("cron-bridge: sign in", body, refresh=False)
 
 
-def not_found_page(path: str, what: str, known: Iterable[str]) -> str:
+def not_found_page(path: str, what: str, known: Iterable[str]) -> Markup:
     """The dashboard's 404: what was not found, the closest job names, a way back."""
-    close = difflib.get_close_matches(what, list(known), n=3, cutoff=0.6)
-    links = "".join(
-        f'<li><a href="{escape(path)}/jobs/{quote(name, safe="")}">{escape(name)}</a></li>'
+    close = difflib.get_close_matches(what[:200], list(known), n=3, cutoff=0.6)
+    links = join(
+        html('<li><a href="{}/jobs/{}">{}</a></li>', path, quote(name, safe=""), name)
         for name in close
     )
-    hint = f"<p>Did you mean:</p><ul>{links}</ul>" if close else ""
-    body = f"""
-<h1>No job called {escape(repr(what))}</h1>
-{hint}
-<p><a href="{escape(path)}/">All jobs</a></p>"""
+    hint = html("<p>Did you mean:</p><ul>{}</ul>", links) if close else Markup()
+    body = html(
+        """
+<h1>No job called {}</h1>
+{}
+<p><a href="{}/">All jobs</a></p>""",
+        repr(what[:200]),
+        hint,
+        path,
+    )
     return page("cron-bridge: not found", body, refresh=False)

@@ -5,6 +5,10 @@ It is valid while its signature checks out under the current secret (so changing
 signs everyone out), it is younger than its lifetime, and its id has not been revoked. Sign-out
 revokes the id in the store (a lock key held until the cookie would have expired anyway), so
 every replica behind a load balancer refuses it from then on.
+
+What a button press said comes back to the page in its link (``?said=``), sealed with an
+HMAC of the session's form token and the text: a page shows only what this server said to
+this session, never the words of a link someone else made.
 """
 
 from __future__ import annotations
@@ -89,6 +93,20 @@ class Sessions:
     def csrf(self, session_id: str | None) -> str:
         """The form token of a session (or of bearer-token use, without one)."""
         return self._sign("csrf", session_id or "bearer")
+
+    def seal(self, csrf: str, said: str) -> str:
+        """The seal of ``said``, a message of this server to the session whose form token is
+        ``csrf``."""
+        return self._sign("said", f"{csrf}|{said}")
+
+    def unsealed(self, csrf: str, said: str | None, seal: str | None) -> str | None:
+        """``said`` when ``seal`` is its seal for this session, else None."""
+        if not said or not seal:
+            return None
+        expected = self.seal(csrf, said)
+        if not hmac.compare_digest(seal.encode("utf-8", "replace"), expected.encode()):
+            return None
+        return said
 
     def max_age(self) -> int:
         return int(self.lifetime.total_seconds())

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from html import escape
 
+from cron_bridge.http.html import Markup, html, join
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.keys import parse_lock_owner
 from cron_bridge.schedules import Schedule, latest_occurrences
@@ -36,13 +36,25 @@ __all__ = [
 ]
 
 # Drawn states, in the legend's order.
-STATES = ("completed", "running", "queued", "failed", "aborted", "missed", "skipped-overlap",
-          "paused", "claimed", "unrecorded")  # fmt: skip
+STATES = (
+    "completed",
+    "running",
+    "queued",
+    "failed",
+    "aborted",
+    "missed",
+    "skipped-overlap",
+    "paused",
+    "claimed",
+    "unrecorded",
+)
 _AS_STATE = {"skipped-paused": "paused", "skipped-completed": "completed", "enqueued": "queued"}
 _FINAL = ("failed", "aborted", "skipped-overlap", "skipped-paused", "missed", "skipped-completed")
 _MARK_W, _GAP, _STRIP_H = 6, 1, 16
 _SLOTS = 50  # a chart is as wide as 50 occurrences, however few there are yet
 _AXIS, _STEP, _BAR_W = 40, 10, 8  # a chart's axis labels, and each occurrence's slot and bar
+# How far back unrecorded occurrences are looked for: as far as the schedules are read back.
+_LOOK_BACK_MAX = timedelta(days=30 * 366)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +78,8 @@ class Mark:
     note: str | None = None
 
     def title(self) -> str:
-        text = f"{self.scheduled_at.strftime('%Y-%m-%d %H:%M:%S')} UTC: {self.state}"
+        due = self.scheduled_at.replace(tzinfo=None).isoformat(sep=" ", timespec="seconds")
+        text = f"{due} UTC: {self.state}"
         if self.replica:
             text += f" on {self.replica}"
         if self.note:
@@ -139,9 +152,15 @@ def _mark(
 
 
 def unrecorded(
-    found: Sequence[Mark], records: Sequence[RunRecord], schedule: Schedule, job: str,
-    now: datetime, *, limit: int = 50, after_newest: bool = False,
-) -> list[Occurrence]:  # fmt: skip
+    found: Sequence[Mark],
+    records: Sequence[RunRecord],
+    schedule: Schedule,
+    job: str,
+    now: datetime,
+    *,
+    limit: int = 50,
+    after_newest: bool = False,
+) -> list[Occurrence]:
     """The occurrences ``schedule`` had up to ``now`` that no drawn mark names, oldest first:
     the latest ``limit`` since the oldest mark, and since the oldest record (every record of
     an occurrence due after it is among ``records``, which are the newest by start). Nothing
@@ -155,20 +174,34 @@ def unrecorded(
     start = found[0].scheduled_at
     if after_newest:
         start = found[-1].scheduled_at
-        if schedule.next_after(start) > now:
-            return []
     if records:
         start = max(start, min(r.started_at for r in records))
+    # A record dated at the ends of the calendar (forged, or a clock gone wrong) does not
+    # stretch the window: nothing is looked for after now, nor further back than the schedule
+    # is read back anywhere else, so the window's arithmetic stays inside the calendar.
+    start = max(start, now - _LOOK_BACK_MAX)
+    if start >= now:
+        return []
+    try:
+        if after_newest and schedule.next_after(start) > now:
+            return []
+        due = [
+            Occurrence(job=job, scheduled_at=at)
+            for at in latest_occurrences(schedule, start, now, limit)
+        ]
+    except OverflowError:  # a schedule whose own times reach the end of the calendar
+        return []
     shown = {m.occurrence_id for m in found}
-    due = (Occurrence(job=job, scheduled_at=at)
-           for at in latest_occurrences(schedule, start, now, limit))  # fmt: skip
     return [occurrence for occurrence in due if occurrence.id not in shown]
 
 
 def unrecorded_marks(
-    occurrences: Sequence[Occurrence], owners: Sequence[str | None], now: datetime,
-    grace: timedelta, fire_at: Callable[[datetime], datetime] = lambda at: at,
-) -> list[Mark]:  # fmt: skip
+    occurrences: Sequence[Occurrence],
+    owners: Sequence[str | None],
+    now: datetime,
+    grace: timedelta,
+    fire_at: Callable[[datetime], datetime] = lambda at: at,
+) -> list[Mark]:
     """Marks for occurrences no record names, from their claims' owners: ``claimed`` while
     one holds it; ``unrecorded`` when none does once ``grace`` has passed since it was fired
     (``fire_at``: its scheduled time plus its share of the job's jitter); before, a late
@@ -180,15 +213,21 @@ def unrecorded_marks(
             note = "nothing recorded: not written yet, or it died before it enqueued"
             drawn.append(Mark(occurrence.id, at, "claimed", owner[:200], note=note))
         elif now - at >= CLAIM_TTL:
-            drawn.append(Mark(occurrence.id, at, "unrecorded",
-                              note="no record; its claim, if any, expired after 48 h"))  # fmt: skip
+            drawn.append(
+                Mark(
+                    occurrence.id,
+                    at,
+                    "unrecorded",
+                    note="no record; its claim, if any, expired after 48 h",
+                )
+            )
         elif now - fire_at(at) > grace:
             note = "nobody claimed it: no replica was up when it was due, or the store was down"
             drawn.append(Mark(occurrence.id, at, "unrecorded", note=note))
     return drawn
 
 
-def strip(found: Sequence[Mark], *, label: str, aligned: bool = False) -> str:
+def strip(found: Sequence[Mark], *, label: str, aligned: bool = False) -> Markup:
     """One mark per occurrence, coloured by state, each with its title (shown on hover).
     ``aligned``: on the charts' grid (one slot of ``chart`` per occurrence, as wide as 50),
     so that drawn at the charts' width each mark stands above its bars."""
@@ -196,25 +235,36 @@ def strip(found: Sequence[Mark], *, label: str, aligned: bool = False) -> str:
     width = left + max(1, len(found)) * step
     if aligned:
         width = left + max(_SLOTS, len(found)) * step
-    rects = "".join(
-        f'<rect class="m {m.state}" x="{left + i * step}" y="0" width="{mark_w}" '
-        f'height="{_STRIP_H}" rx="1"><title>{escape(m.title())}</title></rect>'
+    rects = join(
+        html(
+            '<rect class="m {}" x="{}" y="0" width="{}" height="{}" rx="1"><title>{}</title>'
+            "</rect>",
+            m.state,
+            left + i * step,
+            mark_w,
+            _STRIP_H,
+            m.title(),
+        )
         for i, m in enumerate(found)
     )
-    counts = _summary(found)
-    return (
-        f'<svg class=strip viewBox="0 0 {width} {_STRIP_H}" width="{width}" height="{_STRIP_H}" '
-        f'role=img aria-label="{escape(label)}: {escape(counts)}">{rects}</svg>'
+    return html(
+        '<svg class=strip viewBox="0 0 {w} {h}" width="{w}" height="{h}" role=img '
+        'aria-label="{label}: {counts}">{rects}</svg>',
+        w=width,
+        h=_STRIP_H,
+        label=label,
+        counts=_summary(found),
+        rects=rects,
     )
 
 
-def chart(found: Sequence[Mark], *, field: str, label: str) -> str:
+def chart(found: Sequence[Mark], *, field: str, label: str) -> Markup:
     """Bars of ``field`` (``duration_ms`` or ``lag_ms``) per occurrence, oldest first, coloured
     by state, with the largest value on the axis."""
     values = [getattr(m, field) for m in found]
     known = [v for v in values if v is not None]
     if not known:
-        return f"<p class=muted>No {escape(label.lower())} recorded yet.</p>"
+        return html("<p class=muted>No {} recorded yet.</p>", label.lower())
     top = max(max(known), 1.0)
     step, height, base = _STEP, 60, 70
     bars = []
@@ -223,28 +273,46 @@ def chart(found: Sequence[Mark], *, field: str, label: str) -> str:
             continue
         tall = max(1.0, min(value, top) / top * height)
         bars.append(
-            f'<rect class="m {mark.state}" x="{_AXIS + i * step}" y="{base - tall:.1f}" '
-            f'width="{_BAR_W}" '
-            f'height="{tall:.1f}"><title>{escape(mark.title())}</title></rect>'
+            html(
+                '<rect class="m {}" x="{}" y="{:.1f}" width="{}" height="{:.1f}">'
+                "<title>{}</title></rect>",
+                mark.state,
+                _AXIS + i * step,
+                base - tall,
+                _BAR_W,
+                tall,
+                mark.title(),
+            )
         )
     width = _AXIS + max(_SLOTS, len(found)) * step
-    return (
-        f"<figure class=chart><figcaption>{escape(label)}</figcaption>"
-        f'<svg viewBox="0 0 {width} 80" role=img aria-label="{escape(label)}, up to '
-        f'{escape(ms_text(top))}"><text x="0" y="14" class=axis>{escape(ms_text(top))}</text>'
-        f'<text x="0" y="{base}" class=axis>0</text>'
-        f'<line x1="38" y1="{base}" x2="{width}" y2="{base}" class=axis-line />'
-        f"{''.join(bars)}</svg></figure>"
+    return html(
+        '<figure class=chart><figcaption>{label}</figcaption><svg viewBox="0 0 {width} 80" '
+        'role=img aria-label="{label}, up to {top}"><text x="0" y="14" class=axis>{top}</text>'
+        '<text x="0" y="{base}" class=axis>0</text>'
+        '<line x1="38" y1="{base}" x2="{width}" y2="{base}" class=axis-line />'
+        "{bars}</svg></figure>",
+        label=label,
+        width=width,
+        top=ms_text(top),
+        base=base,
+        bars=join(bars),
     )
 
 
-def legend() -> str:
-    items = " ".join(
-        f'<span><svg width="10" height="10" aria-hidden=true><rect class="m {state}" '
-        f'width="10" height="10" rx="1"/></svg> {state}</span>'
-        for state in STATES
+def legend() -> Markup:
+    items = join(
+        (
+            html(
+                '<span><svg width="10" height="10" aria-hidden=true><rect class="m {}" '
+                'width="10" height="10" rx="1"/></svg> {}</span>',
+                state,
+                state,
+            )
+            for state in STATES
+        ),
+        " ",
     )
-    return f"<p class=legend>{items}</p>"
+    return html("<p class=legend>{}</p>", items)
 
 
 def _summary(found: Sequence[Mark]) -> str:

@@ -1,5 +1,10 @@
 """The HTTP wire the apps and handlers share: a request as the handler sees it, a response,
-status lines and the headers every response carries, whatever server runs the app."""
+status lines and the headers every response carries, whatever server runs the app.
+
+A response's body is JSON or a page, and a page is ``Markup`` (``cron_bridge.http.html``):
+text that was escaped as it was built. Every response carries the dashboard's
+``Content-Security-Policy`` (only its own script and style), ``nosniff`` and no referrer;
+JSON is written with ``<``, ``>`` and ``&`` escaped, so no answer holds markup from input."""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
+
+from cron_bridge.http.html import Markup
+from cron_bridge.http.layout import CONTENT_SECURITY_POLICY
 
 __all__ = [
     "COOKIE",
@@ -25,6 +33,7 @@ __all__ = [
 STATUS = {
     200: "OK",
     303: "See Other",
+    400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",
@@ -72,17 +81,18 @@ class Request:
 @dataclass(frozen=True, slots=True)
 class Response:
     status: int
-    body: dict[str, Any] | str
+    body: dict[str, Any] | Markup
     headers: tuple[tuple[str, str], ...] = ()
 
     def encoded(self) -> bytes:
-        if isinstance(self.body, str):
-            return self.body.encode()
-        return json.dumps(self.body).encode()
+        if isinstance(self.body, Markup):
+            return self.body.encode("utf-8", "replace")
+        text = json.dumps(self.body)  # ASCII: control characters and the rest escaped
+        return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
 
     @property
     def content_type(self) -> str:
-        if isinstance(self.body, str):
+        if isinstance(self.body, Markup):
             return "text/html; charset=utf-8"
         return "application/json"
 
@@ -94,10 +104,12 @@ def head(response: Response, body: bytes) -> list[tuple[str, str]]:
         ("Cache-Control", "no-store"),
         ("X-Content-Type-Options", "nosniff"),
         ("X-Frame-Options", "DENY"),
+        ("Content-Security-Policy", CONTENT_SECURITY_POLICY),
+        ("Referrer-Policy", "no-referrer"),
         *response.headers,
     ]
 
 
 def redirect(location: str, *extra: tuple[str, str]) -> Response:
     """303 to ``location`` (after a form), with ``extra`` headers."""
-    return Response(303, "", (("Location", location), *extra))
+    return Response(303, Markup(), (("Location", location), *extra))

@@ -7,7 +7,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import ConsoleMessage, Page, sync_playwright
 
 from cron_bridge.control import pause as control
 from cron_bridge.stores import store_from_url
@@ -54,9 +54,20 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
             browser = playwright.chromium.launch(executable_path=chromium)
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             page = context.new_page()
+            # What the browser refused under the Content-Security-Policy, and script errors
+            # (the 401s of the sign-in form are errors too, of another kind).
+            refused: list[str] = []
+
+            def console(message: ConsoleMessage) -> None:
+                if "Content Security Policy" in message.text:
+                    refused.append(message.text)
+
+            page.on("console", console)
+            page.on("pageerror", lambda error: refused.append(str(error)))
 
             response = page.goto(f"{base}/")
             assert response is not None and response.status == 401
+            assert "default-src 'none'" in response.headers["content-security-policy"]
             assert page.locator("#secret").is_visible()
             assert not any(job in page.content() for job in JOBS)
 
@@ -77,6 +88,9 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
             assert (cookie["httpOnly"], cookie["sameSite"]) == (True, "Strict")
             assert SECRET not in cookie["value"]
             page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+            # Its one script, allowed by its hash, reloads the page by itself.
+            with page.expect_event("load", timeout=15_000):
+                pass
 
             page.click("text=cache.warm")
             page.click("text=Run now")
@@ -133,8 +147,12 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
             forged = status(f"{base}/api/jobs/cache.warm/pause", data=b"csrf=guess",
                             headers=cookie_header)  # fmt: skip
             assert forged == 403
+            # A link's own words never reach the status line: only what this server said.
+            page.goto(f"{base}/jobs/cache.warm?said=Your+session+expired%2C+sign+in+at+evil")
+            assert page.locator("[role=status].flash").count() == 0
             page.click("text=Sign out")
             assert page.locator("#secret").is_visible()
+            assert not refused, refused
             browser.close()
         # Signed out: the same cookie opens nothing any more.
         assert status(f"{base}/", headers={"Cookie": cookie_header["Cookie"]}) == 401

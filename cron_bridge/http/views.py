@@ -1,0 +1,183 @@
+"""What every page of the scheduler panel shares: which namespace it shows (``View``), its
+header, a job's drawn occurrences, zone and next run, and links that keep the namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, tzinfo
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urlencode
+
+from cron_bridge.control import catalog
+from cron_bridge.control.catalog import JobInfo
+from cron_bridge.http import strips
+from cron_bridge.http.html import Markup, html, join
+from cron_bridge.http.layout import when
+from cron_bridge.keys import lock_key
+from cron_bridge.schedules import load_zone
+from cron_bridge.stores.base import RunRecord, Store
+from cron_bridge.windows import NEVER
+
+if TYPE_CHECKING:
+    from cron_bridge.beat.replica import Beat
+    from cron_bridge.jobs import Job
+
+__all__ = [
+    "RECORDS_PER_STRIP",
+    "STRIP_OCCURRENCES",
+    "View",
+    "header",
+    "last_run",
+    "link",
+    "marks_of",
+    "next_run",
+    "zone_of",
+]
+
+STRIP_OCCURRENCES = 50
+# Records read for a job's strip: its occurrences' records from every replica and attempt.
+RECORDS_PER_STRIP = 300
+
+
+def last_run(records: Iterable[RunRecord]) -> RunRecord | None:
+    """The latest record of a run (the winner's, not another replica's skipped-claimed)."""
+    for record in records:
+        if record.outcome != "skipped-claimed":
+            return record
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """Which namespace a page shows: the serving beat's own (``name`` None: its jobs, with
+    run-now and pause buttons) or another one, read from its store (jobs from its catalog,
+    read-only)."""
+
+    beat: Beat
+    stores: Mapping[str, Store]
+    name: str | None = None
+
+    @property
+    def store(self) -> Store:
+        return self.beat.store if self.name is None else self.stores[self.name]
+
+    def query(self, first: bool = True) -> str:
+        if self.name is None:
+            return ""
+        return f"{'?' if first else '&'}ns={quote(self.name, safe='')}"
+
+    def jobs(self) -> list[tuple[JobInfo, Job | None]]:
+        if self.name is None:
+            today = datetime.now(UTC).date().isoformat()
+            stored = self.beat.stored_jobs
+            found = [(JobInfo.of(job, today), job) for job in self.beat.jobs()]
+            # Marked as the CLI's list marks them: a schedule kept in the store, not in code.
+            return [
+                (
+                    replace(info, target=f"stored:{info.target}") if info.name in stored else info,
+                    job,
+                )
+                for info, job in found
+            ]
+        return [(info, None) for info in catalog.read(self.store).values()]
+
+
+def header(view: View, path: str, csrf: str, now: datetime) -> Markup:
+    """The top of every page: the way home, who serves it and what store it shows, the
+    namespace selector (when there are others) and "Sign out"."""
+    beat = view.beat
+    selector = Markup()
+    if view.stores:
+        options = join(
+            html(
+                '<option value="{}"{}>{}</option>',
+                name,
+                Markup(" selected" if name == view.name else ""),
+                name,
+            )
+            for name in sorted(view.stores)
+        )
+        selector = html(
+            """<form class=inline method=get action="{}/" id=namespace>
+  <label>Namespace <select name=ns><option value="">this beat's</option>{}</select></label>
+  <button type=submit>Show</button></form>""",
+            path,
+            options,
+        )
+    shown = view.store.url if view.name is None else f"{view.name}: {view.store.url}"
+    return html(
+        """
+<header>
+  <div><h1><a href="{path}/{query}">cron-bridge</a></h1>
+  <span class=muted>served by replica <code>{replica}</code>, showing
+  <code>{shown}</code>, {now} UTC</span></div>
+  <div>{selector}
+  <form class=inline method=post action="{path}/logout">
+    <input type=hidden name=csrf value="{csrf}"><button type=submit>Sign out</button></form></div>
+</header>""",
+        path=path,
+        query=view.query(),
+        replica=beat.replica_id,
+        shown=shown,
+        now=now.strftime("%H:%M:%S"),
+        selector=selector,
+        csrf=csrf,
+    )
+
+
+def marks_of(
+    store: Store,
+    name: str,
+    job: Job | None,
+    now: datetime,
+    *,
+    after_newest: bool = False,
+    records: int = RECORDS_PER_STRIP,
+    limit: int = STRIP_OCCURRENCES,
+) -> tuple[list[RunRecord], list[strips.Mark]]:
+    """A job's newest ``records`` and its last ``limit`` occurrences as drawn (running ones
+    included, and, for a scheduled cluster job of this namespace, the ones no record names,
+    from their claims: one more read, only when there are such occurrences).
+    ``after_newest``: only those due after its newest recorded one (the overview, which draws
+    every job)."""
+    found_records = store.history(name, records)
+    running = strips.parse_holder(name, store.holder(lock_key(name)))
+    found = strips.marks(found_records, running, limit=limit)
+    if job is None or job.external or not job.is_cluster:
+        return found_records, found
+    missing = strips.unrecorded(
+        found, found_records, job.schedule, name, now, limit=limit, after_newest=after_newest
+    )
+    if missing:
+        owners = store.claimed_by_many(missing)
+        found += strips.unrecorded_marks(missing, owners, now, job.misfire_grace, job.fire_at)
+        found = sorted(found, key=lambda m: m.scheduled_at)[-limit:]
+    return found_records, found
+
+
+def zone_of(info: JobInfo) -> tzinfo:
+    """The job's zone, for its own times (UTC when the catalog names none we know)."""
+    try:
+        return load_zone(info.tz)
+    except Exception:  # noqa: BLE001 - another namespace's catalog is untrusted text
+        return UTC
+
+
+def next_run(coming: datetime | None, now: datetime, paused: bool, zone: tzinfo) -> Markup:
+    """A job's next run in its zone: ``paused``, ``external`` (``coming`` None) or ``none``
+    left."""
+    if paused:
+        return Markup("<span class=skipped-paused>paused</span>")
+    if coming is None:
+        return Markup("external")
+    return Markup("<span class=muted>none</span>") if coming >= NEVER else when(coming, now, zone)
+
+
+def link(path: str, view: View, **params: str | int) -> str:
+    """A link to the dashboard at ``path`` with ``params`` (empty ones left out), keeping the
+    namespace."""
+    query = {k: str(v) for k, v in params.items() if v not in ("", None, "all", 1)}
+    if view.name is not None:
+        query["ns"] = view.name
+    return f"{path}?{urlencode(query)}" if query else path
