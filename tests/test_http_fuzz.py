@@ -606,16 +606,19 @@ def test_records_dated_at_the_edges_of_time_answer_200() -> None:
         ("fuzz.east", datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
         ("fuzz.other", datetime(1, 1, 1, tzinfo=UTC)),
     ):
-        surface.store.record(
-            RunRecord(
-                job=job,
-                occurrence_id=Occurrence(job=job, scheduled_at=at).id,
-                outcome="completed",
-                trigger="schedule",
-                replica="fuzz-1",
-                started_at=at,
-            )
+        record = RunRecord(
+            job=job,
+            occurrence_id=Occurrence(job=job, scheduled_at=at).id,
+            outcome="completed",
+            trigger="schedule",
+            replica="fuzz-1",
+            started_at=datetime(2026, 1, 1, tzinfo=UTC),
         )
+        # The shared stores skip such a record where they read it (tests/stores/
+        # test_hostile_bytes.py); the memory store hands its records over as they are, so
+        # the pages must show one whatever a reader below them lets through.
+        object.__setattr__(record, "started_at", at)
+        surface.store.record(record)
     surface.store.put_control(
         f"change:{JOB}",
         "1:naive",
@@ -633,5 +636,6 @@ def test_records_dated_at_the_edges_of_time_answer_200() -> None:
     assert b"9999-12-31 23:59:59" in pages[f"{BASE}/jobs/{JOB}"]
     assert b"9999-12-31 23:59:59 UTC" in pages[f"{BASE}/jobs/fuzz.east"]  # not in Warsaw
     assert b"0001-01-01 00:00:00 UTC" in pages[f"{BASE}/jobs/fuzz.other"]  # nor in New York
-    assert b"2026-12-01T10:00:00" in pages[f"{BASE}/jobs/{JOB}"]  # the raw text, no zone
+    # A change whose time has no zone is skipped where the change log is read (warned once).
+    assert b"2026-12-01T10:00:00" not in pages[f"{BASE}/jobs/{JOB}"]
     surface.still_answers()
