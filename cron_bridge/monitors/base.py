@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
-from cron_bridge.redaction import redact_text, redact_url
+from cron_bridge.redaction import redact_head, redact_url
 from cron_bridge.schedules import Schedule
 
 __all__ = ["CheckIn", "Monitor", "host_of", "masked", "warn_once"]
@@ -60,14 +60,18 @@ def masked(value: object) -> str:
     """``value`` as a message may show it: cut to ``SHOWN`` characters, a URL's whole user-info
     as ``***`` (a DSN's key has no password, and is one), secret parameters and passwords in
     the rest as ``***`` (``cron_bridge.redaction``)."""
-    text = str(value)[:SHOWN]
+    # Cut by redact_head, which knows it cut: a password whose "@" fell past the cut is
+    # masked all the same.
+    text = redact_head(str(value), SHOWN * 4)
     try:
         parts = urlsplit(text)
     except ValueError:
         return "***"
     if "@" in parts.netloc:
         text = urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
-    return redact_text(redact_url(text))
+    elif "@" in text and "://" not in text:  # a DSN without its scheme: key@host
+        text = "***@" + text.rpartition("@")[2]
+    return redact_head(redact_url(text), SHOWN)
 
 
 def host_of(url: str) -> str:
