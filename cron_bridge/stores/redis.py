@@ -95,8 +95,10 @@ def _explained(exc: BaseException) -> str:
     """redis-py's error, with what to do when it is about the password."""
     text = str(exc)
     if any(sign in text for sign in _NEEDS_PASSWORD):
-        return ("the server needs a password: give it in the URL, redis://:PASSWORD@HOST:PORT/DB "
-                f"or redis://USER:PASSWORD@... ({text})")  # fmt: skip
+        # Said without a URL to copy: what leaves the process is redacted, and a URL's
+        # user-info, placeholder or not, is shown as ***.
+        return ("the server needs a password, which goes in the URL before the host as "
+                f":PASSWORD@ or USER:PASSWORD@ ({text})")  # fmt: skip
     if "WRONGPASS" in text or "invalid password" in text or "invalid username-password" in text:
         return f"the server refused the user or password in the URL ({text})"
     return text

@@ -118,8 +118,8 @@ def test_a_redis_that_needs_a_password_gets_an_answer_that_says_so(tmp_path: Pat
     try:
         port = server.port
         for url, says in (
-            (f"redis://127.0.0.1:{port}/0", "the server needs a password: give it in the URL, "
-             "redis://:PASSWORD@HOST:PORT/DB"),
+            (f"redis://127.0.0.1:{port}/0", "the server needs a password, which goes in the "
+             "URL before the host as :PASSWORD@ or USER:PASSWORD@"),
             (f"redis://:wrong@127.0.0.1:{port}/0", "the server refused the user or password"),
         ):  # fmt: skip
             done = cli("history", "x", "--store", url, env=command_env(), cwd=tmp_path)
