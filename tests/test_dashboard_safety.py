@@ -30,19 +30,19 @@ START = datetime(1, 1, 1, tzinfo=UTC)
 
 
 def test_html_escapes_every_value_that_is_not_markup() -> None:
-    """Values are escaped (quotes too) and stripped of control characters; Markup is kept;
+    """Values are escaped (quotes too), control characters shown as escapes; Markup is kept;
     adding to and joining Markup escapes the other side; numbers keep their format; a
     template with an unquoted attribute value is refused."""
     hostile = "<script>\"x\"&'y'\x1b[2J\u202e"
     assert html('<td title="{}">{}</td>', hostile, Markup("<b>ok</b>")) == (
-        '<td title="&lt;script&gt;&quot;x&quot;&amp;&#x27;y&#x27;[2J"><b>ok</b></td>'
+        '<td title="&lt;script&gt;&quot;x&quot;&amp;&#x27;y&#x27;\\x1b[2J\\u202e"><b>ok</b></td>'
     )
     assert isinstance(html("{}", "x"), Markup)
     assert Markup("<b>") + "<i>" == "<b>&lt;i&gt;" and isinstance(Markup() + "x", Markup)
     assert "<i>" + Markup("<b>") == "&lt;i&gt;<b>"
     assert join(["<a>", Markup("<b>")], ", ") == "&lt;a&gt;, <b>"
     assert html("{:.1f} {}", 1.25, 7) == "1.2 7"
-    assert escape("\ud800x") == "x"
+    assert escape("\ud800x") == "\\ud800x"
     with pytest.raises(ValueError, match="quote the attribute"):
         html("<a href={}>", "x onclick=y")
 

@@ -581,20 +581,29 @@ def test_any_record_text_is_shown_only_as_escaped_text() -> None:
     surface.still_answers()
 
 
+# Shown as escapes, as the logs and the CLI write them: bidirectional marks and overrides,
+# the Unicode line separators, lone surrogates.
+_ESCAPED_AS_U = {0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F),
+                 *range(0x2066, 0x206A)}  # fmt: skip
+
+
 def _visible(text: str) -> str:
-    """What of ``text`` a page shows: all but control characters (tab and newline kept),
-    bidirectional overrides and lone surrogates, from its first to its last printable one."""
-    kept = "".join(
-        ch
-        for ch in text
-        if ch in "\t\n"
-        or (
-            unicodedata.category(ch) not in ("Cc", "Cs")
-            and not 0x202A <= ord(ch) <= 0x202E
-            and not 0x2066 <= ord(ch) <= 0x2069
-        )
-    )
-    return kept.strip()
+    """What of ``text`` a page shows: newlines as they are, every other control character as
+    its escape (``\\x1b``, ``\\t``), bidirectional marks and overrides, line separators and lone
+    surrogates as ``\\uXXXX``; from its first to its last character that is not a space."""
+    shown = []
+    for ch in text:
+        if ch == "\n":
+            shown.append(ch)
+        elif ch in "\t\r":
+            shown.append({"\t": "\\t", "\r": "\\r"}[ch])
+        elif unicodedata.category(ch) == "Cc":
+            shown.append(f"\\x{ord(ch):02x}")
+        elif unicodedata.category(ch) == "Cs" or ord(ch) in _ESCAPED_AS_U:
+            shown.append(f"\\u{ord(ch):04x}")
+        else:
+            shown.append(ch)
+    return "".join(shown).strip()
 
 
 def test_records_dated_at_the_edges_of_time_answer_200() -> None:

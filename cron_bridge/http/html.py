@@ -7,10 +7,10 @@ value read from a store or a request can only reach a page as text. Attribute va
 always written quoted (``html`` refuses a template with ``={}``), and escaping quotes both
 kinds of quote, so a value never leaves its attribute.
 
-Every value shown goes through ``shown_text`` first, the one place where text that leaves the
-process by the web surface is made safe to show: redacted, without control characters (which
-a page, a copied line or a terminal would act on), without lone surrogates (which UTF-8
-cannot carry).
+Every value shown goes through ``shown_text`` first, which hands it to the process's one
+sanitiser (``cron_bridge.text_out.sanitize``, as the logs and the CLI do): redacted, bounded,
+and with control characters (which a page, a copied line or a terminal would act on) and lone
+surrogates (which UTF-8 cannot carry) written as escapes.
 """
 
 from __future__ import annotations
@@ -19,28 +19,20 @@ import html as _html
 from collections.abc import Iterable
 from typing import LiteralString
 
-from cron_bridge.redaction import redact_text
+from cron_bridge.text_out import sanitize
 
 __all__ = ["Markup", "escape", "html", "join", "shown_text"]
 
-# C0 but tab and newline, DEL, C1; the bidirectional overrides and isolates (text that reads
-# other than it is); lone surrogates. One table: ``str.translate`` is linear in the text.
-_REMOVED = dict.fromkeys(
-    [
-        *(c for c in range(0x20) if c not in (0x09, 0x0A)),
-        *range(0x7F, 0xA0),
-        *range(0x202A, 0x202F),
-        *range(0x2066, 0x206A),
-        *range(0xD800, 0xE000),
-    ]
-)
+# The most characters of one value a page shows: a stored traceback is cut to 8,000 when it
+# is written; a forged one longer than this is cut here (``…``), and costs no more to show.
+SHOWN_MAX = 20_000
 
 
 def shown_text(text: str) -> str:
-    """``text`` as the web surface may show it: redacted (``redact_text``) and stripped of
-    control characters, bidirectional overrides and lone surrogates."""
-    # TODO(issue 36): the text sanitiser of cron_bridge.redaction, once it lands.
-    return redact_text(text.translate(_REMOVED))
+    """``text`` as the web surface may show it: through the process's one sanitiser
+    (``text_out.sanitize``: redacted, bounded, control characters, bidirectional overrides
+    and lone surrogates written as escapes), newlines kept for the page to lay out."""
+    return sanitize(text, SHOWN_MAX, lines=True)
 
 
 class Markup(str):
