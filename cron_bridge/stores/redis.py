@@ -12,6 +12,10 @@ again within ``misfire_grace``. Asking again finds this process's own unconfirme
 (``SET NX`` then ``GET``, remembered in this process only, so a restarted replica with the
 same name never takes its predecessor's claims for its own) and waits for them again.
 
+A key of the wrong Redis type is unreadable, never an outage (``redis_types``): a read gives
+what an absent key gives (a control group: what this process last read of it), a write leaves
+it and writes the rest of its batch, each warned once.
+
 Replies that carry what the store holds are read undecoded (redis-py's ``NEVER_DECODE``, also
 on a borrowed client that decodes), and turned into text by ``untrusted.text``.
 """
@@ -61,6 +65,7 @@ try:
     from redis.sentinel import MasterNotFoundError
 
     from cron_bridge.stores.redis_connect import connect, parse_sentinel_url
+    from cron_bridge.stores.redis_types import LastReads, is_wrong_type, warn_wrong_type
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError('the Redis store needs redis-py: pip install "cron-bridge[redis]"') from exc
 
@@ -147,6 +152,7 @@ class RedisStore(Store):
         # Claims of this process that fewer than wait_replicas acknowledged: key -> when.
         self._unconfirmed: dict[str, float] = {}
         self._shown: str | None = None
+        self._last_reads = LastReads()
         if isinstance(client_or_url, str):
             self._url = client_or_url
             self._owned = True
@@ -194,8 +200,22 @@ class RedisStore(Store):
                 )
             return self._client
 
-    def _call(self, work: Callable[[Client], T], *, pipelines: int = 0, commands: int = 1) -> T:
-        """Run ``work`` and count its round trips: one per command, one per node per pipeline."""
+    def _call(
+        self,
+        work: Callable[[Client], T],
+        *,
+        pipelines: int = 0,
+        commands: int = 1,
+        key: str | None = None,
+        holds: str = "",
+        otherwise: Any = None,
+    ) -> T:
+        """Run ``work`` and count its round trips: one per command, one per node per pipeline.
+
+        Args:
+            key: the one key ``work`` touches; when it is of another type than ``holds``, the
+                answer is ``otherwise`` (warned once), not ``StoreUnavailable``.
+        """
         try:
             client = self._connect()
             result = work(client)
@@ -203,11 +223,44 @@ class RedisStore(Store):
             raise StoreUnavailable("redis: no Sentinel named a reachable primary",
                                    host=self._host) from exc  # fmt: skip
         except _REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"redis: {_explained(exc)}", host=self._host) from exc
+            if key is None or not is_wrong_type(exc):
+                raise StoreUnavailable(f"redis: {_explained(exc)}", host=self._host) from exc
+            self._unusable(client, [key], holds)
+            result = otherwise
         cluster = isinstance(client, RedisCluster)
         nodes = len(client.get_primaries()) if cluster else 1  # type: ignore[union-attr]
         self.stats.add(pipelines * nodes + commands)
         return result
+
+    def _unusable(self, client: Client, keys: Sequence[str], holds: str) -> None:
+        """Warn once of each of ``keys`` the server found of the wrong type, by the type it
+        holds (asked only now: a warning is said again when the type changes)."""
+        try:
+            if len(keys) == 1:
+                found = [_raw(client, "TYPE", keys[0])]
+            else:
+                pipe = client.pipeline(transaction=False)
+                for key in keys:
+                    _raw(pipe, "TYPE", key)
+                found = pipe.execute()
+        except _REDIS_ERRORS as exc:
+            raise StoreUnavailable(f"redis: {_explained(exc)}", host=self._host) from exc
+        for key, kind in zip(keys, found, strict=True):
+            warn_wrong_type(key, kind, holds, "skipped")
+
+    def _replies(self, client: Client, pipe: Any, keys: Sequence[str], holds: str) -> list[Any]:
+        """A pipeline's replies, one per command of ``keys`` in order, a command that met a key
+        of the wrong type giving None (warned once); any other error raises."""
+        replies = pipe.execute(raise_on_error=False)
+        wrong = []
+        for key, reply in zip(keys, replies, strict=True):
+            if is_wrong_type(reply):
+                wrong.append(key)
+            elif isinstance(reply, Exception):
+                raise reply
+        if wrong:
+            self._unusable(client, sorted(set(wrong)), holds)
+        return [None if is_wrong_type(reply) else reply for reply in replies]
 
     def _run_script(self, client: Client, name: str, keys: list[str], args: list[Any]) -> Any:
         """Run a script of ``lua/`` by its digest (loading it where the server lacks it); the
@@ -244,9 +297,10 @@ class RedisStore(Store):
             # One script for the batch (the keys of a cluster live on several nodes); it reads
             # each job's last claimed occurrence from the keys.
             def script(client: Client) -> list[bool]:
-                answer = self._run_script(client, "claim_many", [*keys, self._key("last")],
-                                          [owner, expiry, len(self.prefix)])  # fmt: skip
-                return [flag == ord("1") for flag in bytes(answer)]
+                flags, kind = self._run_script(client, "claim_many", [*keys, self._key("last")],
+                                               [owner, expiry, len(self.prefix)])  # fmt: skip
+                self._check_last(kind)
+                return [flag == ord("1") for flag in bytes(flags)]
 
             return self._call(script)
 
@@ -257,10 +311,17 @@ class RedisStore(Store):
             for key in keys:
                 pipe.set(key, owner, nx=True, px=expiry)
             won = [bool(answer) for answer in pipe.execute()]
-            self._run_script(client, "advance_last", [self._key("last")], advance)
+            self._check_last(self._run_script(client, "advance_last", [self._key("last")], advance))
             return won
 
         return self._call(work, pipelines=1, commands=1)
+
+    def _check_last(self, kind: Any) -> None:
+        """Warn once when a claim found ``last`` of another type than a hash (``kind``, as the
+        script read it: its claims are made, each job's last claimed occurrence is not)."""
+        if not isinstance(kind, int) and kind not in (b"hash", b"none"):
+            warn_wrong_type(self._key("last"), kind, "hash", "the claims are made, the last "
+                            "claimed occurrences not kept")  # fmt: skip
 
     def _claim_waiting(
         self, client: Client, keys: list[str], owner: str, expiry: int, advance: list[Any]
@@ -276,13 +337,16 @@ class RedisStore(Store):
                     del self._unconfirmed[key]
             retried = {key for key in keys if key in self._unconfirmed}
         pipe = client.pipeline(transaction=False)
+        sent = []  # the key of each command, for _replies
         for key in keys:
             pipe.set(key, owner, nx=True, px=expiry)
+            sent.append(key)
             if key in retried:
                 _raw(pipe, "GET", key)
+                sent.append(key)
         pipe.eval(_script("advance_last"), 1, self._key("last"), *advance)
         pipe.wait(self.wait_replicas, max(1, round(self.wait_timeout * 1000)))
-        answers = iter(pipe.execute())
+        answers = iter(self._replies(client, pipe, [*sent, self._key("last"), ""], "string"))
         won = []
         for key in keys:
             mine = bool(next(answers))
@@ -290,7 +354,7 @@ class RedisStore(Store):
                 value = next(answers)
                 mine = mine or (value is not None and value == owner.encode())
             won.append(mine)
-        next(answers)  # advance_last
+        self._check_last(next(answers))  # advance_last
         acknowledged = int(next(answers))
         with self._lock:
             if acknowledged >= self.wait_replicas:
@@ -308,7 +372,8 @@ class RedisStore(Store):
         )
 
     def holder(self, key: str) -> str | None:
-        owner = self._call(lambda client: _raw(client, "GET", self._key(key)))
+        name = self._key(key)
+        owner = self._call(lambda client: _raw(client, "GET", name), key=name, holds="string")
         return None if owner is None else untrusted.text(owner, "claims and locks", key)
 
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
@@ -323,7 +388,7 @@ class RedisStore(Store):
                 pipe = client.pipeline(transaction=False)
                 for key in keys:
                     _raw(pipe, "GET", key)
-                return pipe.execute()
+                return self._replies(client, pipe, keys, "string")
 
             values = self._call(work, pipelines=1, commands=0)
         return [
@@ -334,19 +399,21 @@ class RedisStore(Store):
     def put_control(self, group: str, key: str, value: str | None) -> None:
         name = self._key(f"controls:{group}")  # one hash per group
         if value is None:
-            self._call(lambda client: client.hdel(name, key))
+            self._call(lambda client: client.hdel(name, key), key=name, holds="hash")
         else:
-            self._call(lambda client: client.hset(name, key, value))
+            self._call(lambda client: client.hset(name, key, value), key=name, holds="hash")
 
     def add_control(self, group: str, key: str, value: str) -> bool:
         name = self._key(f"controls:{group}")
-        return bool(self._call(lambda client: client.hsetnx(name, key, value)))
+        added = self._call(lambda client: client.hsetnx(name, key, value), key=name,
+                           holds="hash", otherwise=False)  # fmt: skip
+        return bool(added)
 
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if values:
             name = self._key(f"controls:{group}")
             mapping: Any = dict(values)  # redis-py's stubs want an invariant key type
-            self._call(lambda client: client.hset(name, mapping=mapping))
+            self._call(lambda client: client.hset(name, mapping=mapping), key=name, holds="hash")
 
     def notify(self, channel: str) -> None:
         name = self._key(f"notify:{channel}")
@@ -386,22 +453,32 @@ class RedisStore(Store):
     ) -> dict[str, str]:
         bounds = [most, max_bytes, untrusted.MAX_BYTES, CONTROL_KEY_MAX]
         name = self._key(f"controls:{group}")
-        found = self._call(lambda client: self._run_script(client, "controls", [name], bounds))
+        found = self._call(lambda client: self._run_script(client, "controls", [name], bounds),
+                           key=name, holds="hash")  # fmt: skip
+        if found is None:  # of the wrong type: as it was last read (a pause stays paused)
+            return self._last_reads.get(group)
         pairs = zip(found[1::2], found[2::2], strict=True)
-        return control_records(pairs, group, most=most, max_bytes=max_bytes, total=int(found[0]))
+        read = control_records(pairs, group, most=most, max_bytes=max_bytes, total=int(found[0]))
+        self._last_reads.keep(group, read)
+        return read
 
     def control(self, group: str, key: str) -> str | None:
         name = self._key(f"controls:{group}")
-        value = self._call(lambda client: _raw(client, "HGET", name, key))
+        value = self._call(lambda client: _raw(client, "HGET", name, key), key=name, holds="hash",
+                           otherwise=self._last_reads.get(group).get(key))  # fmt: skip
         if value is None:
             return None
+        if isinstance(value, str):  # as the group was last read
+            return value
         found = untrusted.text(value, f"controls:{group}", key)
         return UNREADABLE if found is None else found
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         if not jobs:
             return {}
-        values = self._call(lambda client: _raw(client, "HMGET", self._key("last"), *jobs))
+        name = self._key("last")
+        values = self._call(lambda client: _raw(client, "HMGET", name, *jobs), key=name,
+                            holds="hash", otherwise=[None] * len(jobs))  # fmt: skip
         pairs = [(job, ms) for job, ms in zip(jobs, values, strict=True) if ms is not None]
         return last_claimed_times(pairs, "last claimed")
 
@@ -411,20 +488,14 @@ class RedisStore(Store):
         )
 
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
-        return bool(
-            self._call(
-                lambda client: self._run_script(
-                    client, "extend", [self._key(key)], [owner, ttl_ms(ttl)]
-                )
-            )
-        )
+        name, args = self._key(key), [owner, ttl_ms(ttl)]
+        return bool(self._call(lambda client: self._run_script(client, "extend", [name], args),
+                               key=name, holds="string", otherwise=0))  # fmt: skip
 
     def release(self, key: str, owner: str) -> bool:
-        return bool(
-            self._call(
-                lambda client: self._run_script(client, "release", [self._key(key)], [owner])
-            )
-        )
+        name = self._key(key)
+        return bool(self._call(lambda client: self._run_script(client, "release", [name], [owner]),
+                               key=name, holds="string", otherwise=0))  # fmt: skip
 
     def record_many(self, records: Sequence[RunRecord]) -> None:
         if not records:
@@ -435,7 +506,11 @@ class RedisStore(Store):
         if not self._cluster:  # one script for the batch
 
             def script(client: Client) -> None:
-                self._run_script(client, "record_many", keys, [self.history_limit, *values])
+                skipped = self._run_script(client, "record_many", keys,
+                                           [self.history_limit, *values])  # fmt: skip
+                for key, kind in zip(skipped[::2], skipped[1::2], strict=True):
+                    warn_wrong_type(bytes(key).decode(errors="replace"), kind, "list",
+                                    "its records are not written, the others are")  # fmt: skip
 
             self._call(script)
             return
@@ -444,9 +519,10 @@ class RedisStore(Store):
             pipe = client.pipeline(transaction=False)
             for key, value in zip(keys, values, strict=True):
                 pipe.lpush(key, value)
-            for key in sorted(set(keys)):
+            trimmed = sorted(set(keys))
+            for key in trimmed:
                 pipe.ltrim(key, 0, self.history_limit - 1)
-            pipe.execute()
+            self._replies(client, pipe, [*keys, *trimmed], "list")
 
         self._call(work, pipelines=1, commands=0)
 
@@ -454,28 +530,32 @@ class RedisStore(Store):
         if n <= 0:
             return []
         name = self._key(f"runs:{job}")
-        items = self._call(lambda client: _raw(client, "LRANGE", name, 0, n - 1))
+        items = self._call(lambda client: _raw(client, "LRANGE", name, 0, n - 1), key=name,
+                           holds="list", otherwise=[])  # fmt: skip
         return readable(items, _record_from_json, self._key(f"runs:{job}"))
 
     def heartbeat(
         self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
     ) -> datetime | None:
+        name = self._key("replicas")
+
         def work(client: Client) -> Any:
-            expires = self._run_script(client, "heartbeat", [self._key("replicas")],
-                                       [replica, ttl_ms(ttl), ttl_ms(REPLICA_TTL_MAX)])  # fmt: skip
-            if clock_offset_ms is not None:  # one key per replica, gone with it
+            if clock_offset_ms is not None:  # one key per replica, gone with it (SET: any type)
                 client.set(self._key(f"clock:{replica}"), repr(float(clock_offset_ms)),
                            px=ttl_ms(ttl))  # fmt: skip
-            return expires
+            return self._run_script(client, "heartbeat", [name],
+                                    [replica, ttl_ms(ttl), ttl_ms(REPLICA_TTL_MAX)])  # fmt: skip
 
-        expires_ms = int(self._call(work))
-        return EPOCH + (expires_ms - ttl_ms(ttl)) * _ONE_MS  # the server's TIME
+        # Of the wrong type: not listed, and no clock of the server's to measure against.
+        expires_ms = self._call(work, key=name, holds="sorted set")
+        if expires_ms is None:
+            return None
+        return EPOCH + (int(expires_ms) - ttl_ms(ttl)) * _ONE_MS  # the server's TIME
 
     def replicas(self) -> list[ReplicaInfo]:
-        limit = [ttl_ms(REPLICA_TTL_MAX)]
-        flat = self._call(
-            lambda client: self._run_script(client, "replicas", [self._key("replicas")], limit)
-        )
+        limit, name = [ttl_ms(REPLICA_TTL_MAX)], self._key("replicas")
+        flat = self._call(lambda client: self._run_script(client, "replicas", [name], limit),
+                          key=name, holds="sorted set", otherwise=[0])  # fmt: skip
         now_ms = float(flat[0])
         named = (
             (untrusted.text(replica, "replicas", replica, max_bytes=REPLICA_ID_MAX), ms)
@@ -485,9 +565,10 @@ class RedisStore(Store):
 
         def offsets_of(client: Client) -> list[Any]:
             pipe = client.pipeline(transaction=False)
-            for replica, _ in pairs:
-                _raw(pipe, "GET", self._key(f"clock:{replica}"))
-            return list(pipe.execute())
+            clocks = [self._key(f"clock:{replica}") for replica, _ in pairs]
+            for clock in clocks:
+                _raw(pipe, "GET", clock)
+            return self._replies(client, pipe, clocks, "string")
 
         offsets = self._call(offsets_of, pipelines=1, commands=0) if pairs else []
         found = [

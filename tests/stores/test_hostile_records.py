@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from io import BytesIO
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cron_bridge import Beat, declare, untrusted
 from cron_bridge.cli.main import main
@@ -23,10 +26,14 @@ from cron_bridge.control import aside, catalog
 from cron_bridge.control import pause as control
 from cron_bridge.control.schedules import FEED_GROUP, GROUP, StoredSchedule
 from cron_bridge.http import wsgi_app
+from cron_bridge.jobs import Occurrence
+from cron_bridge.keys import lock_key
 from cron_bridge.storable import ENV
-from cron_bridge.stores import Store
-from tests.conftest import StoreKit
+from cron_bridge.stores import RunRecord, Store
+from cron_bridge.stores.base import done_key
+from tests.conftest import StoreKit, make_kit
 from tests.e2e.test_http import SECRET
+from tests.stores import test_hostile_bytes as hostile_bytes
 
 DEEP = "[" * 100_000 + "]" * 100_000
 MEGA = "x" * 900_000  # under the 1 MB a NATS message may carry
@@ -44,6 +51,7 @@ HOSTILE = {
     "int-digits": "9" * 5000,
 }
 REDIS_KINDS = ("redis", "valkey", "redis-cluster", "redis-sentinel")
+TYPED_EXAMPLES = 40  # 30 to 60 s on a loaded machine
 
 
 def _raw_run(kit: StoreKit, store: Any, job: str, values: dict[str, Any]) -> None:
@@ -241,3 +249,179 @@ def test_a_beat_whose_loop_keeps_failing_says_so_in_its_health(
         beat.stop()
     failures = [r for r in caplog.records if "failed" in r.getMessage() and r.exc_info]
     assert len(failures) == 1, "a failing tick is logged with its traceback once, not each tick"
+
+
+# Every key kind of the Redis store, and what the store keeps in it: a key of any other Redis
+# type is unreadable, never an outage (docs/security.md, "The boundaries").
+KEY_KINDS = {
+    **{f"controls:{group}": "hash" for group in hostile_bytes.GROUPS},
+    "last": "hash",
+    "runs": "list",
+    "replicas": "zset",
+    "clock": "string",
+    "claim": "string",
+    "lock": "string",
+    "mark": "string",
+}
+TYPES = ["string", "list", "set", "zset", "hash", "stream"]
+FORGED = "r-forged"  # a live replica whose clock key is written of the wrong type
+
+
+def _keys_of(kind: str, job: str) -> list[str]:
+    """The keys (without the prefix) of one kind: PAGE's claims, lock and marks (its own
+    records: a wrong type there costs those), or a record that TICK's runs go through."""
+    recent = [Occurrence(job=hostile_bytes.PAGE, scheduled_at=_minute(k)) for k in range(4)]
+    return {
+        "last": ["last"],
+        "runs": [f"runs:{job}"],
+        "replicas": ["replicas"],
+        "clock": [f"clock:{FORGED}"],
+        "claim": [o.claim_key for o in recent],
+        "lock": [lock_key(hostile_bytes.PAGE)],
+        "mark": [done_key(o) for o in recent],
+    }.get(kind, [kind])
+
+
+def _minute(back: int) -> datetime:
+    return datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=back)
+
+
+def _write_typed(client: Any, key: bytes, kind: str) -> None:
+    """``key`` replaced by a value of the Redis type ``kind``."""
+    client.delete(key)
+    {
+        "string": lambda: client.set(key, b"x"),
+        "list": lambda: client.rpush(key, b"x"),
+        "set": lambda: client.sadd(key, b"x"),
+        "zset": lambda: client.zadd(key, {b"x": 1}),
+        "hash": lambda: client.hset(key, b"x", b"x"),
+        "stream": lambda: client.xadd(key, {b"x": b"x"}),
+    }[kind]()
+
+
+@st.composite
+def typed_writes(draw: st.DrawFn) -> tuple[str, str, str]:
+    """A key kind of the Redis store and a Redis type it does not hold. Runs are written of
+    the wrong type for OTHER only: TICK's must stay readable for the beat's runs to be seen,
+    and PAGE's for ``history PAGE`` to know the name when the catalog is of the wrong type
+    too (then no job is known: exit 2, as in a store no beat published to)."""
+    kind = draw(st.sampled_from(sorted(KEY_KINDS)))
+    wrong = draw(st.sampled_from([t for t in TYPES if t != KEY_KINDS[kind]]))
+    return kind, wrong, hostile_bytes.OTHER
+
+
+def _write_through(store: Any, url: str) -> None:
+    """What a beat and an operator write: none of it may fail for a key of the wrong type, and
+    a batch writes every record but those of a wrong-typed key."""
+    fresh = [Occurrence(job=job, scheduled_at=datetime(2030, 1, 1, tzinfo=UTC)
+                        + timedelta(milliseconds=time.time_ns() // 1000 % 10**9))
+             for job in (hostile_bytes.TICK, hostile_bytes.PAGE)]  # fmt: skip
+    assert store.claim_many(fresh, "r-1") == [True, True]  # a wrong-typed `last` or not
+    assert store.claim_many(fresh, "r-2") == [False, False]
+    mark = f"check:{uuid.uuid4().hex}"
+    at = fresh[0].scheduled_at
+    store.record_many([
+        RunRecord(job=job, occurrence_id=Occurrence(job=job, scheduled_at=at).id,
+                  outcome="completed", trigger="schedule", replica=mark, started_at=at)
+        for job in (hostile_bytes.OTHER, hostile_bytes.PAGE, hostile_bytes.TICK)
+    ])  # fmt: skip
+    for job in (hostile_bytes.PAGE, hostile_bytes.TICK):  # whatever OTHER's list holds
+        assert any(r.replica == mark for r in store.history(job, 5)), job
+    store.heartbeat("r-check", timedelta(seconds=30), clock_offset_ms=1.0)
+    store.acquire(lock_key(hostile_bytes.PAGE), "r-1", timedelta(seconds=5))
+    store.release(lock_key(hostile_bytes.PAGE), "r-1")
+    store.extend(lock_key(hostile_bytes.PAGE), "r-1", timedelta(seconds=5))
+    app_of = ["-A", "tests.apps.cli_app", "--store", url]
+    for args in (["pause", hostile_bytes.OTHER, *app_of],
+                 ["resume", hostile_bytes.OTHER, *app_of]):  # fmt: skip
+        done = CliRunner().invoke(main, args)
+        assert done.exit_code == 0, (args, done.output[-2000:], done.exception)
+
+
+@pytest.mark.slow
+def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
+    request: pytest.FixtureRequest, tmp_path: Any, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Generated keys of every kind the Redis store uses, each replaced by another Redis type
+    (string, list, set, zset, hash, stream): every reader goes on (the CLI exits 0, the pages
+    answer 200), every write of the others goes through (a batch claimed with a wrong-typed
+    ``last`` is won, a batch of records with a wrong-typed list writes the others), the beat
+    that ran meanwhile runs its job, and a beat started on what was left starts and runs it."""
+    import redis
+
+    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    caplog.set_level(logging.WARNING)
+    kit = make_kit("redis", request, tmp_path)
+    store: Any = kit.open()
+    client = redis.Redis.from_url(kit.url.partition("?")[0])
+    prefix = store.prefix.encode()
+    jobs = hostile_bytes._jobs()
+    beat = Beat(store, jobs, heartbeat_interval="1s")
+    app = wsgi_app(beat, secret=SECRET)
+    beat.start()
+    try:
+        hostile_bytes._wait(lambda: hostile_bytes._ran_since(store, hostile_bytes.TICK,
+                                                             datetime.min.replace(tzinfo=UTC)),
+                            "a first run")  # fmt: skip
+        _write_through(store, kit.url)  # PAGE's first records, before any key is wrong
+
+        @settings(max_examples=TYPED_EXAMPLES, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))  # fmt: skip
+        @given(st.lists(typed_writes(), min_size=1, max_size=3))
+        def each(batch: list[tuple[str, str, str]]) -> None:
+            if client.type(prefix + b"replicas") in (b"zset", b"none"):  # a live replica
+                client.zadd(prefix + b"replicas", {FORGED.encode(): time.time() * 1000 + 60_000})
+            for kind, wrong, job in batch:
+                for key in _keys_of(kind, job):
+                    _write_typed(client, prefix + key.encode(), wrong)
+            hostile_bytes.read_everything(store, jobs, app, kit.url)
+            _write_through(store, kit.url)
+
+        each()
+        after = datetime.now(UTC)
+        hostile_bytes._wait(lambda: hostile_bytes._ran_since(store, hostile_bytes.TICK, after),
+                            "a run after the writes")  # fmt: skip
+        health = beat.health()
+        assert health["running"] and health["store_reachable"], health
+    finally:
+        beat.stop()
+    started = kit.open()
+    second = Beat(started, hostile_bytes._jobs(), heartbeat_interval="1s")
+    since = datetime.now(UTC)
+    second.start()
+    try:
+        hostile_bytes._wait(lambda: hostile_bytes._ran_since(started, hostile_bytes.TICK, since),
+                            "a run by a beat started on them")  # fmt: skip
+    finally:
+        second.stop()
+        client.close()
+        kit.close()
+    said = [r.getMessage() for r in caplog.records if "Redis type" in r.getMessage()]
+    assert len(said) == len(set(said)), "a wrong-typed key warned more than once"
+
+
+def test_a_pause_group_of_the_wrong_redis_type_keeps_what_was_read_of_it(
+    request: pytest.FixtureRequest, tmp_path: Any, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """docs/control.md: a pause group replaced by a string keeps the pauses a reader last read
+    (fail closed) and holds none for a reader that never read it, warned once each."""
+    import redis
+
+    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    caplog.set_level(logging.WARNING)
+    kit = make_kit("redis", request, tmp_path)
+    running: Any = kit.open()
+    control.pause(running, hostile_bytes.PAGE, reason="held", by="ops")
+    assert set(control.paused(running)) == {hostile_bytes.PAGE}
+    client = redis.Redis.from_url(kit.url.partition("?")[0])
+    client.set(running.prefix + "controls:pause", "x")
+    client.close()
+    for _ in range(3):
+        kept = control.paused(running)
+        assert kept[hostile_bytes.PAGE].reason == "held", kept
+    assert control.paused(kit.open()) == {}
+    said = [r.getMessage() for r in caplog.records if "Redis type" in r.getMessage()]
+    assert len(said) == 1 and "string" in said[0], said
+    kit.close()
