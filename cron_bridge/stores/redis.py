@@ -396,24 +396,40 @@ class RedisStore(Store):
             for key, value in zip(keys, values, strict=True)
         ]
 
+    # A control write into a group of the wrong type is refused, not skipped: an operator's
+    # pause must not say it was made when nothing was written (the reads go on as they were).
     def put_control(self, group: str, key: str, value: str | None) -> None:
         name = self._key(f"controls:{group}")  # one hash per group
         if value is None:
-            self._call(lambda client: client.hdel(name, key), key=name, holds="hash")
+            done = self._call(lambda client: client.hdel(name, key) >= 0, key=name,
+                              holds="hash", otherwise=False)  # fmt: skip
         else:
-            self._call(lambda client: client.hset(name, key, value), key=name, holds="hash")
+            done = self._call(lambda client: client.hset(name, key, value) >= 0, key=name,
+                              holds="hash", otherwise=False)  # fmt: skip
+        if not done:
+            raise self._refused_write(name)
 
     def add_control(self, group: str, key: str, value: str) -> bool:
         name = self._key(f"controls:{group}")
-        added = self._call(lambda client: client.hsetnx(name, key, value), key=name,
-                           holds="hash", otherwise=False)  # fmt: skip
+        added = self._call(lambda client: int(client.hsetnx(name, key, value)), key=name,
+                           holds="hash", otherwise=None)  # fmt: skip
+        if added is None:
+            raise self._refused_write(name)
         return bool(added)
 
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if values:
             name = self._key(f"controls:{group}")
             mapping: Any = dict(values)  # redis-py's stubs want an invariant key type
-            self._call(lambda client: client.hset(name, mapping=mapping), key=name, holds="hash")
+            done = self._call(lambda client: client.hset(name, mapping=mapping) >= 0, key=name,
+                              holds="hash", otherwise=False)  # fmt: skip
+            if not done:
+                raise self._refused_write(name)
+
+    def _refused_write(self, name: str) -> StoreUnavailable:
+        return StoreUnavailable(f"redis: the key {name!r} is not a hash (another program's key, "
+                                "or a hostile one): nothing was written; delete it to repair",
+                                host=self._host)  # fmt: skip
 
     def notify(self, channel: str) -> None:
         name = self._key(f"notify:{channel}")

@@ -25,6 +25,7 @@ from cron_bridge.cli.main import main
 from cron_bridge.control import aside, catalog
 from cron_bridge.control import pause as control
 from cron_bridge.control.schedules import FEED_GROUP, GROUP, StoredSchedule
+from cron_bridge.errors import StoreUnavailable
 from cron_bridge.http import wsgi_app
 from cron_bridge.jobs import Occurrence
 from cron_bridge.keys import lock_key
@@ -332,10 +333,20 @@ def _write_through(store: Any, url: str) -> None:
     store.release(lock_key(hostile_bytes.PAGE), "r-1")
     store.extend(lock_key(hostile_bytes.PAGE), "r-1", timedelta(seconds=5))
     app_of = ["-A", "tests.apps.cli_app", "--store", url]
+    # A pause writes its record and its change-log entry: into a group of the wrong type it
+    # writes nothing, and says so (one line, exit 2), instead of saying it paused.
+    written = [f"controls:{group}" for group in (control.PAUSES,
+               control.CHANGES.format(job=hostile_bytes.OTHER))]  # fmt: skip
+    kinds = {store._call(lambda c, k=key: c.type(store._key(k))) for key in written}
+    refused = bool(kinds - {b"hash", b"none", "hash", "none"})
     for args in (["pause", hostile_bytes.OTHER, *app_of],
                  ["resume", hostile_bytes.OTHER, *app_of]):  # fmt: skip
         done = CliRunner().invoke(main, args)
-        assert done.exit_code == 0, (args, done.output[-2000:], done.exception)
+        if refused:
+            assert done.exit_code == 2 and "delete it to repair" in done.output, done.output
+            assert done.exception is None or isinstance(done.exception, SystemExit), args
+        else:
+            assert done.exit_code == 0, (args, done.output[-2000:], done.exception)
 
 
 @pytest.mark.slow
@@ -424,4 +435,7 @@ def test_a_pause_group_of_the_wrong_redis_type_keeps_what_was_read_of_it(
     assert control.paused(kit.open()) == {}
     said = [r.getMessage() for r in caplog.records if "Redis type" in r.getMessage()]
     assert len(said) == 1 and "string" in said[0], said
+    # Pausing into it writes nothing and says so, instead of saying it paused.
+    with pytest.raises(StoreUnavailable, match="nothing was written; delete it to repair"):
+        control.pause(running, hostile_bytes.OTHER, reason="held", by="ops")
     kit.close()
