@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 __all__ = [
     "SECRET_PARAMS",
     "escape_log",
+    "is_secret_name",
     "redact_head",
     "redact_tail",
     "redact_text",
@@ -22,7 +23,17 @@ __all__ = [
 ]
 
 SECRET_PARAMS = {"password", "pass", "passwd", "secret", "token", "sslpassword",
-                 "sentinel_password"}  # fmt: skip
+                 "sentinel_password", "authorization"}  # fmt: skip
+# Names that mark a secret wherever they are in a name (``DB_PASSWORD``, ``PGPASSWORD``,
+# ``api_token``, ``client_secret``, ``AWS_SECRET_ACCESS_KEY``); the others only as a word.
+_PART_NAMES = ("password", "passwd", "secret", "token", "api_key", "apikey", "access_key",
+               "private_key", "credential")  # fmt: skip
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a parameter called ``name`` holds a secret (its value is never shown)."""
+    lowered = name.lower()
+    return lowered in SECRET_PARAMS or any(part in lowered for part in _PART_NAMES)
 
 
 def redact_url(url: str) -> str:
@@ -36,7 +47,7 @@ def redact_url(url: str) -> str:
             user, has_password, _ = userinfo.partition(":")
             netloc = f"{user}:***@{host}" if has_password else f"{userinfo}@{host}"
         query = "&".join(
-            f"{key}=***" if key.lower() in SECRET_PARAMS else f"{key}={value}"
+            f"{key}=***" if is_secret_name(key) else f"{key}={value}"
             for key, value in parse_qsl(parts.query, keep_blank_values=True)
         )
         if netloc == parts.netloc and query == parts.query:
@@ -47,23 +58,52 @@ def redact_url(url: str) -> str:
 
 
 # A secret parameter written ``name=value`` or ``name: value`` (a query string, a DSN, a repr,
-# JSON). Each part is one character class, the gap bounded and on one line, and no two
-# neighbours can match the same character: a failed match gives up in a bounded number of
-# steps. A secret never spans a line break (``redact_tail`` relies on it).
-_GAP = r"['\"]?[ \t]{0,16}[=:][ \t]{0,16}['\"]?"
+# JSON, an environment, a header). Each part is one character class, the gap bounded and on
+# one line, and no two neighbours can match the same character: a failed match gives up in a
+# bounded number of steps. The name is one of _PART_NAMES anywhere in a word, with what
+# follows it in that word (``secret_access_key``), or ``pass`` and ``authorization`` at a
+# word's start; an HTTP scheme (``Bearer``) is kept before the value, which is masked up to a
+# delimiter. A secret never spans a line break (``redact_tail`` relies on it).
 # (The lookahead for a name's first letter lets the engine skip to where a name can start.)
+_FIRST = "".join(sorted({name[0] for name in ("pass", "authorization", *_PART_NAMES)}))
+_NAME = r"(?<![a-z0-9])(?:pass|authorization)|(?:" + "|".join(_PART_NAMES) + r")[a-z0-9_-]{0,16}"
+_GAP = r"['\"]?[ \t]{0,16}[=:][ \t]{0,16}"
 _PARAM = re.compile(
-    rf"(?i)(?=[{''.join(sorted({name[0] for name in SECRET_PARAMS}))}])(?<![a-z0-9_])("
-    + "|".join(sorted(SECRET_PARAMS, key=len, reverse=True))
-    + rf")({_GAP})(?!\*\*\*)[^\s&'\",;)}}]+"
+    rf"(?i)(?=[{_FIRST}])({_NAME})({_GAP}['\"]?(?:(?:bearer|basic|digest|token)[ \t]{{1,4}})?)"
+    r"(?!\*\*\*(?![^\s&'\",;)}]))[^\s&'\",;)}]+"
 )
+# Then the rest of a quoted value that holds a blank (``password="correct horse"``), up to its
+# closing quote on its line. Only the masked start is taken and the rest looked at (possessive,
+# so a quote that does not close costs one pass): a rest may hold the name of the next secret,
+# when quotes do not pair up as a hostile text has them, and that one's rest is dropped too.
+_QUOTED = re.compile(
+    rf"(?i)(?=[{_FIRST}])(?:{_NAME})['\"]?[ \t]{{0,16}}[=:][ \t]{{0,16}}(['\"])"
+    r"(?:(?:bearer|basic|digest|token)[ \t]{1,4})?\*\*\*(?=([^'\"\n]*+))"
+)
+
+
+def _drop_quoted_rests(text: str, cut_at_end: bool) -> str:
+    # A rest ends at its closing quote, or at the end of a text cut inside it.
+    kept, done = [], 0
+    for found in _QUOTED.finditer(text):
+        quote, rest = found.groups()
+        after = found.end() + len(rest)
+        closed = text[after : after + 1] == quote or (cut_at_end and after == len(text))
+        if rest and closed:
+            kept.append(text[done : found.end()])
+            done = max(done, after)
+    return "".join([*kept, text[done:]]) if kept else text
+
+
 # A ``://`` and (looked at, not taken) what follows it up to the end of its authority: no
 # whitespace, no ``/``.
-_AUTHORITY = re.compile(r"://(?=([^\s/]*))")
+# ASCII whitespace only: a Unicode one (``\u2028``, ``\x85``) inside a password must not end
+# its authority before its ``@`` (it is shown as an escape, with the rest of the password).
+_AUTHORITY = re.compile(r"://(?=([^ \t\n\r\f\v/]*))")
 _BLANK = re.compile(r"\s")
 # A parameter's value starts at most this far after the start of its name: the longest name
-# (17) and the gap (35), rounded up.
-_VALUE_GAP_MAX = 64
+# with what may follow it in its word (11 + 16), the gap (34) and a scheme (10), rounded up.
+_VALUE_GAP_MAX = 72
 
 
 def redact_text(text: str, *, cut_at_end: bool = False) -> str:
@@ -78,7 +118,8 @@ def redact_text(text: str, *, cut_at_end: bool = False) -> str:
     """
     if "://" in text and ("@" in text or cut_at_end):
         text = _redact_userinfo(text, cut_at_end)
-    return _PARAM.sub(r"\1\2***", text)
+    text = _PARAM.sub(r"\1\2***", text)
+    return _drop_quoted_rests(text, cut_at_end) if "***" in text else text
 
 
 def _redact_userinfo(text: str, cut_at_end: bool) -> str:

@@ -20,7 +20,14 @@ from typing import Literal
 
 from cron_bridge.redaction import redact_head, redact_tail
 
-__all__ = ["LINE_MAX", "TRACEBACK_MAX", "LogFormatter", "logged_traceback", "sanitize"]
+__all__ = [
+    "LINE_MAX",
+    "TRACEBACK_MAX",
+    "LogFormatter",
+    "described",
+    "logged_traceback",
+    "sanitize",
+]
 
 LINE_MAX = 2000  # a message in a log line or a table cell
 TRACEBACK_MAX = 8000  # a traceback in a log record or a terminal: its innermost frames
@@ -87,6 +94,17 @@ def sanitize(
     if head:
         return shown[:room] + CUT
     return shown if shown.startswith(CUT) and len(shown) <= limit else CUT + shown[-room:]
+
+
+def described(error: BaseException) -> str:
+    """``error`` as one says it: ``TypeName: its text``, whatever its ``__str__`` does (one
+    that raises, or returns something other than text, is said as such; not sanitised yet)."""
+    name = type(error).__name__
+    try:
+        said = str(error)
+    except Exception as exc:  # noqa: BLE001 - a job's exception type is anyone's code
+        return f"{name}: <its text could not be read: {type(exc).__name__}>"
+    return f"{name}: {said}"
 
 
 def logged_traceback(failure: BaseException | str, limit: int = TRACEBACK_MAX) -> str:

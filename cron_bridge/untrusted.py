@@ -20,6 +20,7 @@ from typing import Any
 
 __all__ = [
     "EARLIEST",
+    "INT_MAX",
     "LATEST",
     "MAX_BYTES",
     "MAX_DEPTH",
@@ -45,7 +46,9 @@ def loads(
 
     Raises:
         ValueError: not JSON, longer than ``max_bytes``, nested deeper than ``max_depth``,
-            or holding ``NaN``, ``Infinity`` or a number too large for a float.
+            or holding ``NaN``, ``Infinity``, a number too large for a float or an integer
+            outside a signed 64-bit one (which every reader can take: ``float()``,
+            ``math.isfinite`` and ``timedelta`` raise ``OverflowError`` past them).
     """
     if isinstance(text, bytes | bytearray):
         if len(text) > max_bytes:
@@ -55,7 +58,7 @@ def loads(
         raise ValueError(f"JSON of {len(text)} characters, more than {max_bytes}")
     _check_depth(text, max_depth)
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite, parse_int=_int64)
     except RecursionError:  # cannot happen past the depth check; kept as a last line
         raise ValueError("JSON nested too deep") from None
 
@@ -80,6 +83,20 @@ def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"JSON number out of range: {text[:40]}")
+    return value
+
+
+INT_MAX = 2**63 - 1
+
+
+def _int64(text: str) -> int:
+    # Digits first: int() of 4,300 digits and more raises ValueError itself, and costs
+    # quadratic time below that.
+    if len(text) > 20:
+        raise ValueError(f"JSON integer out of range: {text[:40]}")
+    value = int(text)
+    if not -INT_MAX - 1 <= value <= INT_MAX:
+        raise ValueError(f"JSON integer out of range: {text[:40]}")
     return value
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from cron_bridge import JobContext, declare
 from cron_bridge.jobs import Occurrence
+from cron_bridge.keys import lock_key
 from cron_bridge.run.guard import Guard
 from cron_bridge.stores import MemoryStore
 from cron_bridge.text_out import LogFormatter, logged_traceback, sanitize
@@ -160,3 +161,48 @@ def test_a_logged_traceback_keeps_its_end_indented() -> None:
         text = logged_traceback(exc)
     assert text.splitlines()[0] == "    | Traceback (most recent call last):"
     assert text.splitlines()[-2:] == ["    | ValueError: a", "    | b"]
+
+
+class _Unsayable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+class _NotText(Exception):
+    def __str__(self) -> str:
+        return 42  # type: ignore[return-value]
+
+
+def _raises(error: BaseException) -> None:
+    raise error
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (_Unsayable(), "_Unsayable: <its text could not be read: RuntimeError>"),
+        (_NotText(), "_NotText: <its text could not be read: TypeError>"),
+        (SystemExit(3), "SystemExit: 3"),
+        (KeyboardInterrupt(), "KeyboardInterrupt: "),
+    ],
+)
+def test_a_run_whose_exception_cannot_be_said_or_exits_is_recorded(
+    error: BaseException, said: str
+) -> None:
+    """A handler's exception whose ``__str__`` raises or returns no text, or a handler that
+    calls ``sys.exit()`` or raises KeyboardInterrupt, is recorded failed with what can be said
+    of it (before, it left no record and the lock's release to chance); an exit goes on as
+    raised once recorded."""
+    store = MemoryStore()
+    job = declare("odd.job", every="1s", target="inline", handler=lambda ctx: _raises(error))
+    occurrence = Occurrence(job=job.name, scheduled_at=datetime(2026, 11, 30, 12, tzinfo=UTC))
+    guard = Guard(store, "worker-a")
+    if isinstance(error, Exception):
+        record = guard.run(job, occurrence, trigger="schedule", attempt=1)
+        assert record.outcome == "failed"
+    else:
+        with pytest.raises(type(error)):
+            guard.run(job, occurrence, trigger="schedule", attempt=1)
+    (stored,) = store.history(job.name, 5)
+    assert (stored.outcome, stored.error) == ("failed", said)
+    assert store.holder(lock_key(job.name)) is None  # its lock is free

@@ -13,7 +13,8 @@ from cron_bridge import untrusted
 @pytest.mark.parametrize(
     "text",
     ["[" * 33 + "]" * 33, '{"a":' * 40 + "1" + "}" * 40, "NaN", '{"x": Infinity}', "1e999",
-     '[-Infinity]', "9" * 5000, "x" * (untrusted.MAX_BYTES + 1), b"\xff{}", "[" * 100_000],
+     '[-Infinity]', "9" * 5000, "1" + "0" * 400, '{"ms": -1' + "0" * 30 + "}", str(2**63),
+     str(-(2**63) - 1), "x" * (untrusted.MAX_BYTES + 1), b"\xff{}", "[" * 100_000],
 )  # fmt: skip
 def test_what_a_hostile_writer_stores_is_a_value_error(text: str | bytes) -> None:
     with pytest.raises(ValueError):
@@ -25,6 +26,7 @@ def test_brackets_inside_strings_do_not_count_and_ordinary_json_reads() -> None:
     read = untrusted.loads(b'{"every": 2.5, "n": [1, [2, [3]]]}')
     assert read == {"every": 2.5, "n": [1, [2, [3]]]}
     assert untrusted.loads("[" * 32 + "]" * 32) is not None
+    assert untrusted.loads(f"[{2**63 - 1}, {-(2**63)}]") == [2**63 - 1, -(2**63)]
 
 
 @pytest.mark.parametrize("ms", [9 * 10**18, -1, 1.5, "12ab", None, True, "9" * 20])

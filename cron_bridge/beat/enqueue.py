@@ -15,6 +15,7 @@ from cron_bridge.clock import Clock
 from cron_bridge.context import AbortSignal
 from cron_bridge.plugins import Dispatch, get_adapter, refuses_copies
 from cron_bridge.stores.base import RunRecord
+from cron_bridge.text_out import described
 
 __all__ = ["Enqueuer"]
 
@@ -99,20 +100,20 @@ class Enqueuer:
                 deadline = max(item.occurrence.scheduled_at, started) + item.job.misfire_grace
                 if not resendable:
                     # Its task meets no guard: a second copy would run twice. At most once.
-                    log.warning("%s: %s, %s", item.occurrence.id, _describe(error),
+                    log.warning("%s: %s, %s", item.occurrence.id, described(error),
                                 NOT_SENT_AGAIN)  # fmt: skip
-                    records.append(self._records.of(item, "failed", error=_describe(error),
+                    records.append(self._records.of(item, "failed", error=described(error),
                                                     reason=NOT_SENT_AGAIN))  # fmt: skip
                 elif now + timedelta(seconds=wait) < deadline and not signal.aborted:
                     pending.append(item)
                 else:
-                    records.append(self._records.of(item, "failed", error=_describe(error)))
+                    records.append(self._records.of(item, "failed", error=described(error)))
             if pending:
                 log.warning(
                     "enqueue of %d occurrence(s) failed, trying again in %.2fs: %s",
                     len(pending),
                     wait,
-                    _describe(failed[0][1]),
+                    described(failed[0][1]),
                 )
                 if signal.wait(wait):
                     records += [self._records.of(i, "aborted", reason="shutdown") for i in pending]
@@ -149,7 +150,3 @@ def _refuses_copies(adapter_name: str) -> bool:
         return refuses_copies(get_adapter(adapter_name))
     except Exception:  # noqa: BLE001 - no such adapter: nothing was sent, sending again is safe
         return True
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"

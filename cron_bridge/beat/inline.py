@@ -13,6 +13,7 @@ from cron_bridge.context import AbortSignal
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.run.guard import Guard
 from cron_bridge.stores.base import RunRecord
+from cron_bridge.text_out import described
 
 __all__ = ["InlineRunner"]
 
@@ -80,7 +81,7 @@ class InlineRunner:
                     item.occurrence.id,
                     exc,
                 )
-                self._records.write([self._records.of(item, "failed", error=_describe(exc))])
+                self._records.write([self._records.of(item, "failed", error=described(exc))])
                 return None
             if record.outcome != "failed" or attempt == job.attempts:
                 return record
@@ -88,7 +89,3 @@ class InlineRunner:
                 return record
             attempt += 1
         return record
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"

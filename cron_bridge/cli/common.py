@@ -28,7 +28,7 @@ from cron_bridge.registry import default_registry
 from cron_bridge.schedules import load_zone, local_zone_name
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.urls import DEFAULT_STORE
-from cron_bridge.text_out import TRACEBACK_MAX, sanitize
+from cron_bridge.text_out import TRACEBACK_MAX, described, sanitize
 
 __all__ = [
     "EXIT_FAILED",
@@ -82,7 +82,7 @@ def load_app(modules: str | tuple[str, ...]) -> list[Job]:
         except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - any import failure is the user's module, said in one line
-            fail(f"cannot import {module!r}: {type(exc).__name__}: {exc}")
+            fail(f"cannot import {module!r}: {described(exc)}")
     return default_registry.jobs()
 
 

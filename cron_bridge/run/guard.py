@@ -27,7 +27,7 @@ from cron_bridge.monitors import CheckIn, Monitor, default_monitor
 from cron_bridge.run.lease import Lease, Releaser
 from cron_bridge.run.recording import Recorder
 from cron_bridge.stores.base import Outcome, RunRecord, Store
-from cron_bridge.text_out import logged_traceback, sanitize
+from cron_bridge.text_out import described, logged_traceback, sanitize
 
 __all__ = ["Guard"]
 
@@ -159,6 +159,7 @@ class Guard:
         record: RunRecord | None = None
         failure: BaseException | None = None
         watch: _Watch | None = None  # the monitor's check-in, once the handler starts
+        escaping: BaseException | None = None
         # Only a queue delivery can come again (a redelivery), and the completion mark is read
         # only under the lock: only such runs write it; any other run just frees its lock.
         marks = locked and trigger == "queue"
@@ -175,15 +176,16 @@ class Guard:
                 elif job.handler is not None:
                     aio.resolve(job.handler(ctx, **job.kwargs))  # an async def one is awaited
                 record = made(outcome="completed", duration_ms=_ms(began))
-        except Exception as exc:  # noqa: BLE001 - a handler's failure becomes its record
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - its record
             if signal.aborted:
                 # Whatever it raised once asked to stop, the stop is why it ended.
                 record = made(outcome="aborted", reason=signal.reason, duration_ms=_ms(began))
             else:
-                error = f"{type(exc).__name__}: {exc}"
-                record = made(outcome="failed", error=error, duration_ms=_ms(began),
+                record = made(outcome="failed", error=described(exc), duration_ms=_ms(began),
                               traceback="".join(format_exception(exc)))  # fmt: skip
                 failure = exc
+            # A handler's sys.exit() or KeyboardInterrupt is recorded, then goes on as raised.
+            escaping = None if isinstance(exc, Exception) else exc
         finally:
             stop_helpers.set()
             if lease is not None:
@@ -201,6 +203,8 @@ class Guard:
         self._record(record, failure, last=None if direct else attempt >= job.attempts)
         if watch is not None:  # after the record: a slow monitor never holds it up
             watch.finished(ok=record.outcome == "completed", duration=time.monotonic() - began)
+        if escaping is not None:
+            raise escaping
         return record
 
     def _heartbeat(

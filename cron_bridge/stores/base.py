@@ -133,7 +133,7 @@ class RunRecord:
         if self.duration_ms is not None and (
             isinstance(self.duration_ms, bool)
             or not isinstance(self.duration_ms, int | float)
-            or not math.isfinite(self.duration_ms)
+            or not -untrusted.INT_MAX <= self.duration_ms <= untrusted.INT_MAX  # NaN: False
         ):
             raise ValueError(f"run record: bad duration_ms {self.duration_ms!r:.80}")
 
@@ -290,7 +290,7 @@ def readable(raw: Iterable[T], parse: Callable[[T], RunRecord], where: str) -> l
     for item in raw:
         try:
             found.append(parse(item))
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
             untrusted.warn_once(log, "runs", where, item, "skipping a run record in %s that "
                                 "cannot be read: %.300s", where, exc)  # fmt: skip
     return found
@@ -311,6 +311,7 @@ class ReplicaInfo:
 
 
 _ONE_MS = timedelta(milliseconds=1)
+_OFFSET_MAX = 365 * 86_400_000  # a clock offset past a year (ms) is not a clock's: unknown
 REPLICA_TTL_MAX = timedelta(days=1)
 """A heartbeat's lifetime is three heartbeat intervals: one promising more than this was not
 written by a beat, and is neither shown nor kept."""
@@ -343,7 +344,9 @@ def live_replica(
         untrusted.warn_once(log, "replicas", replica, expires_ms, said, replica, expires_ms)
         return None
     number = isinstance(offset, int | float) and not isinstance(offset, bool)
-    known = float(offset) if number and math.isfinite(offset) else None  # type: ignore[arg-type]
+    # Compared, not math.isfinite(): an integer past a float's range raises OverflowError.
+    finite = number and -_OFFSET_MAX <= offset <= _OFFSET_MAX  # type: ignore[operator]
+    known = float(offset) if finite else None  # type: ignore[arg-type]
     at = EPOCH + round(expires) * _ONE_MS
     return ReplicaInfo(id=replica, expires_at=at, clock_offset_ms=known)
 

@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
 from cron_bridge.errors import ConfigError
-from cron_bridge.redaction import SECRET_PARAMS, redact_url
+from cron_bridge.redaction import is_secret_name, redact_url
 from cron_bridge.stores.base import Store
 from cron_bridge.stores.memory import MemoryStore
 from cron_bridge.stores.sqlite import SQLiteStore
@@ -87,7 +87,7 @@ def store_from_url(url: str, **overrides: Any) -> Store:
                 passthrough.append((name, raw))
                 continue
             allowed = ", ".join(sorted(_OPTIONS[family]))
-            value = "***" if name.lower() in SECRET_PARAMS else raw
+            value = "***" if is_secret_name(name) else raw
             raise ConfigError(f"unknown store option (known: {allowed})", option=name, value=value)
         options[name] = _read(name, raw, kind)
     options.update(overrides)

@@ -50,7 +50,10 @@ HOSTILE = {
     "markup": json.dumps({"name": MARKUP, "reason": MARKUP, "by": MARKUP}),
     "not-json": "\x07\xff{",  # no NUL: PostgreSQL text cannot hold one
     "int-digits": "9" * 5000,
+    # Past a float and a 64-bit integer: float() and math.isfinite() raise OverflowError.
+    "huge-int": '{"name": "huge", "every": 1' + "0" * 400 + ', "since": -1' + "0" * 400 + "}",
 }
+HUGE_INT = "1" + "0" * 400
 REDIS_KINDS = ("redis", "valkey", "redis-cluster", "redis-sentinel")
 TYPED_EXAMPLES = 40  # 30 to 60 s on a loaded machine
 
@@ -98,8 +101,11 @@ def _raw_replicas(kit: StoreKit, store: Any) -> None:
     elif kit.kind == "nats":
         from cron_bridge.stores.nats import _enc
 
+        alive = int(time.time() * 1000) + 60_000  # alive, with an offset past any float
         for name, value in (("evil-9e18", b'{"x": 9e18}'), ("evil-nan", b'{"x": NaN}'),
-                            ("evil-deep", DEEP.encode())):  # fmt: skip
+                            ("evil-deep", DEEP.encode()),
+                            ("evil-huge-offset", f'{{"x": {alive}, "off": {HUGE_INT}}}'.encode()),
+                            ):  # fmt: skip
             store._run(lambda v=value, n=name: store._state.put(f"rep.{_enc(n)}", v))
 
 
@@ -137,6 +143,13 @@ def _write_everything_hostile(kit: StoreKit, store: Store) -> None:
         {"occurrence_id": "hostile.tick@2026-12-01T10:00:01.000Z", "outcome": "failed",
          "trigger": "queue", "replica": MARKUP, "started_at": "2026-12-01T10:00:01+00:00",
          "attempt": "many", "error": MARKUP + MEGA, "reason": "refused"},
+        {"raw": f'{{"job": "hostile.tick", "occurrence_id": '
+                f'"hostile.tick@2026-12-01T10:00:02.000Z", "outcome": "completed", '
+                f'"trigger": "schedule", "replica": "r", "attempt": 1, '
+                f'"started_at": "2026-12-01T10:00:02+00:00", "duration_ms": {HUGE_INT}}}',
+         "occurrence_id": "hostile.tick@2026-12-01T10:00:02.000Z", "outcome": "completed",
+         "trigger": "schedule", "replica": "r", "attempt": 1,
+         "started_at": "2026-12-01T10:00:02+00:00", "duration_ms": HUGE_INT},
     ]:  # fmt: skip
         _raw_run(kit, store, "hostile.tick", values)
     _raw_replicas(kit, store)
