@@ -3,9 +3,11 @@ fields are read in, and a send again after a lost answer (against a real Redis).
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from cron_bridge.stores import store_from_url
 from cron_bridge_rq import rq_cron
 from cron_bridge_rq.rq_cron import RQCronSender, anchored, job_name, jobs_of, rq_cron_zone
 from tests.apps.rq_cron_tasks import cleanup, send_report
+from tests.e2e.processes import REPO, cli, command_env
 
 
 def test_each_registration_is_a_job_named_after_it_and_twice_registered_ones_are_numbered() -> None:
@@ -172,3 +175,24 @@ def test_a_send_again_after_a_lost_answer_lands_once(redis_server: Any) -> None:
     assert jobs[0].id.startswith("cb-") and jobs[0].id.endswith(str(occurrence.epoch_ms))
     assert (jobs[0].args, jobs[0].meta) == (("x",), {"owner": "ops"})
     assert registration.job_options.get("job_id") is None  # the registration is unchanged
+
+
+def test_list_shows_the_registrations_rq_refuses_as_refused_beside_the_others(
+    tmp_path: Path,
+) -> None:
+    listed = cli("list", "-A", "tests.apps.rq_cron_mixed", "--json",
+                 env=command_env(tmp_path / "j.jsonl"), cwd=REPO)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert {n for n, r in rows.items() if r.get("refused")} == {"no interval", "both", "minute 61"}
+    assert rows[job_name("nightly report (EU)")]["schedule"] == "0 2 * * *"
+    assert rows["tests.apps.rq_cron_tasks.cleanup"]["schedule"] == "* * * * * */15"
+    assert listed.stderr.count("'minute 61' is refused") == 1
+
+
+def test_strict_refuses_to_start_in_one_line(tmp_path: Path, redis_server: Any) -> None:
+    env = command_env(tmp_path / "j.jsonl")
+    run = cli("rq-cron", "-u", redis_server.url, "--store", "memory://", "--strict",
+              "tests.apps.rq_cron_mixed", env=env, cwd=REPO)  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert "no interval" in run.stderr and "Traceback" not in run.stderr
