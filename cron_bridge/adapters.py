@@ -36,6 +36,7 @@ from cron_bridge.plugins import (
     register,
 )
 from cron_bridge.redaction import redact_url
+from cron_bridge.refusals import Refusal, refuse
 from cron_bridge.registry import default_registry
 from cron_bridge.run.delivery import (
     META_KEY,
@@ -69,6 +70,7 @@ __all__ = [
     "InvalidMessage",
     "Job",
     "Occurrence",
+    "Refusal",
     "RefusedTask",
     "Schedule",
     "Schedules",
@@ -93,6 +95,7 @@ __all__ = [
     "optional_app_option",
     "print_table",
     "redact_url",
+    "refuse",
     "register",
     "run_beat",
     "run_delivery",

@@ -53,6 +53,7 @@ _ALIASES = {
 _FOLD_WINDOW = timedelta(hours=3)
 
 _MAX_SECONDS = 100 * 366 * 86400
+_RANDOM = re.compile(r"r(\(\d+-\d+\))?(/\d+)?", re.IGNORECASE)
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _PLAIN_SECONDS = re.compile(r"\d{1,12}(?:\.\d{1,9})?")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -171,27 +172,54 @@ class Cron:
         day_or: with restricted day-of-month and day-of-week fields, fire on a day that
             matches either (cron's rule, the default) or, when False, only on a day that
             matches both (Celery's ``crontab`` rule).
+        seconds: also take croniter's 6-field form, a seconds field after the five
+            (``* * * * * */15``: every 15 seconds), for a tool that hands croniter its
+            users' strings (``rq cron``); off elsewhere, so a 6-field typo is not read as
+            seconds.
 
     Raises:
-        ConfigError: a bad field, an expression that never fires, an unknown zone.
+        ConfigError: a bad field, an expression that never fires, a random (``R``) field,
+            an unknown zone.
     """
 
-    __slots__ = ("_every_hour", "_fields", "_walls", "_walls_lock", "_zone", "day_or", "expr", "tz")
+    __slots__ = (
+        "_every_hour",
+        "_fields",
+        "_step",
+        "_walls",
+        "_walls_lock",
+        "_zone",
+        "day_or",
+        "expr",
+        "seconds",
+        "tz",
+    )  # fmt: skip
 
-    def __init__(self, expr: str, *, tz: str = "UTC", day_or: bool = True) -> None:
+    def __init__(
+        self, expr: str, *, tz: str = "UTC", day_or: bool = True, seconds: bool = False
+    ) -> None:
         if not isinstance(expr, str):
             raise ConfigError("expected a cron expression string", option="cron", value=expr)
         self.expr = expr
         self.tz = tz
         self.day_or = bool(day_or)
+        self.seconds = bool(seconds)
         self._zone = load_zone(tz)
         fields = _ALIASES.get(expr.strip().lower(), expr.strip())
-        if len(fields.split()) != 5:
+        counts = (5, 6) if self.seconds else (5,)
+        if len(fields.split()) not in counts:
+            shown = " (and seconds)" if self.seconds else ""
             raise ConfigError(
-                "expected 5 fields (minute hour day month weekday) or an alias such as @hourly",
+                f"expected {' or '.join(map(str, counts))} fields (minute hour day month "
+                f"weekday{shown}) or an alias such as @hourly",
                 option="cron",
                 value=expr,
             )
+        if any(_RANDOM.fullmatch(item) for item in re.split(r"[\s,]+", fields)):
+            # croniter draws R again for every iterator: each replica (and RQ at each run)
+            # would pick another time, so no two would agree on an occurrence.
+            raise ConfigError("a random field (R) is drawn again by every process; write the "
+                              "value", option="cron", value=expr)  # fmt: skip
         try:
             # Parsed (and checked to fire) once per expression, then moved with set_current
             # for each look: parsing is half of what a look would cost.
@@ -202,15 +230,17 @@ class Cron:
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"bad expression ({exc})", option="cron", value=expr) from exc
         self._fields = fields
+        self._step = timedelta(seconds=1) if len(fields.split()) == 6 else timedelta(minutes=1)
         hour_texts = {str(hour) for hour in self._walls.expanded[1]}
         self._every_hour = "*" in hour_texts or hour_texts == {str(h) for h in range(24)}
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _cron, (self.expr, self.tz, self.day_or)
+        return _cron, (self.expr, self.tz, self.day_or, self.seconds)
 
     def __repr__(self) -> str:
         day_rule = "" if self.day_or else ", day_or=False"
-        return f"Cron({self.expr!r}, tz={self.tz!r}{day_rule})"
+        seconds = ", seconds=True" if self.seconds else ""
+        return f"Cron({self.expr!r}, tz={self.tz!r}{day_rule}{seconds})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Cron) and self._key() == other._key()
@@ -236,7 +266,7 @@ class Cron:
         wall = after.astimezone(self._zone).replace(tzinfo=None) - self._fold_margin(after)
         best: datetime | None = None
         with self._walls_lock:
-            self._walls.set_current(wall - timedelta(minutes=1), force=True)
+            self._walls.set_current(wall - self._step, force=True)
             while True:
                 instants = self._instants(self._walls.get_next(datetime))
                 # The first instant of successive wall times never goes down, so once it
@@ -297,9 +327,9 @@ def _parsed(fields: str, day_or: bool) -> tuple[croniter, threading.Lock]:
     return walls, threading.Lock()
 
 
-def _cron(expr: str, tz: str, day_or: bool) -> Cron:
+def _cron(expr: str, tz: str, day_or: bool, seconds: bool = False) -> Cron:
     """Rebuilds a pickled ``Cron`` (its parsed fields and their lock stay behind)."""
-    return Cron(expr, tz=tz, day_or=day_or)
+    return Cron(expr, tz=tz, day_or=day_or, seconds=seconds)
 
 
 class Every:

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, TypeVar
 
+from cron_bridge import refusals
 from cron_bridge.beat.claiming import Claimer, Unanswered
 from cron_bridge.beat.clocksync import StoreClock
 from cron_bridge.beat.dispatch import Dispatcher
@@ -276,6 +277,9 @@ class Beat:
         if failing:
             found["failing"] = (f"the loop failed {self._failed_ticks} ticks in a row "
                                 f"({self._last_failure}); see the beat's log")  # fmt: skip
+        # Declarations this process read and does not run (still healthy: it runs the rest).
+        if not_run := refusals.refused():
+            found["refused"] = [refusal.to_json() for refusal in not_run]
         return found
 
     def _install_signal_handlers(self) -> None:

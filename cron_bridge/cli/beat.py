@@ -7,6 +7,7 @@ import gc
 import logging
 import sys
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
 import click
@@ -26,6 +27,7 @@ from cron_bridge.jobs import Job
 from cron_bridge.monitors import set_default as set_default_monitor
 from cron_bridge.plugins import installed_adapters
 from cron_bridge.secret import check_secret
+from cron_bridge.stores import Store
 from cron_bridge.telemetry import serve_metrics, watch_replica
 
 __all__ = ["beat", "beat_options", "run_beat"]
@@ -119,10 +121,18 @@ def beat(app: tuple[str, ...], **options: Any) -> None:
     run_beat(jobs, options)
 
 
-def run_beat(load: Callable[[], list[Job]], options: Mapping[str, Any]) -> None:
+Arm = Callable[[Store, list[Job]], tuple[list[Job], Mapping[str, datetime]]]
+"""Given the opened store and the loaded jobs: the jobs to run, and the times to arm some of
+them from instead of the start (their first occurrence is the first after that time)."""
+
+
+def run_beat(
+    load: Callable[[], list[Job]], options: Mapping[str, Any], *, arm: Arm | None = None
+) -> None:
     """Run a beat replica of the jobs ``load`` returns until SIGTERM or SIGINT, with the values
     of the options ``beat_options`` added (other keys are left alone); errors are one line
-    and exit 2."""
+    and exit 2. ``arm`` reads what the jobs keep in the store before the beat starts (an
+    ``rq cron`` interval registration anchored to when the cluster first saw it)."""
     store: str | None = options["store"]
     http_bind: str | None = options["http_bind"]
     secret: str | None = options["secret"]
@@ -143,6 +153,9 @@ def run_beat(load: Callable[[], list[Job]], options: Mapping[str, Any]) -> None:
         set_default_monitor(options.get("monitor"))
         jobs = load()
         opened = open_store(store)
+        since: Mapping[str, datetime] = {}
+        if arm is not None:
+            jobs, since = arm(opened, jobs)
         replica = Beat(
             opened,
             jobs,
@@ -150,6 +163,9 @@ def run_beat(load: Callable[[], list[Job]], options: Mapping[str, Any]) -> None:
             shutdown_timeout=options["shutdown_timeout"],
             handle_signals=True,
         )
+        for job in jobs:
+            if job.name in since:
+                replica.add(job, since=since[job.name])
         if metrics is not None:
             watch_replica(replica.health, lambda: len(opened.replicas()))
         # What the app declared lives as long as the process: out of the collector's sight,

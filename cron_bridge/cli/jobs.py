@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from cron_bridge import refusals
 from cron_bridge.beat.replica import Beat
 from cron_bridge.cli.common import (
     EXIT_FAILED,
@@ -82,6 +83,12 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool, tz: tzinfo
             if opened:
                 opened.close()
         jobs = [job for job, _ in sources]
+        # Declarations read from the modules and not run (an rq cron registration RQ
+        # refuses): listed, so a job that will never run is seen, not just logged.
+        for refusal in refusals.refused():
+            rows.append({"name": refusal.name, "schedule": "-", "timezone": "-", "scope": "-",
+                         "target": "-", "source": refusal.source, "next": None, "last": None,
+                         "paused": None, "refused": refusal.reason})  # fmt: skip
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -99,7 +106,7 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool, tz: tzinfo
                 row["timezone"],
                 row["scope"],
                 row["target"],
-                "paused" if row["paused"] else (row["next"] or _no_next(jobs, row["name"])),
+                _shown_next(row, jobs),
                 shown_last,
             ]
         )
@@ -221,6 +228,12 @@ def history(
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
     print_table(_record_rows(records, tz))
+
+
+def _shown_next(row: dict[str, Any], jobs: list[Job]) -> str:
+    if row.get("refused"):
+        return f"refused: {row['refused']}"
+    return "paused" if row["paused"] else (row["next"] or _no_next(jobs, row["name"]))
 
 
 def _listed_jobs(jobs: list[Job], modules: tuple[str, ...]) -> list[tuple[Job, str]]:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from cron_bridge import refusals
 from cron_bridge.control import pause as control
 from cron_bridge.control.catalog import JobInfo
 from cron_bridge.http import strips
@@ -221,6 +222,7 @@ def overview_page(view: View, path: str, csrf: str, q: str = "", state: str = "a
   <tbody>{rows}</tbody>
 </table></div>
 {legend}
+{refused}
 <h2 id=replicas>Live replicas ({replicas})</h2>
 <div class=scroll><table>
   <thead><tr><th>Replica</th><th>Heartbeat valid until</th><th>Clock vs store</th></tr></thead>
@@ -234,10 +236,38 @@ def overview_page(view: View, path: str, csrf: str, q: str = "", state: str = "a
         strip=STRIP_OCCURRENCES,
         rows=rows or html('<tr><td colspan="7" class=muted>{}</td></tr>', empty),
         legend=strips.legend(),
+        refused=_refused() if view.name is None else Markup(""),
         replicas=len(replicas),
         replica_rows=replica_rows or Markup('<tr><td colspan="3" class=muted>None.</td></tr>'),
     )
     return page("cron-bridge", body, refresh=True)
+
+
+def _refused() -> Markup:
+    """The declarations this beat read and does not run (an ``rq cron`` registration RQ
+    refuses), each with why: nothing when there are none."""
+    found = refusals.refused()
+    if not found:
+        return Markup("")
+    rows = join(
+        html(
+            "<tr><td><code>{}</code></td><td>{}</td><td class=failed>refused: {}</td></tr>",
+            r.name,
+            r.source,
+            r.reason,
+        )
+        for r in found
+    )
+    return html(
+        """<h2 id=refused>Refused declarations ({count})</h2>
+<p class=muted>Read from the config and not run; the other jobs run.</p>
+<div class=scroll><table>
+  <thead><tr><th>Declaration</th><th>Declared in</th><th>Why</th></tr></thead>
+  <tbody>{rows}</tbody>
+</table></div>""",
+        count=len(found),
+        rows=rows,
+    )
 
 
 def _offset(ms: float | None) -> Markup:

@@ -9,20 +9,29 @@ bookkeeping (the cron job's history and registry where the installed RQ has them
 additions: a job id made from the occurrence, and ``unique=True``, so that a send again after
 a lost answer is refused by RQ instead of landing twice.
 
-What differs from ``rq cron`` on purpose (docs/migrating.md has the table): interval
-registrations fire on multiples of the interval since the epoch, shared by the replicas,
-instead of at each process's start and every interval after it; the job id is the
-occurrence's; occurrences missed while no replica ran are not sent late (``misfire_grace``).
+It runs what ``rq cron`` runs: croniter's 6-field strings (seconds), any name (kept in RQ,
+mapped to a job name), and a registration RQ refuses is refused alone, as stock refuses it
+(``--strict``: the command does not start). An interval registration is anchored to the
+moment the cluster first saw it, kept in the store, so it first runs at its first deploy as
+stock's first start does, then every interval, on every replica alike and across restarts.
+
+What differs from ``rq cron`` on purpose is in docs/migrating.md's table and named in
+tests/differential/test_rqcron.py.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import hashlib
+import json
 import logging
 import logging.config
+import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import version
 from typing import Any
 
@@ -34,6 +43,7 @@ from rq.cron import CronJob, CronScheduler
 from rq.exceptions import DuplicateJobError
 
 from cron_bridge.adapters import (
+    EPOCH,
     NAME_PATTERN,
     ConfigError,
     Cron,
@@ -41,20 +51,26 @@ from cron_bridge.adapters import (
     Every,
     Job,
     Sender,
+    Store,
     beat_options,
     local_zone_name,
     one_line_errors,
     redact_url,
+    refuse,
     register,
     run_beat,
 )
 from cron_bridge_rq.ids import rq_job_id
 
-__all__ = ["RQCronSender", "jobs_of", "rq_cron", "rq_cron_zone"]
+__all__ = ["RQCronSender", "anchored", "job_name", "jobs_of", "rq_cron", "rq_cron_zone"]
 
 log = logging.getLogger(__name__)
 
 SENDER = "rq-cron"
+DECLARED_AS = "rq cron"  # where a refused registration was declared, for listings
+ANCHORS = "rq-cron-anchor"  # the store's control group of the interval anchors
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+")
+_MS = timedelta(milliseconds=1)
 _RQ_MAJOR = int(version("rq").split(".")[0])
 
 
@@ -68,62 +84,149 @@ def rq_cron_zone() -> str:
     return "UTC" if _RQ_MAJOR < 3 else local_zone_name(why="rq cron")
 
 
-def _job_name(registration: CronJob, taken: set[str]) -> str:
-    """The registration's name (its function's dotted path unless named), made unique in the
-    config's order: a function registered twice (other args, another schedule) is ``-2``."""
-    base = str(getattr(registration, "name", "") or registration.func_name)
-    if not NAME_PATTERN.fullmatch(base):
-        raise ConfigError("expected a name of letters, digits, '.', '_' and '-'",
-                          job=base, option="name", value=base)  # fmt: skip
-    name, count = base, 1
-    while name in taken:
+def job_name(shown: str) -> str:
+    """The cron-bridge job name of an RQ registration named ``shown`` (RQ takes any text):
+    the name itself when it is a valid job name, else its letters, digits, ``.``, ``_`` and
+    ``-`` (the rest as ``-``) and 8 hex digits of its digest, so every replica maps it alike
+    and two names that differ only in the replaced characters stay apart:
+    ``nightly report (EU)`` is ``nightly-report-EU-<digest>``."""
+    if NAME_PATTERN.fullmatch(shown):
+        return shown
+    digest = hashlib.sha256(shown.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    base = _NOT_IN_NAMES.sub("-", shown).strip("-._")[:180]
+    return f"{base}-{digest}" if base else f"rq-cron-{digest}"
+
+
+def _shown_name(registration: CronJob) -> str:
+    """The registration's name as RQ shows it: its ``name`` (RQ 2.9 on), else the function's
+    dotted path."""
+    return str(getattr(registration, "name", "") or registration.func_name)
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    """``name`` made unique in the config's order: a function registered twice (other args,
+    another schedule) is ``-2``."""
+    found, count = name, 1
+    while found in taken:
         count += 1
-        name = f"{base}-{count}"
-    taken.add(name)
-    return name
+        found = f"{name}-{count}"
+    taken.add(found)
+    return found
 
 
-def jobs_of(registrations: Sequence[CronJob], zone: str) -> dict[str, tuple[Job, CronJob]]:
-    """The cluster job of each registration, by job name.
+def _schedule(registration: CronJob, name: str, zone: str) -> Cron | Every:
+    """The registration's schedule: its croniter string (5 or 6 fields) in ``zone``, else its
+    interval (anchored later, by ``anchored``).
 
     Raises:
-        ConfigError: naming the registration, the option and the value.
+        ConfigError: naming the job, ``cron`` or ``interval``, and the value.
+    """
+    option, value = ("cron", registration.cron) if registration.cron else (
+        "interval", registration.interval)  # fmt: skip
+    try:
+        if registration.cron:
+            return Cron(registration.cron, tz=zone, seconds=True)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            # RQ takes a negative interval and then sends it in every loop, without a pause.
+            raise ConfigError("expected a positive number of seconds")
+        return Every(float(value))
+    except ConfigError as exc:  # named as register() names it
+        raise ConfigError(exc.reason, job=name, option=option, value=value) from None
+
+
+def jobs_of(
+    registrations: Sequence[CronJob], zone: str, *, strict: bool = True
+) -> dict[str, tuple[Job, CronJob]]:
+    """The cluster job of each registration, by job name; a registration that cannot be one
+    is a ``ConfigError`` (``strict``) or refused alone, logged and listed
+    (``cron_bridge.adapters.refuse``), as ``rq cron`` refuses what RQ refuses.
+
+    Raises:
+        ConfigError: with ``strict``, naming the registration, the option and the value.
     """
     found: dict[str, tuple[Job, CronJob]] = {}
     taken: set[str] = set()
     for registration in registrations:
-        name = _job_name(registration, taken)
+        shown = _shown_name(registration)
+        name = _unique(job_name(shown), taken)
         try:
-            if registration.cron:
-                schedule: Any = Cron(registration.cron, tz=zone)
-            else:
-                schedule = Every(float(registration.interval or 0))
-        except ConfigError as exc:  # named as register() names it
-            option, value = ("cron", registration.cron) if registration.cron else (
-                "interval", registration.interval)  # fmt: skip
-            raise ConfigError(exc.reason, job=name, option=option, value=value) from None
-        job = Job(name=name, schedule=schedule, adapter=SENDER, task=registration.func_name,
-                  queue=registration.queue_name)  # fmt: skip
+            job = Job(name=name, schedule=_schedule(registration, name, zone), adapter=SENDER,
+                      task=registration.func_name, queue=registration.queue_name)  # fmt: skip
+        except ConfigError as exc:
+            if strict:
+                raise
+            refuse(shown, DECLARED_AS, f"{exc.option}={exc.value!r}: {exc.reason}")
+            continue
+        if name != shown:
+            log.info("rq cron registration %r runs as job %s", shown, name)
         found[name] = (job, registration)
     return found
 
 
 def registered_jobs() -> list[Job]:
     """The jobs of the ``rq.cron.register(...)`` calls this process has made and no
-    scheduler has taken yet (a config imported with ``cron-bridge list -A``); for listings, so
-    one that cannot be read is left out with a warning."""
+    scheduler has taken yet (a config imported with ``cron-bridge list -A``), for listings: a
+    registration RQ or cron-bridge refuses is refused (logged, and listed as refused)."""
     pending = list(getattr(rq.cron, "_job_data_registry", None) or [])
     registrations = []
     for data in pending:
         try:
             registrations.append(CronJob(**data))
-        except Exception as exc:  # noqa: BLE001 - rq cron would refuse it too
-            log.warning("an rq cron registration cannot be listed: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - rq cron refuses it too
+            refuse(_data_name(data), DECLARED_AS, f"RQ refuses it: {exc}")
     try:
-        return [job for job, _ in jobs_of(registrations, rq_cron_zone()).values()]
+        zone = rq_cron_zone()
     except ConfigError as exc:
         log.warning("the rq cron registrations cannot be listed: %s", exc)
         return []
+    return [job for job, _ in jobs_of(registrations, zone, strict=False).values()]
+
+
+def _data_name(data: dict[str, Any]) -> str:
+    """A registration's name before RQ made it a ``CronJob``: its ``name``, else its
+    function's dotted path."""
+    func = data.get("func")
+    return str(data.get("name") or
+               f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}")  # fmt: skip
+
+
+def anchored(
+    store: Store, jobs: list[Job], registrations: Mapping[str, CronJob], now: datetime
+) -> tuple[list[Job], dict[str, datetime]]:
+    """The jobs with each interval registration anchored to the moment the cluster first
+    saw it (that registration under its name and interval): the first replica to start
+    writes ``now`` to the store if no anchor is there (``add_control``: one writer wins),
+    and every replica reads the one kept. The registration then fires at the anchor, then
+    every interval from it; a replica that starts within the job's ``misfire_grace`` of the
+    anchor arms from it (the first send, claimed once), a later start or a restart from its
+    own start, so nothing is sent again. Returns the jobs and the times to arm from.
+
+    Raises:
+        StoreUnavailable: the store could not be reached.
+    """
+    found, since = [], {}
+    for job in jobs:
+        registration = registrations.get(job.name)
+        if not isinstance(job.schedule, Every) or registration is None:
+            found.append(job)
+            continue
+        interval = job.schedule.interval
+        key = f"{job.name}:{interval // _MS}"
+        stamp = now.astimezone(UTC).replace(microsecond=now.microsecond // 1000 * 1000)
+        store.add_control(ANCHORS, key, json.dumps({"at": stamp.isoformat()}))
+        kept = store.control(ANCHORS, key)
+        try:
+            anchor = datetime.fromisoformat(json.loads(kept or "")["at"]).astimezone(UTC)
+        except (ValueError, KeyError, TypeError):
+            log.warning("the stored anchor of %s is unreadable (%r); it starts now", job.name,
+                        kept)  # fmt: skip
+            store.put_control(ANCHORS, key, json.dumps({"at": stamp.isoformat()}))
+            anchor = stamp
+        offset = ((anchor - EPOCH) // _MS) % (interval // _MS) * _MS
+        found.append(dataclasses.replace(job, schedule=Every(interval, offset=offset)))
+        if timedelta(0) <= now - anchor <= job.misfire_grace:
+            since[job.name] = anchor - _MS
+    return found, since
 
 
 class _Loading(CronScheduler):
@@ -138,18 +241,17 @@ class _Loading(CronScheduler):
             return super().register(*args, **kwargs)
         except Exception as exc:
             func = kwargs.get("func", args[0] if args else None)
-            shown = (
-                kwargs.get("name")
-                or f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}"
-            )
-            self.refused.append((str(shown), exc))
+            self.refused.append((_data_name({**kwargs, "func": func}), exc))
             raise
 
 
 class _NoTraceback(logging.Filter):
-    """Keeps a record's message, drops its traceback: a bad config is said in one line."""
+    """Keeps a record's message, drops its traceback: a bad config is said in one line. RQ's
+    own line for a registration it refuses is dropped: ``refuse`` says it, once, by name."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Failed to register job"):
+            return False
         record.exc_info = None
         record.exc_text = None
         return True
@@ -244,15 +346,36 @@ class Registered:
     show_default=True,
     help="Set logging level.",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse to start when a registration is refused, instead of running the others.",
+)
+@click.option(
+    "--interval-anchor",
+    type=click.Choice(["first-seen", "epoch"]),
+    default="first-seen",
+    show_default=True,
+    help="Interval registrations: from the moment the cluster first saw them (the first send "
+    "at the first deploy), or on multiples of the interval since the Unix epoch.",
+)
 @click.argument("config_path")
 @beat_options
 @pass_cli_config  # type: ignore[untyped-decorator]
-def rq_cron(cli_config: Any, logging_level: str, config_path: str, **options: Any) -> None:
+def rq_cron(
+    cli_config: Any,
+    logging_level: str,
+    strict: bool,
+    interval_anchor: str,
+    config_path: str,
+    **options: Any,
+) -> None:
     """Run an `rq cron` config (a dotted path or a file) on any number of replicas: each
     registration's occurrence is claimed once in the store and enqueued by one replica.
 
     Takes what `rq cron` takes (-u/--url, -c/--config, -P/--path, -l/--logging-level) and the
-    options of `cron-bridge beat`.
+    options of `cron-bridge beat`. A registration RQ refuses is logged and listed as refused
+    while the others run, as `rq cron` does (--strict: the command does not start).
     """
     logging.getLogger().setLevel(logging_level.upper())
     settings = read_config_file(cli_config.config) if cli_config.config else {}  # type: ignore[no-untyped-call]
@@ -277,18 +400,25 @@ def rq_cron(cli_config: Any, logging_level: str, config_path: str, **options: An
             raise ConfigError(str(exc), option="CONFIG", value=config_path) from None
         finally:
             scheduler.log.removeFilter(quiet)
-        if scheduler.refused:
-            # rq cron logs these and runs without them; a job that silently never runs is
-            # worse than a beat that does not start.
-            name, error = scheduler.refused[0]
-            raise ConfigError(f"rq.cron.register refused it: {error}", job=name,
-                              option="CONFIG", value=config_path)  # fmt: skip
-        jobs = jobs_of(scheduler.get_jobs(), zone)
+        for name, error in scheduler.refused:
+            # rq cron logs these and runs the others: so does this, and lists them as refused
+            # (list, /healthz, the dashboard); --strict does not start instead.
+            if strict:
+                raise ConfigError(f"rq.cron.register refused it: {error}", job=name,
+                                  option="CONFIG", value=config_path)  # fmt: skip
+            refuse(name, DECLARED_AS, f"RQ refuses it: {error}")
+        jobs = jobs_of(scheduler.get_jobs(), zone, strict=strict)
         if not jobs:
             log.warning("%s registers no job with rq.cron.register(...)", config_path)
         sender = RQCronSender(connection, {name: reg for name, (_, reg) in jobs.items()})
         register(sender)
         log.info("rq cron config %s: %d registration(s), cron fields in %s", config_path,
                  len(jobs), zone)  # fmt: skip
+    registrations = {name: registration for name, (_, registration) in jobs.items()}
+
+    def arm(store: Store, loaded: list[Job]) -> tuple[list[Job], Mapping[str, datetime]]:
+        return anchored(store, loaded, registrations, datetime.now(UTC))
+
     with Registered(scheduler, sender):
-        run_beat(lambda: [job for job, _ in jobs.values()], options)
+        run_beat(lambda: [job for job, _ in jobs.values()], options,
+                 arm=arm if interval_anchor == "first-seen" else None)  # fmt: skip
