@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from periodiq import CronSpec, cron
 
 from cron_bridge_dramatiq.periodiq import periodiq_schedule
+from tests.differential.clock_changes import gap_end, gap_walls, repeated
 
 NAMED_DIFFERENCES: dict[str, str] = {
     "periodiq.sunday": "periodiq never sends a Sunday written 0, sun or @weekly (its day check "
@@ -61,31 +62,9 @@ def as_periodiq_means(spec: CronSpec) -> CronSpec:
     return meant
 
 
-def _offset(at: datetime, zone: ZoneInfo) -> timedelta:
-    offset = at.astimezone(zone).utcoffset()
-    return offset if offset is not None else timedelta(0)
-
-
-def gap_end(at: datetime, zone: ZoneInfo) -> bool:
-    """Whether the clocks went forward at ``at`` (the end of a spring gap)."""
-    return _offset(at - timedelta(seconds=1), zone) < _offset(at, zone)
-
-
-def repeated(at: datetime, zone: ZoneInfo) -> bool:
-    """Whether the wall time of ``at`` exists twice that day (the clocks went back over it)."""
-    wall = at.astimezone(zone).replace(tzinfo=None)
-    return (
-        wall.replace(tzinfo=zone, fold=0).utcoffset()
-        != wall.replace(tzinfo=zone, fold=1).utcoffset()
-    )
-
-
 def gap_matches(at: datetime, zone: ZoneInfo, spec: CronSpec) -> bool:
-    """Whether a wall time the spring gap ending at ``at`` skipped matches the spec."""
-    width = _offset(at, zone) - _offset(at - timedelta(seconds=1), zone)
-    wall = pendulum.instance(at.astimezone(zone).replace(tzinfo=None))
-    minutes = int(width.total_seconds()) // 60
-    return any(spec.validate(wall.subtract(minutes=m)) for m in range(1, minutes + 1))
+    """Whether a wall time of the spring gap ending at ``at`` matches the spec."""
+    return any(spec.validate(pendulum.instance(wall)) for wall in gap_walls(at, zone))
 
 
 def compare(text: str, zone: str) -> dict[str, int]:

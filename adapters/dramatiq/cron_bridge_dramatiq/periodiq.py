@@ -17,10 +17,9 @@ its expanded fields (``minute``, ``hour``, ``dom``, ``month``, ``dow``).
 from __future__ import annotations
 
 import importlib
-import itertools
 import logging
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -40,40 +39,22 @@ from cron_bridge.adapters import (
     register,
     run_beat,
 )
+from cron_bridge_dramatiq.fields import cron_field
 
-__all__ = ["PeriodiqSender", "cron_expression", "periodic_jobs", "periodiq"]
+__all__ = [
+    "PeriodiqSender",
+    "cron_expression",
+    "declared",
+    "declared_actors",
+    "periodic_jobs",
+    "periodiq",
+    "periodiq_schedule",
+]
 
 log = logging.getLogger(__name__)
 
 SENDER = "periodiq"
 SKIP_DELAY = 30  # PeriodiqMiddleware's default skip_delay, in seconds
-
-
-def _field(values: Iterable[int], low: int, high: int) -> str:
-    """One cron field for the values periodiq expanded, written short: ``*`` (every value
-    from ``low`` to ``high``), ``*/15``, ``1-5``, ``0,30``.
-
-    Raises:
-        ConfigError: no value between ``low`` and ``high`` (periodiq never matches the field).
-    """
-    found = sorted({value for value in values if low <= value <= high})
-    if not found:
-        raise ConfigError(f"never fires: no value of the field is within {low}-{high}")
-    if found == list(range(low, high + 1)):
-        return "*"
-    steps = {b - a for a, b in itertools.pairwise(found)}
-    if len(found) > 2 and len(steps) == 1 and (step := steps.pop()) > 1:
-        if found[0] == low and found[-1] + step > high:
-            return f"*/{step}"
-        return f"{found[0]}-{found[-1]}/{step}"
-    runs: list[list[int]] = []
-    for value in found:
-        if runs and value == runs[-1][-1] + 1:
-            runs[-1].append(value)
-        else:
-            runs.append([value])
-    return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run))
-                    for run in runs)  # fmt: skip
 
 
 def cron_expression(spec: Any) -> str:
@@ -87,11 +68,11 @@ def cron_expression(spec: Any) -> str:
         ConfigError: a field periodiq never matches.
     """
     return " ".join([
-        _field(spec.minute, 0, 59),
-        _field(spec.hour, 0, 23),
-        _field(spec.dom, 1, 31),
-        _field(spec.month, 1, 12),
-        _field({value % 7 for value in spec.dow if 0 <= value <= 7}, 0, 6),
+        cron_field(spec.minute, 0, 59),
+        cron_field(spec.hour, 0, 23),
+        cron_field(spec.dom, 1, 31),
+        cron_field(spec.month, 1, 12),
+        cron_field({value % 7 for value in spec.dow if 0 <= value <= 7}, 0, 6),
     ])  # fmt: skip
 
 
@@ -189,15 +170,21 @@ class PeriodiqSender(Sender):
         return results
 
 
+def declared_actors() -> list[Any]:
+    """The periodic actors of the broker imported modules set, if any (``get_broker()``
+    would make one where none is)."""
+    broker = getattr(dramatiq.broker, "global_broker", None)
+    return periodic_actors(broker) if broker is not None else []
+
+
 def declared(modules: Sequence[Any]) -> list[Job]:
     """The periodic actors of the current broker once ``modules`` are imported (``cron-bridge
     list -A`` and the beat's start), as ``cron-bridge periodiq`` would run them."""
     del modules  # the actors are on the broker the modules declared them on
-    # The broker the modules set, if any: get_broker() would make one where none is.
-    broker = getattr(dramatiq.broker, "global_broker", None)
-    actors = periodic_actors(broker) if broker is not None else []
+    actors = declared_actors()
     if not actors:
         return []
+    broker = dramatiq.get_broker()
     try:
         zone = local_zone_name(why="periodiq")
     except ConfigError as exc:
