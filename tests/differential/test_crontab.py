@@ -8,7 +8,9 @@ each applied below as the rule it documents."""
 from __future__ import annotations
 
 import bisect
+import importlib.util
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -217,3 +219,57 @@ def test_the_busiest_specs(text: str, zone: str) -> None:
     """Specs sending too often for the generated ones (thousands a year), each in a zone
     with a daylight saving change."""
     compare(text, zone)
+
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "declarations" / "dramatiq_crontab"
+
+
+def _declarations() -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for path in sorted(FIXTURES.glob("*.py")):
+        loader = importlib.util.spec_from_file_location(f"crontab_fixture_{path.stem}", path)
+        assert loader is not None and loader.loader is not None
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+        found += module.DECLARATIONS
+    return found
+
+
+DECLARATIONS = _declarations()
+
+
+def _per_day(text: str) -> int:
+    fields_ = {f.name: f for f in CronTrigger.from_crontab(text, timezone=UTC).fields}
+    return len(_values(fields_["minute"], 0, 59)) * len(_values(fields_["hour"], 0, 23))
+
+
+def test_the_real_declarations_are_read_by_the_drop_in() -> None:
+    """Every fixture registration (as ``@cron`` makes it, in Django's zone) becomes a job."""
+    broker = StubBroker()
+    scheduler = BlockingScheduler()
+    for index, (text, _) in enumerate(DECLARATIONS):
+        actor: Any = dramatiq.actor(actor_name=f"real_{index}", broker=broker)(lambda: None)
+        scheduler.add_job(actor.send, CronTrigger.from_crontab(text, timezone=ZoneInfo(
+            "Europe/Berlin")), name=actor.actor_name)  # fmt: skip
+    jobs, refused = crontab_jobs(scheduler.get_jobs())
+    assert refused == {} and len(jobs) == len(DECLARATIONS) >= 10
+
+
+@pytest.mark.parametrize(
+    "text",
+    [pytest.param(text, marks=[pytest.mark.slow] if _per_day(text) > 24 else [])
+     for text in sorted({text for text, _ in DECLARATIONS})],
+)  # fmt: skip
+def test_a_real_declaration_fires_as_apscheduler_fires_it(text: str) -> None:
+    """Each real spec over a year in Berlin (dramatiq-crontab's documented zone, DST both
+    ways); those sending more than hourly are slow."""
+    compare(text, "Europe/Berlin")
+
+
+def test_the_named_differences_are_each_seen() -> None:
+    """Each named difference is one the walks really meet (none is a dead exception)."""
+    seen = dict.fromkeys(NAMED_DIFFERENCES, 0)
+    for text in ("30 2 * * *", "0 0 * * *"):
+        for name, count in compare(text, "Europe/Warsaw").items():
+            seen[name] += count
+    assert all(seen.values()), seen

@@ -6,17 +6,22 @@ the differences docs/migrating.md names, each applied below as the rule it docum
 
 from __future__ import annotations
 
+import importlib.util
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import dramatiq
+import dramatiq.broker
 import pendulum
 import pytest
+from dramatiq.brokers.stub import StubBroker
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from periodiq import CronSpec, cron
+from periodiq import CronSpec, PeriodiqMiddleware, cron
 
-from cron_bridge_dramatiq.periodiq import periodiq_schedule
+from cron_bridge_dramatiq.periodiq import periodic_jobs, periodiq_schedule
 from tests.differential.clock_changes import gap_end, gap_walls, repeated
 
 NAMED_DIFFERENCES: dict[str, str] = {
@@ -187,3 +192,51 @@ def test_the_named_differences_are_each_seen() -> None:
         for name, count in compare(text, zone).items():
             seen[name] += count
     assert all(seen.values()), seen
+
+
+def _per_day(text: str) -> int:
+    spec = cron(text)
+    return len(spec.minute) * len(spec.hour)
+
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "declarations" / "periodiq"
+
+
+def _declared_actors() -> list[Any]:
+    """The fixture actors, declared on a stub broker with periodiq's middleware set as the
+    global one for the import (the one before it put back)."""
+    before = dramatiq.broker.global_broker
+    broker = StubBroker()
+    broker.add_middleware(PeriodiqMiddleware())
+    dramatiq.set_broker(broker)
+    try:
+        for path in sorted(FIXTURES.glob("*.py")):
+            loader = importlib.util.spec_from_file_location(f"periodiq_fixture_{path.stem}", path)
+            assert loader is not None and loader.loader is not None
+            loader.loader.exec_module(importlib.util.module_from_spec(loader))
+    finally:
+        dramatiq.broker.global_broker = before
+    return [actor for actor in broker.actors.values() if "periodic" in actor.options]
+
+
+ACTORS = _declared_actors()
+REAL_SPECS = sorted({str(actor.options["periodic"]) for actor in ACTORS})
+
+
+def test_the_real_declarations_are_read_by_the_drop_in() -> None:
+    """Every fixture actor becomes a job (none refused), with the schedule compared below."""
+    jobs, refused = periodic_jobs(ACTORS, "Europe/Warsaw", 30)
+    assert refused == {} and len(jobs) == len(ACTORS) >= 10
+    for job, actor in jobs.values():
+        assert job.schedule == periodiq_schedule(actor.options["periodic"], "Europe/Warsaw")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [pytest.param(text, marks=[pytest.mark.slow] if _per_day(text) > 24 else [])
+     for text in REAL_SPECS],
+)  # fmt: skip
+def test_a_real_declaration_fires_as_periodiq_fires_it(text: str) -> None:
+    """Each real spec over a year in Warsaw (DST both ways); those sending more than hourly
+    are slow (periodiq's walk takes some 60 µs a step)."""
+    compare(text, "Europe/Warsaw")
