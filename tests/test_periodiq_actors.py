@@ -29,6 +29,15 @@ from cron_bridge_dramatiq.periodiq import cron_expression, periodic_jobs, schedu
         ("0 0 1,15 * *", "0 0 1,15 * *"),
         ("5 4 * 1-3,6 *", "5 4 * 1-3,6 *"),
         ("0-59/2 * * * sun-sat", "*/2 * * * *"),
+        # A field holding its lowest and highest value is not every value (issue 37).
+        ("0 0 */15 * *", "0 0 */15 * *"),
+        ("0 0 */2 * *", "0 0 */2 * *"),
+        ("0 0 1,31 * *", "0 0 1,31 * *"),
+        ("0 22,23,0,1 * * *", "0 0,1,22,23 * * *"),
+        ("0,59 * * * *", "0,59 * * * *"),
+        ("0 0 1 1,12 *", "0 0 1 1,12 *"),
+        ("0 0 * * sat,sun", "0 0 * * 0,6"),
+        ("0,60 * * * *", "0 * * * *"),  # minute 60 never matches in periodiq
     ],
 )
 def test_a_periodiq_spec_is_the_cron_expression_periodiq_expanded(spec: str, expected: str) -> None:
@@ -43,12 +52,58 @@ def test_each_periodic_actor_is_a_job_with_the_middlewares_skip_delay_as_grace()
     def weekday_report() -> None:
         pass
 
-    ((job, actor),) = periodic_jobs([weekday_report], "Europe/Warsaw", 45).values()
+    jobs, refused = periodic_jobs([weekday_report], "Europe/Warsaw", 45)
+    ((job, actor),) = jobs.values()
+    assert refused == {}
     assert actor is weekday_report
     assert (job.name, job.queue, job.task) == ("weekday_report", "reports", "weekday_report")
     assert job.misfire_grace == timedelta(seconds=45)
     schedule = job.schedule
     assert (schedule.expr, schedule.tz) == ("0 9 * * 1-5", "Europe/Warsaw")  # type: ignore[attr-defined]
+
+
+def test_the_day_fields_match_either_only_when_periodiq_restricts_both() -> None:
+    """periodiq's ``validate`` ORs the day fields when both are restricted (fewer than 31
+    days, fewer than 7 weekday values) and ANDs them otherwise: ``0-5,7`` is seven values,
+    so ``0 0 1 * 0-5,7`` is the 1st when it is not a Saturday."""
+    broker = StubBroker(middleware=[PeriodiqMiddleware()])
+
+    @dramatiq.actor(broker=broker, periodic=cron("0 0 1 * 0-5,7"))
+    def both() -> None:
+        pass
+
+    @dramatiq.actor(broker=broker, periodic=cron("0 0 1 * mon"))
+    def either() -> None:
+        pass
+
+    jobs, _ = periodic_jobs([both, either], "UTC", 30)
+    assert [jobs[name][0].schedule.day_or for name in ("both", "either")] == [False, True]  # type: ignore[attr-defined]
+
+
+def test_an_actor_whose_spec_never_fires_is_refused_alone() -> None:
+    """``0 0 30 2 *`` never fires: periodiq sends the other actors all the same, and so
+    does the beat; the refusal names the actor, the option and the value."""
+    broker = StubBroker(middleware=[PeriodiqMiddleware()])
+
+    @dramatiq.actor(broker=broker, periodic=cron("0 0 30 2 *"))
+    def never() -> None:
+        pass
+
+    @dramatiq.actor(broker=broker, periodic=cron("0 25 * * *"))
+    def past_midnight() -> None:
+        pass
+
+    @dramatiq.actor(broker=broker, periodic=cron("@daily"))
+    def daily() -> None:
+        pass
+
+    jobs, refused = periodic_jobs([never, past_midnight, daily], "UTC", 30)
+    assert list(jobs) == ["daily"]
+    assert {name: (e.job, e.option, e.value) for name, e in refused.items()} == {
+        "never": ("never", "periodic", "0 0 30 2 *"),
+        "past_midnight": ("past_midnight", "periodic", "0 25 * * *"),
+    }
+    assert "never fires" in refused["never"].reason
 
 
 def test_the_middleware_on_the_workers_reads_our_scheduled_at_and_skips_a_late_one() -> None:
@@ -60,7 +115,7 @@ def test_the_middleware_on_the_workers_reads_our_scheduled_at_and_skips_a_late_o
     def tick() -> None:
         pass
 
-    ((job, _),) = periodic_jobs([tick], "UTC", 30).values()
+    ((job, _),) = periodic_jobs([tick], "UTC", 30)[0].values()
 
     def message_at(at: datetime) -> dramatiq.Message[None]:
         occurrence = Occurrence(job=job.name, scheduled_at=at)

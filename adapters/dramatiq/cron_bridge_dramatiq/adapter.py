@@ -47,8 +47,6 @@ class DramatiqAdapter:
 
     name = "dramatiq"
     stored_task = "cron_bridge_stored"  # the actor stored schedules are enqueued to
-    declared_as = "periodiq"  # where declared_in's jobs come from, for listings
-    runs_with = "cron-bridge periodiq {modules}"  # what runs them
 
     def __init__(self) -> None:
         self._senders = Senders()
@@ -69,11 +67,32 @@ class DramatiqAdapter:
         )
 
     def declared_in(self, modules: Sequence[ModuleType]) -> list[Job]:
-        """periodiq's ``periodic=`` actors of the imported modules, as ``cron-bridge
-        periodiq`` would run them."""
-        from cron_bridge_dramatiq.periodiq import declared
+        """periodiq's ``periodic=`` actors of the imported modules and dramatiq-crontab's
+        ``@cron``/``@interval`` registrations, as ``cron-bridge periodiq`` and ``cron-bridge
+        dramatiq-crontab`` would run them."""
+        from cron_bridge_dramatiq import crontab, periodiq
 
-        return declared(modules)
+        return periodiq.declared(modules) + crontab.declared()
+
+    @property
+    def declared_as(self) -> str:
+        """What ``declared_in``'s jobs are called, for listings."""
+        return " and ".join(name for name, _ in self._sources()) or "periodiq"
+
+    @property
+    def runs_with(self) -> str:
+        """The commands that run ``declared_in``'s jobs."""
+        return "` and `".join(command for _, command in self._sources())
+
+    def _sources(self) -> list[tuple[str, str]]:
+        from cron_bridge_dramatiq import crontab, periodiq
+
+        found = []
+        if periodiq.declared_actors():
+            found.append(("periodiq", "cron-bridge periodiq {modules}"))
+        if crontab.registrations():
+            found.append(("dramatiq-crontab", "cron-bridge dramatiq-crontab"))
+        return found
 
     def wrap(self, obj: Any, job: Job) -> Any:
         actor: dramatiq.Actor[Any, Any] = obj

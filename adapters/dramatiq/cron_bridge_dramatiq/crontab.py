@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import click
@@ -35,60 +36,155 @@ from cron_bridge.adapters import (
     register,
     run_beat,
 )
+from cron_bridge_dramatiq.fields import cron_field
 
-__all__ = ["CrontabSender", "crontab_jobs", "dramatiq_crontab"]
+__all__ = ["CrontabSender", "crontab_jobs", "declared", "dramatiq_crontab", "registrations"]
 
 log = logging.getLogger(__name__)
 
 SENDER = "dramatiq-crontab"
-_CRON_FIELDS = ("minute", "hour", "day", "month", "day_of_week")
+
+# A datetime whose field ``name`` is ``value`` (Monday 3 January 2000 for weekday 0, as
+# APScheduler 3 counts: Monday is 0, Sunday 6), for asking a field whether it matches it.
+_PROBES: dict[str, Any] = {
+    "second": lambda v: datetime(2000, 1, 1, 0, 0, v),
+    "minute": lambda v: datetime(2000, 1, 1, 0, v),
+    "hour": lambda v: datetime(2000, 1, 1, v),
+    "day": lambda v: datetime(2000, 1, v),  # January: 31 days
+    "month": lambda v: datetime(2000, v, 1),
+    "day_of_week": lambda v: datetime(2000, 1, 3 + v),
+}
+_RANGES = {"second": (0, 59), "minute": (0, 59), "hour": (0, 23), "day": (1, 31),
+           "month": (1, 12), "day_of_week": (0, 6)}  # fmt: skip
+
+
+def _matched(field: Any) -> set[int]:
+    """The values an APScheduler field matches, asked of its own expressions (so ``0`` in a
+    weekday field is Monday, a name is that day, ``mon/2`` is Monday as APScheduler reads
+    it); ``last`` in the day field is left to the caller.
+
+    Raises:
+        ConfigError: an expression that depends on the month other than ``last`` (``2nd mon``).
+    """
+    low, high = _RANGES[field.name]
+    for expression in field.expressions:
+        kind = type(expression).__name__
+        if kind not in ("AllExpression", "RangeExpression", "MonthRangeExpression",
+                        "WeekdayRangeExpression", "LastDayOfMonthExpression"):  # fmt: skip
+            raise ConfigError(f"a {field.name} field of {str(field)!r} cannot be read")
+    probe = _PROBES[field.name]
+    return {
+        value
+        for value in range(low, high + 1)
+        for expression in field.expressions
+        if type(expression).__name__ != "LastDayOfMonthExpression"
+        and expression.get_next_value(probe(value), field) == value
+    }
+
+
+def _days(field: Any) -> str:
+    """The day-of-month field, APScheduler's ``last`` written as croniter's ``L``."""
+    if not any(type(e).__name__ == "LastDayOfMonthExpression" for e in field.expressions):
+        return cron_field(_matched(field), 1, 31)
+    dates = _matched(field)
+    if not dates:
+        return "L"
+    written = cron_field(dates, 1, 31)
+    return written if written == "*" else f"{written},L"
+
+
+def _cron(trigger: Any) -> Cron:
+    """The cron schedule firing when an APScheduler 3 ``CronTrigger`` does: every field must
+    match, the day of month *and* the day of week (``day_or=False``: ``0 9 1-7 * mon`` is the
+    first Monday), weekdays counted from Monday (0) as ``from_crontab`` reads them, ``last``
+    the month's last day (croniter's ``L``), in the trigger's zone.
+
+    Raises:
+        ConfigError: seconds, years or weeks, a weekday position (``2nd mon``), or a trigger
+            that never fires (``0 0 30 2 *``).
+    """
+    fields = {field.name: field for field in trigger.fields}
+    if _matched(fields["second"]) != {0} or not all(
+        str(fields[name]) == "*" for name in ("year", "week")
+    ):
+        raise ConfigError("only crontab-style triggers (no seconds, years or weeks) can be read")
+    weekdays = {(day + 1) % 7 for day in _matched(fields["day_of_week"])}  # cron: Sunday 0
+    expr = " ".join([
+        cron_field(_matched(fields["minute"]), 0, 59),
+        cron_field(_matched(fields["hour"]), 0, 23),
+        _days(fields["day"]),
+        cron_field(_matched(fields["month"]), 1, 12),
+        cron_field(weekdays, 0, 6),
+    ])  # fmt: skip
+    return Cron(expr, tz=str(getattr(trigger.timezone, "key", trigger.timezone)), day_or=False)
 
 
 def _schedule(trigger: Any) -> Any:
     """The schedule of an APScheduler trigger dramatiq-crontab made."""
     kind = type(trigger).__name__
     if kind == "CronTrigger":
-        fields = {field.name: str(field) for field in trigger.fields}
-        if fields.get("second", "0") != "0" or fields.get("year", "*") != "*":
-            raise ConfigError("only crontab-style triggers (no seconds or years) can be read")
-        expr = " ".join(fields[name] for name in _CRON_FIELDS)
-        return Cron(expr, tz=str(getattr(trigger.timezone, "key", trigger.timezone)))
+        return _cron(trigger)
     if kind == "IntervalTrigger":
         return Every(trigger.interval.total_seconds())
     raise ConfigError(f"a {kind} cannot be read")
 
 
-def crontab_jobs(registered: Sequence[Any]) -> dict[str, tuple[Job, Any]]:
+def crontab_jobs(
+    registered: Sequence[Any],
+) -> tuple[dict[str, tuple[Job, Any]], dict[str, ConfigError]]:
     """The cluster job of each dramatiq-crontab registration (an APScheduler job calling an
-    actor's ``send``), named after the actor (``-2`` for a second one of the same actor).
+    actor's ``send``), named after the actor (``-2`` for a second one of the same actor), and
+    apart those that cannot run, each refused alone: the others still run.
 
-    Raises:
-        ConfigError: naming the registration and why it cannot be read.
+    Returns:
+        The jobs with their actors, and each refused registration's error (naming it, the
+        option and the value), both by name.
     """
     found: dict[str, tuple[Job, Any]] = {}
+    refused: dict[str, ConfigError] = {}
     for entry in registered:
         actor = getattr(entry.func, "__self__", None)
         if not isinstance(actor, dramatiq.Actor) or entry.func.__name__ != "send":
-            raise ConfigError("not an actor's send: dramatiq-crontab's @cron and @interval add "
-                              "only those", job=str(entry.name), option="func",
-                              value=repr(entry.func))  # fmt: skip
+            refused[str(entry.name)] = ConfigError(
+                "not an actor's send: dramatiq-crontab's @cron and @interval add only those",
+                job=str(entry.name), option="func", value=repr(entry.func))  # fmt: skip
+            continue
         base = actor.actor_name
         if not NAME_PATTERN.fullmatch(base):
-            raise ConfigError("expected a name of letters, digits, '.', '_' and '-'",
-                              job=base, option="name", value=base)  # fmt: skip
+            refused[base] = ConfigError("expected a name of letters, digits, '.', '_' and '-'",
+                                        job=base, option="name", value=base)  # fmt: skip
+            continue
         name, count = base, 1
-        while name in found:
+        while name in found or name in refused:
             count += 1
             name = f"{base}-{count}"
         try:
             schedule = _schedule(entry.trigger)
         except ConfigError as exc:
-            raise ConfigError(exc.reason, job=name, option="trigger",
-                              value=str(entry.trigger)) from None  # fmt: skip
+            refused[name] = ConfigError(exc.reason, job=name, option="trigger",
+                                        value=str(entry.trigger))  # fmt: skip
+            continue
         job = Job(name=name, schedule=schedule, adapter=SENDER, task=actor.actor_name,
                   queue=actor.queue_name)  # fmt: skip
         found[name] = (job, actor)
-    return found
+    return found, refused
+
+
+def registrations() -> list[Any]:
+    """The jobs on dramatiq-crontab's scheduler; none when dramatiq-crontab was not imported
+    (importing it here would need Django's settings)."""
+    scheduler = getattr(sys.modules.get("dramatiq_crontab"), "scheduler", None)
+    return list(scheduler.get_jobs()) if scheduler is not None else []
+
+
+def declared() -> list[Job]:
+    """dramatiq-crontab's registrations once the modules holding them are imported
+    (``cron-bridge list -A``, the beat's start), as ``cron-bridge dramatiq-crontab`` would run
+    them; none when dramatiq-crontab was not imported."""
+    jobs, refused = crontab_jobs(registrations())
+    for error in refused.values():
+        log.warning("not run by cron-bridge dramatiq-crontab: %s", error)
+    return [job for job, _ in jobs.values()]
 
 
 class CrontabSender(Sender):
@@ -167,7 +263,9 @@ def dramatiq_crontab(
         except Exception as exc:  # noqa: BLE001 - the user's project, said in one line
             raise ConfigError(f"{type(exc).__name__}: {exc}", option="--settings",
                               value=os.environ["DJANGO_SETTINGS_MODULE"]) from None  # fmt: skip
-        jobs = crontab_jobs(scheduler.get_jobs())
+        jobs, refused = crontab_jobs(scheduler.get_jobs())
+        for error in refused.values():
+            log.error("%s: this registration is not sent, the others are", error)
         if not jobs:
             log.warning("no actor is registered with dramatiq-crontab's @cron or @interval")
         for name, (job, _) in jobs.items():

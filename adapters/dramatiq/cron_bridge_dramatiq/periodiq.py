@@ -17,10 +17,9 @@ its expanded fields (``minute``, ``hour``, ``dom``, ``month``, ``dow``).
 from __future__ import annotations
 
 import importlib
-import itertools
 import logging
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -40,8 +39,17 @@ from cron_bridge.adapters import (
     register,
     run_beat,
 )
+from cron_bridge_dramatiq.fields import cron_field
 
-__all__ = ["PeriodiqSender", "cron_expression", "periodic_jobs", "periodiq"]
+__all__ = [
+    "PeriodiqSender",
+    "cron_expression",
+    "declared",
+    "declared_actors",
+    "periodic_jobs",
+    "periodiq",
+    "periodiq_schedule",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,43 +57,35 @@ SENDER = "periodiq"
 SKIP_DELAY = 30  # PeriodiqMiddleware's default skip_delay, in seconds
 
 
-def _field(values: Iterable[int], low: int, high: int) -> str:
-    """One cron field for the values periodiq expanded, written short: ``*``, ``*/15``,
-    ``1-5``, ``0,30``."""
-    found = sorted(set(values))
-    if not found:
-        raise ConfigError("a field matches no value")
-    if found[0] <= low and found[-1] >= high:
-        return "*"
-    steps = {b - a for a, b in itertools.pairwise(found)}
-    if len(found) > 2 and len(steps) == 1 and (step := steps.pop()) > 1:
-        if found[0] == low and found[-1] + step > high:
-            return f"*/{step}"
-        return f"{found[0]}-{found[-1]}/{step}"
-    runs: list[list[int]] = []
-    for value in found:
-        if runs and value == runs[-1][-1] + 1:
-            runs[-1].append(value)
-        else:
-            runs.append([value])
-    return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run))
-                    for run in runs)  # fmt: skip
-
-
 def cron_expression(spec: Any) -> str:
-    """The cron expression of a periodiq ``CronSpec``, from the values periodiq expanded.
+    """The cron expression of a periodiq ``CronSpec``, from the values periodiq expanded (a
+    value periodiq can never match, such as minute 60, left out).
 
     periodiq reads day-of-week 0 to 7 and matches it against ISO weekdays (Sunday is 7);
     the expression here has 0 for Sunday, so ``0``, ``7`` and ``sun`` all fire on Sundays.
+
+    Raises:
+        ConfigError: a field periodiq never matches.
     """
-    dow = sorted({value % 7 for value in spec.dow})
     return " ".join([
-        _field(spec.minute, 0, 59),
-        _field(spec.hour, 0, 23),
-        _field(spec.dom, 1, 31),
-        _field(spec.month, 1, 12),
-        "*" if len(dow) == 7 else _field(dow, 0, 6),
+        cron_field(spec.minute, 0, 59),
+        cron_field(spec.hour, 0, 23),
+        cron_field(spec.dom, 1, 31),
+        cron_field(spec.month, 1, 12),
+        cron_field({value % 7 for value in spec.dow if 0 <= value <= 7}, 0, 6),
     ])  # fmt: skip
+
+
+def periodiq_schedule(spec: Any, zone: str) -> Cron:
+    """The schedule of a periodiq ``CronSpec`` in ``zone``, as periodiq's ``validate`` reads
+    it: a day matches either day field only when periodiq calls both restricted (fewer than
+    31 days of the month, fewer than 7 weekday values), else both.
+
+    Raises:
+        ConfigError: a field periodiq never matches, or a spec that never fires (``0 0 30 2 *``).
+    """
+    day_or = bool(spec.is_dom_restricted and spec.is_dow_restricted)
+    return Cron(cron_expression(spec), tz=zone, day_or=day_or)
 
 
 def skip_delay(broker: Any) -> int:
@@ -101,26 +101,33 @@ def periodic_actors(broker: Any) -> list[Any]:
     return [actor for actor in broker.actors.values() if "periodic" in actor.options]
 
 
-def periodic_jobs(actors: Sequence[Any], zone: str, grace: int) -> dict[str, tuple[Job, Any]]:
-    """The cluster job of each periodic actor, named after the actor.
+def periodic_jobs(
+    actors: Sequence[Any], zone: str, grace: int
+) -> tuple[dict[str, tuple[Job, Any]], dict[str, ConfigError]]:
+    """The cluster job of each periodic actor, named after the actor, and apart the actors
+    whose spec cannot run (one that never fires, such as ``0 0 30 2 *``): periodiq keeps
+    sending the other actors then, and so does the beat.
 
-    Raises:
-        ConfigError: naming the actor, the option and the value.
+    Returns:
+        The jobs with their actors, and each refused actor's error (naming the actor, the
+        option and the value), both by actor name.
     """
     found: dict[str, tuple[Job, Any]] = {}
+    refused: dict[str, ConfigError] = {}
     for actor in actors:
         spec = actor.options["periodic"]
         try:
-            schedule = Cron(cron_expression(spec), tz=zone)
+            schedule = periodiq_schedule(spec, zone)
         except (ConfigError, AttributeError, TypeError) as exc:
             reason = exc.reason if isinstance(exc, ConfigError) else "not a periodiq cron(...)"
-            raise ConfigError(reason, job=actor.actor_name, option="periodic",
-                              value=str(spec)) from None  # fmt: skip
+            refused[actor.actor_name] = ConfigError(reason, job=actor.actor_name,
+                                                    option="periodic", value=str(spec))  # fmt: skip
+            continue
         job = Job(name=actor.actor_name, schedule=schedule, adapter=SENDER,
                   task=actor.actor_name, queue=actor.queue_name,
                   misfire_grace=timedelta(seconds=grace))  # fmt: skip
         found[actor.actor_name] = (job, actor)
-    return found
+    return found, refused
 
 
 def scheduled_at(dispatch: Dispatch, zone: str) -> str:
@@ -163,21 +170,29 @@ class PeriodiqSender(Sender):
         return results
 
 
+def declared_actors() -> list[Any]:
+    """The periodic actors of the broker imported modules set, if any (``get_broker()``
+    would make one where none is)."""
+    broker = getattr(dramatiq.broker, "global_broker", None)
+    return periodic_actors(broker) if broker is not None else []
+
+
 def declared(modules: Sequence[Any]) -> list[Job]:
     """The periodic actors of the current broker once ``modules`` are imported (``cron-bridge
     list -A`` and the beat's start), as ``cron-bridge periodiq`` would run them."""
     del modules  # the actors are on the broker the modules declared them on
-    # The broker the modules set, if any: get_broker() would make one where none is.
-    broker = getattr(dramatiq.broker, "global_broker", None)
-    actors = periodic_actors(broker) if broker is not None else []
+    actors = declared_actors()
     if not actors:
         return []
+    broker = dramatiq.get_broker()
     try:
         zone = local_zone_name(why="periodiq")
-        jobs = periodic_jobs(actors, zone, skip_delay(broker))
     except ConfigError as exc:
         log.warning("the periodiq actors cannot be listed: %s", exc)
         return []
+    jobs, refused = periodic_jobs(actors, zone, skip_delay(broker))
+    for error in refused.values():
+        log.warning("not run by cron-bridge periodiq: %s", error)
     return [job for job, _ in jobs.values()]
 
 
@@ -216,19 +231,27 @@ def periodiq(
             raise ConfigError("No periodic actor to schedule.", option="MODULE",
                               value=" ".join((broker, *modules)))  # fmt: skip
         zone = local_zone_name(why="periodiq")
-        jobs = periodic_jobs(actors, zone, skip_delay(found))
-        _print_periodic_actors(actors, zone)
+        jobs, refused = periodic_jobs(actors, zone, skip_delay(found))
+        _print_periodic_actors(actors, zone, refused)
+        for error in refused.values():
+            log.error("%s: this actor is not sent, the others are", error)
+        if not jobs:
+            raise ConfigError("No periodic actor can be scheduled.", option="periodic",
+                              value=", ".join(refused))  # fmt: skip
         register(PeriodiqSender({name: actor for name, (_, actor) in jobs.items()}, zone))
     run_beat(lambda: [job for job, _ in jobs.values()], options)
 
 
-def _print_periodic_actors(actors: Sequence[Any], zone: str) -> None:
-    """periodiq's own table of the actors it schedules."""
+def _print_periodic_actors(
+    actors: Sequence[Any], zone: str, refused: dict[str, ConfigError]
+) -> None:
+    """periodiq's own table of the actors it schedules, a refused one marked so."""
     log.info("Registered periodic actors (cron fields in %s):", zone)
     log.info("")
     log.info("    %-24s module:actor@queue", "m h dom mon dow")
     log.info("    %-24s ------------------", "-" * 24)
     for actor in actors:
-        log.info("    %-24s %s:%s@%s", str(actor.options["periodic"]), actor.fn.__module__,
-                 actor.actor_name, actor.queue_name)  # fmt: skip
+        mark = " (refused: see below)" if actor.actor_name in refused else ""
+        log.info("    %-24s %s:%s@%s%s", str(actor.options["periodic"]), actor.fn.__module__,
+                 actor.actor_name, actor.queue_name, mark)  # fmt: skip
     log.info("")
