@@ -33,6 +33,7 @@ from cron_bridge.adapters import (
     Sender,
     beat_options,
     one_line_errors,
+    refuse,
     register,
     run_beat,
 )
@@ -182,8 +183,8 @@ def declared() -> list[Job]:
     (``cron-bridge list -A``, the beat's start), as ``cron-bridge dramatiq-crontab`` would run
     them; none when dramatiq-crontab was not imported."""
     jobs, refused = crontab_jobs(registrations())
-    for error in refused.values():
-        log.warning("not run by cron-bridge dramatiq-crontab: %s", error)
+    for name, error in refused.items():  # listed as refused by `list`, /healthz, the dashboard
+        refuse(name, SENDER, str(error))
     return [job for job, _ in jobs.values()]
 
 
@@ -264,8 +265,8 @@ def dramatiq_crontab(
             raise ConfigError(f"{type(exc).__name__}: {exc}", option="--settings",
                               value=os.environ["DJANGO_SETTINGS_MODULE"]) from None  # fmt: skip
         jobs, refused = crontab_jobs(scheduler.get_jobs())
-        for error in refused.values():
-            log.error("%s: this registration is not sent, the others are", error)
+        for name, error in refused.items():  # logged at ERROR once; the others are sent
+            refuse(name, SENDER, str(error))
         if not jobs:
             log.warning("no actor is registered with dramatiq-crontab's @cron or @interval")
         for name, (job, _) in jobs.items():

@@ -36,6 +36,7 @@ from cron_bridge.adapters import (
     beat_options,
     local_zone_name,
     one_line_errors,
+    refuse,
     register,
     run_beat,
 )
@@ -52,6 +53,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+SOURCE = "periodiq"  # where a refused actor was declared, for listings
 
 SENDER = "periodiq"
 SKIP_DELAY = 30  # PeriodiqMiddleware's default skip_delay, in seconds
@@ -191,8 +194,8 @@ def declared(modules: Sequence[Any]) -> list[Job]:
         log.warning("the periodiq actors cannot be listed: %s", exc)
         return []
     jobs, refused = periodic_jobs(actors, zone, skip_delay(broker))
-    for error in refused.values():
-        log.warning("not run by cron-bridge periodiq: %s", error)
+    for name, error in refused.items():  # listed as refused by `list`, /healthz, the dashboard
+        refuse(name, SOURCE, str(error))
     return [job for job, _ in jobs.values()]
 
 
@@ -233,8 +236,8 @@ def periodiq(
         zone = local_zone_name(why="periodiq")
         jobs, refused = periodic_jobs(actors, zone, skip_delay(found))
         _print_periodic_actors(actors, zone, refused)
-        for error in refused.values():
-            log.error("%s: this actor is not sent, the others are", error)
+        for name, error in refused.items():  # logged at ERROR once; the others are sent
+            refuse(name, SOURCE, str(error))
         if not jobs:
             raise ConfigError("No periodic actor can be scheduled.", option="periodic",
                               value=", ".join(refused))  # fmt: skip
