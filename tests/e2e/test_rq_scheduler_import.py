@@ -61,7 +61,7 @@ def test_rq_scheduler_jobs_move_into_stored_schedules(
     before = snapshot(client)
     dry = cli(*base, env=env, cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
-    assert "4 of 8 job(s) would move; run again with --apply" in dry.stdout
+    assert "6 of 8 job(s) would move; run again with --apply" in dry.stdout
     assert snapshot(client) == before  # a dry run changes nothing
     assert Schedules(store_from_url(store_url)).list() == {}
 
@@ -75,38 +75,47 @@ def test_rq_scheduler_jobs_move_into_stored_schedules(
 
     done = cli(*base, "--apply", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "4 of 8 job(s) moved" in done.stdout
-    lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:-1]}
+    assert "6 of 8 job(s) moved" in done.stdout
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:-2]}
     assert "not plain data" in lines[opaque]
-    assert "cannot carry meta ['owner']" in lines[meta]
-    assert "one-off" in lines[once]
+    assert "moved" in lines[meta] and "moved" in lines[once]
     assert "CRON_BRIDGE_STORED_TASKS" in lines[unagreed]
+    assert "serve its queue(s) default with an `rq worker` without --serializer" in done.stdout
 
     stored = {
         name: spec.to_json() for name, spec in Schedules(store_from_url(store_url)).list().items()
     }
     assert stored["nightly-report"] == {
         "name": "nightly-report", "library": "rq", "task": "tests.apps.rq_cron_tasks.send_report",
-        "options": {"cron": "*/10 * * * *", "tz": "UTC"}, "args": ["daily"],
+        "options": {"cron": "*/10 * * * *", "tz": "Europe/Warsaw", "day_or": False,
+                    "misfire": "run-once", "send": {"result_ttl": -1}}, "args": ["daily"],
         "kwargs": {"to": "team@example.com"}, "queue": "reports", "backoff": None,
     }  # fmt: skip
-    (local_name,) = [n for n in stored if n.startswith("cleanup-")]
-    assert stored[local_name]["options"] == {"cron": "30 6 * * 1-5", "tz": "Europe/Warsaw"}
+    (local_name,) = [n for n in stored if n.startswith("cleanup-") and "cron" in stored[n]["options"]
+                     and stored[n]["options"]["cron"] == "30 6 * * 1-5"]  # fmt: skip
+    (meta_name,) = [n for n in stored if stored[n]["options"].get("cron") == "0 0 * * *"]
+    assert stored[meta_name]["options"]["send"] == {"result_ttl": -1, "meta": {"owner": "ops"}}
+    (once_name,) = [n for n in stored if "at" in stored[n]["options"]]
+    assert stored[once_name]["task"] == "tests.apps.rq_cron_tasks.cleanup"
+    assert stored[local_name]["options"] == {"cron": "30 6 * * 1-5", "tz": "Europe/Warsaw",
+                                             "day_or": False, "misfire": "run-once",
+                                             "send": {"result_ttl": -1}}  # fmt: skip
     by_region = {
         spec["args"][0]: spec for spec in stored.values() if spec["args"] in (["eu"], ["us"])
     }
     offset = f"{every_at.timestamp() % 120:g}s"
-    assert by_region["eu"]["options"] == {"every": "120s", "offset": offset}
+    assert by_region["eu"]["options"] == {"every": "120s", "offset": offset,
+                                          "misfire": "run-once", "send": {"result_ttl": -1}}
     last = every_at + timedelta(seconds=2 * 60)  # repeat=3: the next run and two more
     assert by_region["us"]["options"]["end"] == (last + timedelta(seconds=1)).isoformat()
 
     # Nothing of a moved job is left; what stays is untouched.
     remaining = {member.decode() for member in client.zrange("rq:scheduler:scheduled_jobs", 0, -1)}
-    assert remaining == {once, opaque, meta, unagreed}
-    for job_id in (cron, local, every, counted):
+    assert remaining == {opaque, unagreed}
+    for job_id in (cron, local, every, counted, once, meta):
         assert not client.exists(f"rq:job:{job_id}")
-    for job_id in (once, opaque, meta, unagreed):
+    for job_id in (opaque, unagreed):
         assert client.exists(f"rq:job:{job_id}")
 
     again = cli(*base, "--apply", env=env, cwd=tmp_path)
-    assert again.returncode == 0 and "0 of 4 job(s) moved" in again.stdout
+    assert again.returncode == 0 and "0 of 2 job(s) moved" in again.stdout
