@@ -91,8 +91,7 @@ def test_rq_scheduler_jobs_move_into_stored_schedules(
                     "misfire": "run-once", "send": {"result_ttl": -1}}, "args": ["daily"],
         "kwargs": {"to": "team@example.com"}, "queue": "reports", "backoff": None,
     }  # fmt: skip
-    (local_name,) = [n for n in stored if n.startswith("cleanup-") and "cron" in stored[n]["options"]
-                     and stored[n]["options"]["cron"] == "30 6 * * 1-5"]  # fmt: skip
+    (local_name,) = [n for n in stored if stored[n]["options"].get("cron") == "30 6 * * 1-5"]
     (meta_name,) = [n for n in stored if stored[n]["options"].get("cron") == "0 0 * * *"]
     assert stored[meta_name]["options"]["send"] == {"result_ttl": -1, "meta": {"owner": "ops"}}
     (once_name,) = [n for n in stored if "at" in stored[n]["options"]]
@@ -104,8 +103,12 @@ def test_rq_scheduler_jobs_move_into_stored_schedules(
         spec["args"][0]: spec for spec in stored.values() if spec["args"] in (["eu"], ["us"])
     }
     offset = f"{every_at.timestamp() % 120:g}s"
-    assert by_region["eu"]["options"] == {"every": "120s", "offset": offset,
-                                          "misfire": "run-once", "send": {"result_ttl": -1}}
+    assert by_region["eu"]["options"] == {
+        "every": "120s",
+        "offset": offset,
+        "misfire": "run-once",
+        "send": {"result_ttl": -1},
+    }
     last = every_at + timedelta(seconds=2 * 60)  # repeat=3: the next run and two more
     assert by_region["us"]["options"]["end"] == (last + timedelta(seconds=1)).isoformat()
 

@@ -61,7 +61,7 @@ from cron_bridge.adapters import (
 )
 from cron_bridge_rq.scheduled_job import ScheduledJob, Unreadable, read_job, shown
 
-__all__ = ["Move", "plan", "rq_scheduler"]
+__all__ = ["Move", "crontab_fields", "plan", "rq_scheduler", "stored_spec"]
 
 SCHEDULED = "rq:scheduler:scheduled_jobs"
 INSTANCES = "rq:scheduler_instance:"
@@ -122,7 +122,7 @@ def _read(client: Redis, member: bytes, score: float, taken: set[str], zone: str
         move.left = f"a stored schedule cannot carry {', '.join(job.cannot)}"
     else:
         try:
-            move.spec = _spec(job, zone, now)
+            move.spec = stored_spec(job, zone, now)
         except ConfigError as exc:
             move.left = shown(f"{exc.option}={exc.value!r}: {exc.reason}", 300)
         else:
@@ -132,7 +132,7 @@ def _read(client: Redis, member: bytes, score: float, taken: set[str], zone: str
     return move
 
 
-def _spec(job: ScheduledJob, zone: str, now: datetime) -> dict[str, Any]:
+def stored_spec(job: ScheduledJob, zone: str, now: datetime) -> dict[str, Any]:
     """The stored schedule's fields.
 
     A run rq-scheduler missed (its process was stopped for the move) runs once when the beat

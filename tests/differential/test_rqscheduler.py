@@ -1,0 +1,279 @@
+"""rq-scheduler against ``cron-bridge import rq-scheduler``: cron strings generated within the
+grammar of the ``crontab`` package rq-scheduler reads them with, each walked with
+rq-scheduler's own ``get_next_scheduled_time`` (in the floor venv, tests/differential/
+rqscheduler_walk.py: a send at each score, a score already past sent at the next poll) and
+with the stored schedule the importer makes of it, over a year, with the host in each zone
+(DST included); the send times must be the same but for the differences docs/migrating.md
+names, each applied below as the rule it documents."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import HealthCheck, assume, event, example, given, settings
+from hypothesis import strategies as st
+
+from cron_bridge.adapters import ConfigError
+from cron_bridge.control.schedules import StoredSchedule
+from cron_bridge.schedules import Schedule
+from cron_bridge_rq.rq_scheduler import stored_spec
+from cron_bridge_rq.scheduled_job import ScheduledJob
+from tests.conftest import unavailable
+from tests.e2e.processes import REPO
+
+NAMED_DIFFERENCES: dict[str, str] = {
+    "rqscheduler.spring_gap": "before the clocks go forward over a time the cron string "
+    "matches, rq-scheduler scores that time in the past and sends the job at every poll "
+    "(every minute by default) until the gap ends; cron-bridge sends it once, at the gap's "
+    "end.",
+    "rqscheduler.repeated_hour": "in the hour the clocks go back over, rq-scheduler sends only "
+    "in the first pass; cron-bridge sends a cron string whose hour field covers every hour in "
+    "both passes, as an hour really elapsed.",
+    "rqscheduler.fields": "a cron string with seconds other than 0, a year other than *, or a "
+    "Z day (days before the month's end) stays with rq-scheduler, said by the importer: "
+    "stored schedules have whole minutes, no years and croniter has no Z.",
+}
+
+ZONES = ("UTC", "Europe/Warsaw", "America/New_York", "Australia/Lord_Howe")
+START = datetime(2025, 1, 1, tzinfo=UTC)
+END = START + timedelta(days=366)
+FLOOR = REPO / ".venv-queue-floor" / "bin" / "python"
+WALKER = REPO / "tests" / "differential" / "rqscheduler_walk.py"
+MAX_FIRES = 1500  # a year of sends walked per example (rq-scheduler's crontab: ~1 ms a step)
+WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+class Walker:
+    """rq-scheduler's walk in a floor-venv process of its own, one JSON line each way."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self.process = subprocess.Popen(
+            [str(FLOOR), str(WALKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, env=env,
+        )  # fmt: skip
+
+    def fires(self, cron: str, zone: str, *, local: bool = False) -> list[datetime] | str:
+        """rq-scheduler's send times, or why its ``crontab`` refuses the string."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        asked = {"cron": cron, "zone": zone, "start": START.timestamp(),
+                 "end": END.timestamp(), "local": local}  # fmt: skip
+        self.process.stdin.write(json.dumps(asked) + "\n")
+        self.process.stdin.flush()
+        answer = json.loads(self.process.stdout.readline())
+        if isinstance(answer, dict):
+            return str(answer["refused"])
+        return [datetime.fromtimestamp(at, UTC) for at in answer]
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=10)
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.fixture(scope="module")
+def walker() -> Iterator[Walker]:
+    if not FLOOR.exists():
+        unavailable("rq-scheduler (in the floor venv)", FileNotFoundError(
+            f"{FLOOR} is missing: `make test` creates it"))  # fmt: skip
+    found = Walker()
+    yield found
+    found.close()
+
+
+def _offset(at: datetime, zone: ZoneInfo) -> timedelta:
+    offset = at.astimezone(zone).utcoffset()
+    return offset if offset is not None else timedelta(0)
+
+
+def _forward_ends(zone: ZoneInfo) -> list[tuple[datetime, timedelta]]:
+    """Each instant the clocks went forward in the year, with the gap's width."""
+    ends, at = [], START
+    while at < END:
+        step = at + timedelta(minutes=30)
+        if _offset(step, zone) > _offset(at, zone):
+            low, high = at, step
+            while high - low > timedelta(seconds=1):
+                mid = low + (high - low) / 2
+                low, high = (mid, high) if _offset(mid, zone) == _offset(at, zone) else (low, mid)
+            ends.append((high.replace(microsecond=0), _offset(step, zone) - _offset(at, zone)))
+        at = step
+    return ends
+
+
+def _repeated(at: datetime, zone: ZoneInfo) -> bool:
+    """Whether the wall time of ``at`` exists twice (the clocks went back over it)."""
+    wall = at.astimezone(zone).replace(tzinfo=None)
+    return wall.replace(tzinfo=zone, fold=0).utcoffset() != wall.replace(
+        tzinfo=zone, fold=1).utcoffset()  # fmt: skip
+
+
+def _second_pass(at: datetime, zone: ZoneInfo) -> bool:
+    """Whether ``at`` is in the second pass of a repeated wall time."""
+    wall = at.astimezone(zone).replace(tzinfo=None)
+    return _repeated(at, zone) and wall.replace(tzinfo=zone, fold=1).astimezone(UTC) == at
+
+
+def imported(expr: str, zone: str) -> Schedule:
+    """The schedule ``cron-bridge import rq-scheduler`` stores for a ``scheduler.cron(expr)``
+    job on a host in ``zone``, as the beat reads it back.
+
+    Raises:
+        ConfigError: the importer leaves the job where it is (``option`` says why).
+    """
+    job = ScheduledJob(job_id="j", next_at=START, task="proj.tasks.report", instance=False,
+                       args=[], kwargs={}, interval=None, cron=expr, local_zone=False,
+                       repeat=None, queue="default", timeout=None, result_ttl=-1, ttl=None,
+                       meta={}, at_front=False, cannot=())  # fmt: skip
+    spec = stored_spec(job, zone, START)
+    fields = ("task", "library", "queue", "args", "kwargs")
+    options = {key: value for key, value in spec.items() if key not in fields}
+    stored = StoredSchedule(name="j", options=options, **{f: spec[f] for f in fields})
+    return stored.job().schedule
+
+
+def compare(expr: str, zone: str, walker: Walker, *, generated: bool = True) -> dict[str, int]:
+    """Walk both over the year; fail on any difference no named one explains.
+
+    Returns:
+        How many times each named difference applied.
+    """
+    used = dict.fromkeys(NAMED_DIFFERENCES, 0)
+    try:
+        schedule = imported(expr, zone)
+    except ConfigError as exc:
+        if exc.option == "cron_string":
+            used["rqscheduler.fields"] += 1  # the importer says so; nothing is stored
+            if generated:
+                event("stays: " + exc.reason)
+            return used
+        # cron-bridge refuses one that never fires; rq-scheduler must never send it either.
+        assert exc.reason == "never fires", exc
+        never = walker.fires(expr, zone)
+        assert isinstance(never, str) or not never, (expr, never[:3])
+        return used
+    ours = list(schedule.occurrences(START, END))
+    if generated:
+        assume(len(ours) <= MAX_FIRES)
+        event(f"sends in the year: {'0' if not ours else '<100' if len(ours) < 100 else '100+'}")
+    found = walker.fires(expr, zone)
+    assert not isinstance(found, str), f"{expr!r}: rq-scheduler refuses it ({found})"
+    tz = ZoneInfo(zone)
+    theirs = set(found)
+    gaps = _forward_ends(tz)
+    for at in sorted(set(ours) - theirs):
+        if _second_pass(at, tz):
+            used["rqscheduler.repeated_hour"] += 1
+        else:
+            wall = at.astimezone(tz)
+            pytest.fail(f"{expr!r} in {zone}: cron-bridge sends at {wall}, rq-scheduler does not")
+    for at in sorted(theirs - set(ours)):
+        if any(end - width <= at < end for end, width in gaps):
+            used["rqscheduler.spring_gap"] += 1
+        else:
+            wall = at.astimezone(tz)
+            pytest.fail(f"{expr!r} in {zone}: rq-scheduler sends at {wall}, cron-bridge does not")
+    return used
+
+
+def _number(draw: Any, low: int, high: int, names: tuple[str, ...] | None = None) -> str:
+    value = draw(st.integers(low, high))
+    if names and draw(st.booleans()):
+        return names[value - low if names is MONTHS else value % 7]
+    return str(value)
+
+
+@st.composite
+def _field(draw: Any, low: int, high: int, names: tuple[str, ...] | None = None,
+           sparse: bool = False) -> str:  # fmt: skip
+    """One field as the ``crontab`` package reads it: ``*``, a value, a list, a range, a
+    step over either (its first step must stay in range)."""
+    kinds = ["value", "list", "range", "step"] + ([] if sparse else ["star"])
+    kind = draw(st.sampled_from(kinds))
+    if kind == "star":
+        return "*"
+    if kind == "value":
+        return _number(draw, low, high, names)
+    if kind == "list":
+        values = draw(st.lists(st.integers(low, high), min_size=2, max_size=3, unique=True))
+        return ",".join(str(v) for v in values)
+    first = draw(st.integers(low, high - 1))
+    last = draw(st.integers(first + 1, high))
+    if kind == "range":
+        return f"{_number(draw, first, first, names) if names is None else first}-{last}"
+    step = draw(st.integers(1, max(1, (high - low) // 2)))
+    start = draw(st.sampled_from(["*", str(first), f"{first}-{last}"]))
+    base = low if start == "*" else first
+    assume(base + step <= high)  # crontab refuses a step whose first next value is past the end
+    return f"{start}/{step}"
+
+
+@st.composite
+def crontab_strings(draw: Any) -> str:
+    minute = draw(_field(0, 59, sparse=True))
+    hour = draw(_field(0, 23))
+    # Mostly one day field restricted: both at once (which must both match) rarely meet.
+    day = draw(st.just("*") | _field(1, 31) | st.sampled_from(["l", "?", "L"]))
+    month = draw(_field(1, 12, MONTHS))
+    weekday = draw(st.just("*") | _field(0, 6, WEEKDAYS) | st.sampled_from(
+        ["7", "mon-fri", "sat-sun", "l5", "?", "MON", "1-7"]))  # fmt: skip
+    return " ".join((minute, hour, day, month, weekday))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.filter_too_much])  # fmt: skip
+@given(expr=crontab_strings(), zone=st.sampled_from(ZONES))
+@example(expr="0 9 1-7 * mon", zone="Europe/Warsaw")  # the first Monday (both day fields)
+@example(expr="0 0 */15 * *", zone="UTC")
+@example(expr="30 2 * * *", zone="Europe/Warsaw")
+@example(expr="0 2 * * sun", zone="America/New_York")
+@example(expr="0 * * 3,4,10,11 0", zone="Europe/Warsaw")
+@example(expr="0 * * 3,4,10,11 0", zone="America/New_York")
+@example(expr="*/30 * * 4,10 sun", zone="Australia/Lord_Howe")
+@example(expr="0 0 l * *", zone="UTC")
+@example(expr="0 12 * * l5", zone="Europe/Warsaw")
+@example(expr="0 0 * * sat-sun", zone="UTC")
+@example(expr="0 0 * * 7", zone="UTC")
+@example(expr="@weekly", zone="America/New_York")
+@example(expr="0 0 1 1 * 2030", zone="UTC")
+@example(expr="30 0 0 1 1 * *", zone="UTC")
+@example(expr="0 0 z3 * *", zone="UTC")
+def test_rq_scheduler_sends_when_the_stored_schedule_does(
+    walker: Walker, expr: str, zone: str
+) -> None:
+    compare(expr, zone, walker)
+
+
+def test_each_named_difference_is_seen() -> None:
+    """Each named difference applies to at least one real case (none is dead text)."""
+    found = Walker()
+    try:
+        seen = dict.fromkeys(NAMED_DIFFERENCES, 0)
+        for expr, zone in (("30 2 * * *", "Europe/Warsaw"), ("0 * * 10 0", "Europe/Warsaw"),
+                           ("0 0 1 1 * 2030", "UTC")):  # fmt: skip
+            for name, count in compare(expr, zone, found, generated=False).items():
+                seen[name] += count
+    finally:
+        found.close()
+    assert all(seen.values()), seen
+
+
+def test_use_local_timezone_moves_no_run(walker: Walker) -> None:
+    """rq-scheduler reads a cron string in the host's local time whatever
+    ``use_local_timezone`` says: its sends are the same either way."""
+    assert walker.fires("0 2 * * *", "Europe/Warsaw") == walker.fires(
+        "0 2 * * *", "Europe/Warsaw", local=True
+    )
+    first = walker.fires("0 2 * * *", "Europe/Warsaw")
+    assert not isinstance(first, str)
+    assert first[0] == datetime(2025, 1, 1, 1, tzinfo=UTC)  # 02:00 in Warsaw, not UTC
