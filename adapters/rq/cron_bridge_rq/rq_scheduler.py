@@ -66,7 +66,7 @@ __all__ = ["Move", "crontab_fields", "plan", "rq_scheduler", "stored_spec"]
 SCHEDULED = "rq:scheduler:scheduled_jobs"
 INSTANCES = "rq:scheduler_instance:"
 LOCK = "rq:scheduler_lock"
-ONE_OFF_LEAD = timedelta(seconds=10)  # a one-off already due runs this long after the move
+DUE_LEAD = timedelta(seconds=10)  # a run already due comes this long after the move
 CRONTAB_ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -153,22 +153,25 @@ def stored_spec(job: ScheduledJob, zone: str, now: datetime) -> dict[str, Any]:
             send[option] = value
     if send:
         spec["send"] = send
+    # A run already due (rqscheduler was stopped for the move) comes right after the move, as
+    # at rq-scheduler's next poll; an interval counts on from there, as rq-scheduler's does.
+    first = max(job.next_at, now + DUE_LEAD)
     once = (job.interval is None and job.cron is None) or job.repeat in (0, 1)
     if once:
-        # A one-off (or a job with one run left: rq-scheduler runs repeat=0 once, too); one
-        # already due runs as soon as the beat sees it, as at rq-scheduler's next poll.
-        spec["at"] = max(job.next_at, now + ONE_OFF_LEAD).isoformat()
+        # A one-off, or a job with one run left (rq-scheduler runs repeat=0 once, too).
+        spec["at"] = first.isoformat()
         return spec
     if job.interval is not None:
         spec["every"] = f"{job.interval}s"
-        score = job.next_at.timestamp()
+        score = first.timestamp()
         if score % job.interval:
             spec["offset"] = f"{score % job.interval:g}s"
     else:
         spec["cron"], spec["tz"] = crontab_fields(cast(str, job.cron)), zone
         spec["day_or"] = False  # the crontab package requires every field to match
     if job.repeat is not None:
-        spec["end"] = _end(spec, job.next_at, job.repeat).isoformat()
+        spec["end"] = _end(spec, first if job.interval is not None else job.next_at,
+                           job.repeat).isoformat()  # fmt: skip
     return spec
 
 
