@@ -13,20 +13,23 @@ import os
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+import redis
 from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from cron_bridge.adapters import ConfigError
 from cron_bridge.control.schedules import StoredSchedule
 from cron_bridge.schedules import Schedule
-from cron_bridge_rq.rq_scheduler import stored_spec
+from cron_bridge_rq.rq_scheduler import SCHEDULED, plan, stored_spec
 from cron_bridge_rq.scheduled_job import ScheduledJob
 from tests.conftest import unavailable
 from tests.e2e.processes import REPO
+from tests.servers import RedisServer
 
 NAMED_DIFFERENCES: dict[str, str] = {
     "rqscheduler.spring_gap": "before the clocks go forward over a time the cron string "
@@ -61,11 +64,13 @@ class Walker:
             text=True, env=env,
         )  # fmt: skip
 
-    def fires(self, cron: str, zone: str, *, local: bool = False) -> list[datetime] | str:
-        """rq-scheduler's send times, or why its ``crontab`` refuses the string."""
+    def fires(self, cron: str, zone: str, *, local: bool = False,
+              start: datetime = START) -> list[datetime] | str:  # fmt: skip
+        """rq-scheduler's send times over a year from ``start``, or why its ``crontab``
+        refuses the string."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        asked = {"cron": cron, "zone": zone, "start": START.timestamp(),
-                 "end": END.timestamp(), "local": local}  # fmt: skip
+        asked = {"cron": cron, "zone": zone, "start": start.timestamp(),
+                 "end": (start + (END - START)).timestamp(), "local": local}  # fmt: skip
         self.process.stdin.write(json.dumps(asked) + "\n")
         self.process.stdin.flush()
         answer = json.loads(self.process.stdout.readline())
@@ -135,7 +140,11 @@ def imported(expr: str, zone: str) -> Schedule:
                        args=[], kwargs={}, interval=None, cron=expr, local_zone=False,
                        repeat=None, queue="default", timeout=None, result_ttl=-1, ttl=None,
                        meta={}, at_front=False, cannot=())  # fmt: skip
-    spec = stored_spec(job, zone, START)
+    return _stored(stored_spec(job, zone, START))
+
+
+def _stored(spec: dict[str, Any]) -> Schedule:
+    """The schedule of the stored schedule with the importer's fields ``spec``."""
     fields = ("task", "library", "queue", "args", "kwargs")
     options = {key: value for key, value in spec.items() if key not in fields}
     stored = StoredSchedule(name="j", options=options, **{f: spec[f] for f in fields})
@@ -277,3 +286,51 @@ def test_use_local_timezone_moves_no_run(walker: Walker) -> None:
     first = walker.fires("0 2 * * *", "Europe/Warsaw")
     assert not isinstance(first, str)
     assert first[0] == datetime(2025, 1, 1, 1, tzinfo=UTC)  # 02:00 in Warsaw, not UTC
+
+
+DECLARATIONS = REPO / "tests" / "fixtures" / "declarations" / "rq_scheduler" / "calls.py"
+
+
+@pytest.mark.redis
+def test_real_declarations_move_as_rq_scheduler_runs_them(
+    walker: Walker, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The calls of tests/fixtures/declarations/rq_scheduler/ (public projects, rq-scheduler's
+    README), made by rq-scheduler on a host in Europe/Warsaw and imported: a cron job's runs
+    are rq-scheduler's own for a year (its count with ``repeat``), an interval job's every
+    ``interval`` from its score (a score already due: right after the move), a one-off at
+    its score; ``result_ttl``, ``ttl`` and ``meta`` go to RQ as given."""
+    client = redis.Redis(port=redis_server.port, db=15)
+    client.flushdb()
+    url = f"{redis_server.url.rsplit('/', 1)[0]}/15"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TZ": "Europe/Warsaw"}
+    made = subprocess.run([str(FLOOR), str(DECLARATIONS), url], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    ids: dict[str, str] = json.loads(made.stdout)
+    now = datetime.now(UTC)
+    moves = {move.job_id: move for move in plan(client, "Europe/Warsaw", now=now)}
+    year = now + (END - START)
+    for label, job_id in ids.items():
+        move = moves[job_id]
+        assert not move.left, (label, move.left)
+        spec, schedule = move.spec, _stored(move.spec)
+        score = datetime.fromtimestamp(float(client.zscore(SCHEDULED, job_id) or 0), UTC)
+        ours = list(schedule.occurrences(now, year))
+        if "cron" in spec:
+            theirs = walker.fires(spec["cron"], "Europe/Warsaw", start=now)
+            assert not isinstance(theirs, str) and theirs[0] == score, (label, theirs[:1])
+            repeat = 10 if label == "readme-cron" else None
+            assert ours == theirs[:repeat], label
+        elif "every" in spec:
+            interval = timedelta(seconds=int(spec["every"][:-1]))
+            first = max(score, (now + timedelta(seconds=10)).replace(microsecond=0))
+            count = {"readme-schedule": 10, "trendiguru-5x": 5}.get(label, len(ours))
+            assert ours == [first + k * interval for k in range(count)], label
+        else:
+            assert schedule.next_after(now) == score, label
+            assert schedule.next_after(score).year == 9999, label  # once
+    readme = moves[ids["readme-cron"]].spec["send"]
+    assert readme == {"result_ttl": 300, "ttl": 200, "meta": {"foo": "bar"}}
+    assert moves[ids["sei-upload"]].spec["send"] == {"result_ttl": 3600}
+    assert moves[ids["readme-schedule"]].spec["send"] == {"result_ttl": -1, "meta": {"foo": "bar"}}

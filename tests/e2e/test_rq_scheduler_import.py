@@ -106,6 +106,7 @@ def test_rq_scheduler_jobs_move_into_stored_schedules(
     assert by_region["eu"]["options"] == {
         "every": "120s",
         "offset": offset,
+        "start": every_at.isoformat(),
         "misfire": "run-once",
         "send": {"result_ttl": -1},
     }

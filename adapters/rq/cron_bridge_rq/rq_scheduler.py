@@ -10,8 +10,8 @@ anything else is left where it is, with the reason. Each job becomes a stored sc
 ``rq`` library, which the RQ workers run through ``cron_bridge_rq.stored.run_stored`` (the
 task must be agreed for stored schedules: ``@storable``, ``CRON_BRIDGE_STORED_TASKS``):
 
-- ``interval=N``: ``every=N`` with the offset that keeps rq-scheduler's phase, so the next run
-  comes when rq-scheduler's would have;
+- ``interval=N``: ``every=N`` with the offset that keeps rq-scheduler's phase, and ``start=``
+  its next run, so that run comes when rq-scheduler's would have, and none before it;
 - ``cron_string``: ``cron=`` with ``day_or=False`` (the ``crontab`` package rq-scheduler reads
   it with requires every field to match), in the zone of rq-scheduler's host: rq-scheduler
   matches the fields against the host's local time whatever ``use_local_timezone`` says
@@ -154,8 +154,9 @@ def stored_spec(job: ScheduledJob, zone: str, now: datetime) -> dict[str, Any]:
     if send:
         spec["send"] = send
     # A run already due (rqscheduler was stopped for the move) comes right after the move, as
-    # at rq-scheduler's next poll; an interval counts on from there, as rq-scheduler's does.
-    first = max(job.next_at, now + DUE_LEAD)
+    # at rq-scheduler's next poll; an interval counts on from there, as rq-scheduler's does
+    # (in whole seconds, as its scores are).
+    first = max(job.next_at, (now + DUE_LEAD).replace(microsecond=0))
     once = (job.interval is None and job.cron is None) or job.repeat in (0, 1)
     if once:
         # A one-off, or a job with one run left (rq-scheduler runs repeat=0 once, too).
@@ -166,6 +167,7 @@ def stored_spec(job: ScheduledJob, zone: str, now: datetime) -> dict[str, Any]:
         score = first.timestamp()
         if score % job.interval:
             spec["offset"] = f"{score % job.interval:g}s"
+        spec["start"] = first.isoformat()  # not before its first run, however far ahead
     else:
         spec["cron"], spec["tz"] = crontab_fields(cast(str, job.cron)), zone
         spec["day_or"] = False  # the crontab package requires every field to match
