@@ -8,6 +8,7 @@ names, each applied below as the rule it documents."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -39,6 +40,12 @@ NAMED_DIFFERENCES: dict[str, str] = {
     "rqscheduler.repeated_hour": "in the hour the clocks go back over, rq-scheduler sends only "
     "in the first pass; cron-bridge sends a cron string whose hour field covers every hour in "
     "both passes, as an hour really elapsed.",
+    "rqscheduler.interval_phase": "rq-scheduler counts each interval from the poll that sent "
+    "the run (up to its --interval, 60 s, late), so an interval that is not a multiple of its "
+    "poll drifts later run by run; cron-bridge keeps the phase of the first run.",
+    "rqscheduler.overdue_cron": "a cron job already due at the move (rqscheduler stopped for "
+    "it) is sent by rq-scheduler once at its next poll; the imported schedule sends it at its "
+    "next cron time.",
     "rqscheduler.fields": "a cron string with seconds other than 0, a year other than *, or a "
     "Z day (days before the month's end) stays with rq-scheduler, said by the importer: "
     "stored schedules have whole minutes, no years and croniter has no Z.",
@@ -49,6 +56,7 @@ START = datetime(2025, 1, 1, tzinfo=UTC)
 END = START + timedelta(days=366)
 FLOOR = REPO / ".venv-queue-floor" / "bin" / "python"
 WALKER = REPO / "tests" / "differential" / "rqscheduler_walk.py"
+POLL = 60  # rqscheduler's default --interval
 MAX_FIRES = 1500  # a year of sends walked per example (rq-scheduler's crontab: ~1 ms a step)
 WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -64,19 +72,32 @@ class Walker:
             text=True, env=env,
         )  # fmt: skip
 
-    def fires(self, cron: str, zone: str, *, local: bool = False,
-              start: datetime = START) -> list[datetime] | str:  # fmt: skip
-        """rq-scheduler's send times over a year from ``start``, or why its ``crontab``
-        refuses the string."""
+    def fires(self, cron: str, zone: str, *, local: bool = False, start: datetime = START,
+              span: timedelta = END - START) -> list[datetime] | str:  # fmt: skip
+        """rq-scheduler's send times over ``span`` (a year) from ``start``, or why its
+        ``crontab`` refuses the string."""
         assert self.process.stdin is not None and self.process.stdout is not None
         asked = {"cron": cron, "zone": zone, "start": start.timestamp(),
-                 "end": (start + (END - START)).timestamp(), "local": local}  # fmt: skip
+                 "end": (start + span).timestamp(), "local": local}  # fmt: skip
         self.process.stdin.write(json.dumps(asked) + "\n")
         self.process.stdin.flush()
         answer = json.loads(self.process.stdout.readline())
         if isinstance(answer, dict):
             return str(answer["refused"])
         return [datetime.fromtimestamp(at, UTC) for at in answer]
+
+    def interval_sends(self, url: str, interval: int, first: datetime, poll: int,
+                       hours: int) -> list[datetime]:  # fmt: skip
+        """rqscheduler's sends of ``schedule(first, interval=...)`` polling every ``poll``."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        end = first + timedelta(hours=hours)
+        asked = {"interval": interval, "url": url, "first": first.timestamp(), "poll": poll,
+                 "end": end.timestamp()}  # fmt: skip
+        self.process.stdin.write(json.dumps(asked) + "\n")
+        self.process.stdin.flush()
+        return [
+            datetime.fromtimestamp(at, UTC) for at in json.loads(self.process.stdout.readline())
+        ]
 
     def close(self) -> None:
         self.process.kill()
@@ -264,7 +285,8 @@ def test_rq_scheduler_sends_when_the_stored_schedule_does(
 
 
 def test_each_named_difference_is_seen() -> None:
-    """Each named difference applies to at least one real case (none is dead text)."""
+    """Each named difference of the cron walk applies to at least one real case (none is
+    dead text)."""
     found = Walker()
     try:
         seen = dict.fromkeys(NAMED_DIFFERENCES, 0)
@@ -274,7 +296,8 @@ def test_each_named_difference_is_seen() -> None:
                 seen[name] += count
     finally:
         found.close()
-    assert all(seen.values()), seen
+    walked = ("rqscheduler.spring_gap", "rqscheduler.repeated_hour", "rqscheduler.fields")
+    assert all(seen[name] for name in walked), seen  # the others: the two tests below
 
 
 def test_use_local_timezone_moves_no_run(walker: Walker) -> None:
@@ -334,3 +357,50 @@ def test_real_declarations_move_as_rq_scheduler_runs_them(
     assert readme == {"result_ttl": 300, "ttl": 200, "meta": {"foo": "bar"}}
     assert moves[ids["sei-upload"]].spec["send"] == {"result_ttl": 3600}
     assert moves[ids["readme-schedule"]].spec["send"] == {"result_ttl": -1, "meta": {"foo": "bar"}}
+
+
+@pytest.mark.redis
+@settings(max_examples=8, deadline=None, suppress_health_check=[
+          HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@given(interval=st.sampled_from([60, 90, 120, 300, 3600]) | st.integers(30, 7200))
+def test_interval_jobs_send_as_rq_scheduler_does_when_its_polls_come_on_time(
+    walker: Walker, redis_server: RedisServer, interval: int
+) -> None:
+    """rq-scheduler's own ``enqueue_jobs`` at each 60 s poll against the imported
+    ``every=``: the same sends when the interval is a multiple of the poll; else
+    ``rqscheduler.interval_phase``, each of its sends the first poll at or after the last
+    one plus the interval, while cron-bridge's stay on the first run's phase."""
+    url = f"{redis_server.url.rsplit('/', 1)[0]}/15"
+    first = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    theirs = walker.interval_sends(url, interval, first, POLL, hours=12)
+    job = ScheduledJob(job_id="j", next_at=first, task="proj.tasks.sync", instance=False,
+                       args=[], kwargs={}, interval=interval, cron=None, local_zone=False,
+                       repeat=None, queue="default", timeout=None, result_ttl=-1, ttl=None,
+                       meta={}, at_front=False, cannot=())  # fmt: skip
+    ours = list(_stored(stored_spec(job, "UTC", first - timedelta(hours=1))).occurrences(
+        first - timedelta(seconds=1), theirs[-1]))  # fmt: skip
+    assert ours == [first + k * timedelta(seconds=interval) for k in range(len(ours))]
+    if interval % POLL == 0:
+        assert ours == theirs
+        return
+    # rqscheduler.interval_phase: the documented rule, run by run.
+    assert theirs[0] == first
+    for before, after in itertools.pairwise(theirs):
+        due = before + timedelta(seconds=interval)
+        assert due <= after < due + timedelta(seconds=POLL), (before, after)
+
+
+def test_a_cron_job_due_at_the_move_is_sent_at_its_next_cron_time(walker: Walker) -> None:
+    """``rqscheduler.overdue_cron``: rqscheduler, started again, would send a job whose
+    score passed at its first poll, then at the next cron time; the imported schedule sends
+    from the next cron time on, the same as rq-scheduler after that first send."""
+    moved = datetime(2026, 3, 1, 12, 20, tzinfo=UTC)
+    job = ScheduledJob(job_id="j", next_at=moved - timedelta(minutes=20), task="proj.tasks.r",
+                       instance=False, args=[], kwargs={}, interval=None, cron="0 * * * *",
+                       local_zone=False, repeat=None, queue="default", timeout=None,
+                       result_ttl=-1, ttl=None, meta={}, at_front=False, cannot=())  # fmt: skip
+    ours = list(_stored(stored_spec(job, "Europe/Warsaw", moved)).occurrences(
+        moved, moved + timedelta(days=2)))  # fmt: skip
+    theirs = walker.fires("0 * * * *", "Europe/Warsaw", start=moved, span=timedelta(days=2))
+    assert not isinstance(theirs, str)
+    assert [moved, *theirs][1 : len(ours) + 1] == ours  # all but rq-scheduler's overdue send
