@@ -176,7 +176,7 @@ def read_job(client: Redis, member: bytes, score: float) -> ScheduledJob:
         ttl=_seconds(raw.get(b"ttl"), "ttl", 1),
         meta=_own_meta(meta),
         at_front=raw.get(b"enqueue_at_front") in (b"1", b"true", b"True"),
-        cannot=_cannot(raw),
+        cannot=_cannot(raw) + (("a queue class",) if meta.get("queue_class_name") else ()),
     )
 
 
