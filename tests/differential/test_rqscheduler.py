@@ -284,18 +284,14 @@ def test_rq_scheduler_sends_when_the_stored_schedule_does(
     compare(expr, zone, walker)
 
 
-def test_each_named_difference_is_seen() -> None:
+def test_each_named_difference_is_seen(walker: Walker) -> None:
     """Each named difference of the cron walk applies to at least one real case (none is
     dead text)."""
-    found = Walker()
-    try:
-        seen = dict.fromkeys(NAMED_DIFFERENCES, 0)
-        for expr, zone in (("30 2 * * *", "Europe/Warsaw"), ("0 * * 10 0", "Europe/Warsaw"),
-                           ("0 0 1 1 * 2030", "UTC")):  # fmt: skip
-            for name, count in compare(expr, zone, found, generated=False).items():
-                seen[name] += count
-    finally:
-        found.close()
+    seen = dict.fromkeys(NAMED_DIFFERENCES, 0)
+    for expr, zone in (("30 2 * * *", "Europe/Warsaw"), ("0 * * 10 0", "Europe/Warsaw"),
+                       ("0 0 1 1 * 2030", "UTC")):  # fmt: skip
+        for name, count in compare(expr, zone, walker, generated=False).items():
+            seen[name] += count
     walked = ("rqscheduler.spring_gap", "rqscheduler.repeated_hour", "rqscheduler.fields")
     assert all(seen[name] for name in walked), seen  # the others: the two tests below
 
