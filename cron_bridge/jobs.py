@@ -202,6 +202,9 @@ class Job:
     external: bool = False
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     queue: str | None = None
+    # What the adapter hands its queue library with each message, by the library's own names
+    # (RQ: job_timeout, result_ttl, ttl, meta, at_front); JSON values, checked by the adapter.
+    send: Mapping[str, Any] = field(default_factory=dict)
     target: Target = "queue"
     handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     adapter: str | None = None
@@ -245,6 +248,15 @@ class Job:
                 json.dumps(dict(self.kwargs), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise fail("kwargs", self.kwargs, f"must be JSON-serialisable ({exc})") from exc
+        if self.send:
+            if not isinstance(self.send, Mapping) or not all(isinstance(k, str) for k in self.send):
+                raise fail("send", self.send, "expected a mapping of option names")
+            if self.target != "queue":
+                raise fail("send", self.send, "an inline target sends nothing")
+            try:
+                json.dumps(dict(self.send), allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise fail("send", self.send, f"must be JSON-serialisable ({exc})") from exc
         if self.target == "queue":
             if self.scope == "instance":
                 raise fail("scope", self.scope, 'a queue target needs scope="cluster"')
@@ -285,6 +297,7 @@ def declare(
     every: str | float | timedelta | None = None,
     at: datetime | str | None = None,
     tz: str = "UTC",
+    day_or: bool = True,
     offset: str | float | timedelta = 0,
     start: datetime | str | None = None,
     end: datetime | str | None = None,
@@ -301,6 +314,7 @@ def declare(
     external: bool = False,
     kwargs: Mapping[str, Any] | None = None,
     queue: str | None = None,
+    send: Mapping[str, Any] | None = None,
     target: str = "queue",
     handler: Callable[..., Any] | None = None,
     adapter: str | None = None,
@@ -317,7 +331,7 @@ def declare(
             "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}", job=str(name), option="name", value=name
         )
     try:
-        schedule = _schedule(cron=cron, every=every, at=at, tz=tz, offset=offset)
+        schedule = _schedule(cron=cron, every=every, at=at, tz=tz, offset=offset, day_or=day_or)
         if start is not None or end is not None:
             if at is not None:
                 raise ConfigError("a one-off run (at=) takes no start or end",
@@ -343,6 +357,7 @@ def declare(
         external=external,
         kwargs=dict(kwargs or {}),
         queue=queue,
+        send=dict(send) if isinstance(send, Mapping) else ({} if send is None else send),
         target=cast(Target, target),
         handler=handler,
         adapter=adapter,
@@ -362,6 +377,7 @@ def _schedule(
     at: datetime | str | None,
     tz: str,
     offset: str | float | timedelta,
+    day_or: bool = True,
 ) -> Schedule:
     given = {name: value for name, value in (("cron", cron), ("every", every), ("at", at))
              if value is not None}  # fmt: skip
@@ -369,8 +385,11 @@ def _schedule(
         first = next(iter(given))
         raise ConfigError(f"give one of cron=, every= or at=, not {' and '.join(given)}",
                           option=first, value=given[first])  # fmt: skip
+    if day_or is not True and (cron is None or day_or is not False):
+        raise ConfigError("day_or= is True or False, for a cron= schedule", option="day_or",
+                          value=day_or)  # fmt: skip
     if cron is not None:
-        return Cron(cron, tz=tz)
+        return Cron(cron, tz=tz, day_or=day_or)
     if at is not None:
         load_zone(tz)
         return At(at)

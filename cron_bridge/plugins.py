@@ -113,6 +113,9 @@ class Adapter(Protocol):
     # send is not sent again: it may have reached the broker (a lost answer), and the broker
     # library's own retries (redis-py's, kombu's) can hide that behind a later error.
 
+    # Optional: ``check_send(options)``, raising ``ConfigError`` (option and value) for a
+    # ``Job.send`` it cannot hand its library; without it a job may send no such options.
+
     # Optional: ``declared_in(modules) -> list[Job]``, the jobs the library's own schedule
     # declarations in those imported modules make (Celery's ``beat_schedule``), for listings;
     # with ``declared_as`` (what they are called) and ``runs_with`` (the command that runs them).

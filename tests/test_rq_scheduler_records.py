@@ -15,6 +15,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,12 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cron_bridge.control.schedules import Schedules
+from cron_bridge.adapters import META_KEY, Dispatch
+from cron_bridge.control.schedules import Schedules, StoredSchedule
 from cron_bridge.storable import ENV
 from cron_bridge.stores import store_from_url
-from cron_bridge_rq.rq_scheduler import SCHEDULED, rq_scheduler
+from cron_bridge_rq.adapter import RQAdapter
+from cron_bridge_rq.rq_scheduler import SCHEDULED, plan, rq_scheduler
 from cron_bridge_rq.scheduled_job import NODES_MAX, Unreadable, read_job
 from tests.servers import RedisServer
 
@@ -156,8 +159,10 @@ def test_each_malformed_job_stays_with_its_reason_in_one_line_and_the_good_one_m
         assert done.returncode == 0, done.stderr[-3000:]
         assert took < 30, took
         lines = done.stdout.splitlines()
-        assert len(lines) == 2 + len(MALFORMED) + 4, lines  # header, a row per job, the total
-        rows = {line.split()[0]: line for line in lines[1:-1]}
+        # the header, a row per job, the total, how to run what stays
+        assert len(lines) == 3 + len(MALFORMED) + 4, lines
+        assert lines[-1].startswith("What stays keeps running with rq-scheduler"), lines[-1]
+        rows = {line.split()[0]: line for line in lines[1:-2]}
         for name, reason in REASONS.items():
             assert "stays:" in rows[name] and reason in rows[name], (name, rows[name])
         assert "stays: its id is not UTF-8" in rows["\ufffd\ufffd-id"]
@@ -252,7 +257,108 @@ def test_any_job_hashes_beside_a_good_one_the_import_finishes_and_moves_the_good
         assert done.exit_code == 0, (done.output[-2000:], done.exception)
         assert time.monotonic() - began < 10
         lines = done.output.splitlines()
-        assert len(lines) == 2 + 1 + len(jobs), lines  # every job on one line of its own
+        staying = lines[-1].startswith("What stays keeps running with rq-scheduler")
+        assert len(lines) == 2 + 1 + len(jobs) + staying, lines  # every job on a line of its own
         (good,) = [line for line in lines if line.startswith(GOOD_ID + " ")]
         assert ("moved" if apply else "would move") in good, good
     assert GOOD_ID in Schedules(store_from_url(store_url)).list()
+
+
+def test_timeout_result_ttl_ttl_meta_and_at_front_go_to_rq_as_rq_scheduler_gave_them(
+    rq_redis: tuple[redis.Redis, str, str],
+) -> None:
+    """rq-scheduler hands RQ its ``timeout`` (the hard limit that kills the work horse),
+    ``result_ttl`` (``-1``: kept for ever), ``ttl`` and ``meta``: the stored schedule sends the
+    same, not a cooperative timeout with a hard limit 30 s later and RQ's 500 s results."""
+    client, _, _ = rq_redis
+    meta = {"cron_string": "0 2 * * *", "use_local_timezone": False, "owner": "ops"}
+    put(client, {b"report": job_hash(meta=meta, timeout=b"5", ttl=b"600", enqueue_at_front=b"1")})
+    (move,) = plan(client, "Europe/Warsaw")
+    assert not move.left, move.left
+    assert move.spec["send"] == {"job_timeout": 5, "result_ttl": -1, "ttl": 600,
+                                 "meta": {"owner": "ops"}, "at_front": True}  # fmt: skip
+    assert "timeout" not in move.spec
+    fields = ("task", "library", "queue", "args", "kwargs")
+    options = {key: value for key, value in move.spec.items() if key not in fields}
+    stored = StoredSchedule(name="report", options=options, **{f: move.spec[f] for f in fields})
+    job = stored.job()
+    sent = RQAdapter()._data(Dispatch(job=job, occurrence=job.occurrence(
+        datetime(2026, 3, 1, 1, tzinfo=UTC)), trigger="schedule", replica="r1"))  # fmt: skip
+    assert (sent.timeout, sent.result_ttl, sent.ttl, sent.at_front) == (5, -1, 600, True)
+    assert sent.meta["owner"] == "ops" and META_KEY in sent.meta
+
+
+@pytest.mark.parametrize("repeat", [0, 1])
+def test_repeat_0_or_1_runs_once_at_its_time(
+    rq_redis: tuple[redis.Redis, str, str], repeat: int
+) -> None:
+    """rq-scheduler runs a job with ``repeat=0`` once (it decrements only a count above 0,
+    then stops at 0), as it does with ``repeat=1``: a one-off at its next time."""
+    client, _, _ = rq_redis
+    put(client, {b"once": job_hash(meta={"interval": 60, "repeat": repeat})})
+    (move,) = plan(client, "UTC", now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert not move.left, move.left
+    assert move.spec["at"] == datetime.fromtimestamp(NEXT_AT, UTC).isoformat()
+    assert "every" not in move.spec and "end" not in move.spec
+
+
+def test_a_one_off_moves_as_at_and_one_already_due_runs_soon(
+    rq_redis: tuple[redis.Redis, str, str],
+) -> None:
+    """``enqueue_at``/``enqueue_in`` jobs (no interval, no cron string) move as ``at=``; one
+    whose time passed while rqscheduler was stopped for the move runs as soon as the beat
+    sees it, as at rq-scheduler's next poll."""
+    client, _, _ = rq_redis
+    put(client, {b"later": job_hash(meta={"owner": "ops"})})
+    put(client, {b"due": job_hash(meta={})}, score=NEXT_AT - 86400)
+    now = datetime.fromtimestamp(NEXT_AT - 3600, UTC)
+    moves = {move.job_id: move for move in plan(client, "UTC", now=now)}
+    assert moves["later"].spec["at"] == datetime.fromtimestamp(NEXT_AT, UTC).isoformat()
+    assert moves["later"].spec["send"]["meta"] == {"owner": "ops"}
+    assert moves["due"].spec["at"] == (now + timedelta(seconds=10)).isoformat()
+    assert moves["due"].spec["misfire"] == "run-once"
+
+
+def test_cron_strings_are_read_in_the_hosts_zone_whatever_use_local_timezone_says(
+    rq_redis: tuple[redis.Redis, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rq-scheduler walks ``datetime.now()`` (the host's local time) whichever way
+    ``use_local_timezone`` is set: under TZ=Europe/Warsaw ``0 2 * * *`` runs at 02:00 Warsaw
+    time, so the stored schedule says so; ``--tz`` names another host's zone."""
+    client, url, store_url = rq_redis
+    monkeypatch.setenv("TZ", "Europe/Warsaw")
+    monkeypatch.setenv(ENV, "tests.apps.rq_cron_tasks.*")
+    for flag in (False, True):
+        put(client, {f"nightly-{flag}".encode(): job_hash(
+            meta={"cron_string": "0 2 * * *", "use_local_timezone": flag})})  # fmt: skip
+    runner = CliRunner()
+    done = runner.invoke(rq_scheduler, ["-u", url, "--store", store_url])
+    assert done.exit_code == 0, done.output
+    assert "(cron strings read in Europe/Warsaw)" in done.output
+    for move in plan(client, "Europe/Warsaw"):
+        assert (move.spec["cron"], move.spec["tz"], move.spec["day_or"]) == (
+            "0 2 * * *", "Europe/Warsaw", False)  # fmt: skip
+    done = runner.invoke(rq_scheduler, ["-u", url, "--store", store_url, "--tz", "America/Chicago"])
+    assert "(cron strings read in America/Chicago)" in done.output, done.output
+
+
+def test_apply_without_a_store_is_refused_and_moves_nothing(
+    rq_redis: tuple[redis.Redis, str, str], tmp_path: Path
+) -> None:
+    """The move deletes the jobs from rq-scheduler: into ./cron-bridge.db, which no beat
+    reads, they would be lost. Without --store or CRON_BRIDGE_STORE, --apply says so in one
+    line, exits non-zero and touches nothing."""
+    client, url, _ = rq_redis
+    put(client, {GOOD_ID.encode(): job_hash()})
+    before = client.hgetall(f"rq:job:{GOOD_ID}")
+    env = {k: v for k, v in os.environ.items() if k != "CRON_BRIDGE_STORE"}
+    env[ENV] = "tests.apps.rq_cron_tasks.*"
+    done = subprocess.run(
+        [sys.executable, "-m", "cron_bridge", "import", "rq-scheduler", "-u", url, "--apply"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0 and "--apply needs the store" in done.stderr
+    assert not list(tmp_path.iterdir())  # no cron-bridge.db
+    assert client.hgetall(f"rq:job:{GOOD_ID}") == before
+    assert client.zscore(SCHEDULED, GOOD_ID) == NEXT_AT

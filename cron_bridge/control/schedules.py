@@ -44,11 +44,11 @@ _TAKE_TRIES = 1_000  # feed numbers tried past the head hint before giving up
 LIBRARIES = ("celery", "rq", "dramatiq")
 TASK_MAX = 300
 SPEC_MAX = 64 * 1024  # bytes of JSON per schedule
-_SCHEDULE_OPTIONS = ("cron", "every", "at", "tz", "offset", "start", "end", "jitter")
+_SCHEDULE_OPTIONS = ("cron", "every", "at", "tz", "day_or", "offset", "start", "end", "jitter")
 # Every replica follows the stored schedules once a second, and whoever holds the secret must
 # not be able to make one schedule flood the broker (every="1ms" is a thousand sends a second).
 MIN_EVERY = timedelta(seconds=1)
-_RUN_OPTIONS = ("attempts", "misfire", "misfire_grace", "overlap", "lock_ttl", "timeout")
+_RUN_OPTIONS = ("attempts", "misfire", "misfire_grace", "overlap", "lock_ttl", "timeout", "send")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,6 +105,8 @@ class StoredSchedule:
                                   value=getattr(self, option)) from None  # fmt: skip
         if "every" in self.options:
             _check_every(self.name, self.options["every"])
+        if "send" in self.options:
+            _check_send(self)
         task = self.task if worker else _stored_task(self)
         kwargs = self.kwargs if worker else {"schedule": self.name}
         return declare(self.name, target="queue", adapter=self.library, task=task,
@@ -120,6 +122,25 @@ def _check_every(name: str, every: object) -> None:
     if interval < MIN_EVERY:
         raise ConfigError(f"a stored schedule runs at most once every {MIN_EVERY.seconds}s",
                           job=name, option="every", value=every)  # fmt: skip
+
+
+def _check_send(spec: StoredSchedule) -> None:
+    """What the schedule hands its queue library with each message (``send``), checked by the
+    library's adapter (``check_send``), which names the option and the value it refuses."""
+    send = spec.options["send"]
+    if not isinstance(send, dict):
+        raise ConfigError("expected a JSON object of the queue library's options",
+                          job=spec.name, option="send", value=send)  # fmt: skip
+    check = getattr(get_adapter(spec.library), "check_send", None)
+    if check is None:
+        if send:
+            raise ConfigError(f"the {spec.library} adapter takes no send options",
+                              job=spec.name, option="send", value=send)  # fmt: skip
+        return
+    try:
+        check(send)
+    except ConfigError as exc:
+        raise exc.for_job(spec.name) from None
 
 
 def _check_storable(spec: StoredSchedule) -> None:

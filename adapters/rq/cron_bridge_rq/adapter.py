@@ -17,7 +17,7 @@ import math
 import os
 import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from redis import Redis
@@ -36,6 +36,7 @@ from cron_bridge.adapters import (
     run_delivery,
 )
 from cron_bridge_rq.ids import rq_job_id
+from cron_bridge_rq.send import check_send
 
 __all__ = ["HORSE_FLUSH", "RQAdapter", "rq_intervals", "rq_job_id"]
 
@@ -171,15 +172,25 @@ class RQAdapter:
         retry = None
         if retries:
             retry = Retry(max=retries, interval=rq_intervals(job.backoff.delays(retries)))
-        hard_limit = None if job.timeout is None else int(job.timeout.total_seconds()) + 30
+        send = job.send
+        hard_limit = send.get("job_timeout")
+        if hard_limit is None and job.timeout is not None:
+            hard_limit = int(job.timeout.total_seconds()) + 30
         return Queue.prepare_data(
             job.task or job.name,
             kwargs=dict(job.kwargs),
             job_id=rq_job_id(dispatch.occurrence),
-            meta={META_KEY: dispatch.meta()},
+            meta={**send.get("meta", {}), META_KEY: dispatch.meta()},
             retry=retry,
             timeout=hard_limit,
+            result_ttl=send.get("result_ttl"),
+            ttl=send.get("ttl"),
+            at_front=bool(send.get("at_front", False)),
         )
+
+    def check_send(self, options: Mapping[str, Any]) -> None:
+        """Refuse what RQ would not take as a job's options (``Job.send``)."""
+        check_send(options)
 
     def _queue(self, job: Job) -> Queue:
         known = self._queues.get((job.task or "", job.queue or ""))

@@ -10,23 +10,35 @@ anything else is left where it is, with the reason. Each job becomes a stored sc
 ``rq`` library, which the RQ workers run through ``cron_bridge_rq.stored.run_stored`` (the
 task must be agreed for stored schedules: ``@storable``, ``CRON_BRIDGE_STORED_TASKS``):
 
-- ``interval=N``: ``every=N`` with the offset that keeps rq-scheduler's phase, so the next run
-  comes when rq-scheduler's would have;
-- ``cron_string``: ``cron=`` in UTC, or in the local zone with ``use_local_timezone=True``;
-- ``repeat=N``: ``end=`` just after the N-th run from the next one.
+- ``interval=N``: ``every=N`` with the offset that keeps rq-scheduler's phase, and ``start=``
+  its next run, so that run comes when rq-scheduler's would have, and none before it;
+- ``cron_string``: ``cron=`` with ``day_or=False`` (the ``crontab`` package rq-scheduler reads
+  it with requires every field to match), in the zone of rq-scheduler's host: rq-scheduler
+  matches the fields against the host's local time whatever ``use_local_timezone`` says
+  (``datetime.now()`` into ``CronTab.next``), so that zone is named (``TZ``,
+  ``/etc/localtime``, or ``--tz``);
+- ``repeat=N``: ``end=`` just after the N-th run from the next one; ``repeat`` 0 or 1, and a
+  one-off (``enqueue_at``, ``enqueue_in``): ``at=`` its time;
+- ``timeout``, ``result_ttl``, ``ttl``, ``meta`` and ``at_front``: ``send=``, handed to RQ
+  with each message as rq-scheduler did (``timeout`` stays RQ's hard limit);
+- a run missed while neither runs: ``misfire="run-once"``, as rq-scheduler runs it at its next
+  poll.
 
-Without ``--apply`` it only says what it would do. With it, it refuses while an
-``rqscheduler`` process is alive (both would send), writes each stored schedule, then deletes
-the job's hash and its member of the sorted set, so nothing of a moved job is left behind; the
-sorted set goes once it is empty. One-off jobs (``enqueue_at``, ``enqueue_in``) stay for
-rq-scheduler to run.
+Without ``--apply`` it only says what it would do. With it, it refuses without a store named
+(the move deletes the jobs from rq-scheduler: an implicit local file no beat reads would lose
+them) and while an ``rqscheduler`` process is alive (both would send), writes each stored
+schedule, then deletes the job's hash and its member of the sorted set, so nothing of a moved
+job is left behind; the sorted set goes once it is empty. What stays (``depends_on``,
+callbacks, arguments that are not plain data) is said with how to run it beside the JSON
+workers.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import click
@@ -38,6 +50,7 @@ from cron_bridge.adapters import (
     Cron,
     Schedules,
     load_app,
+    load_zone,
     local_zone_name,
     one_line_errors,
     open_store,
@@ -48,11 +61,20 @@ from cron_bridge.adapters import (
 )
 from cron_bridge_rq.scheduled_job import ScheduledJob, Unreadable, read_job, shown
 
-__all__ = ["Move", "plan", "rq_scheduler"]
+__all__ = ["Move", "crontab_fields", "plan", "rq_scheduler", "stored_spec"]
 
 SCHEDULED = "rq:scheduler:scheduled_jobs"
 INSTANCES = "rq:scheduler_instance:"
 LOCK = "rq:scheduler_lock"
+DUE_LEAD = timedelta(seconds=10)  # a run already due comes this long after the move
+CRONTAB_ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
 CRON_REPEAT_MAX = 1000  # a cron job's runs stepped through to find its end (about 0.3 s)
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -65,6 +87,7 @@ class Move:
     task: str
     when: str
     name: str = ""
+    queue: str = ""  # the queue it is sent to, when it could be read
     spec: dict[str, Any] = field(default_factory=dict)
     left: str = ""  # why it stays in rq-scheduler; empty when it moves
 
@@ -83,7 +106,8 @@ def _name(job_id: str, task: str, taken: set[str]) -> str:
     return name
 
 
-def _read(client: Redis, member: bytes, score: float, taken: set[str]) -> Move:
+def _read(client: Redis, member: bytes, score: float, taken: set[str], zone: str,
+          now: datetime) -> Move:  # fmt: skip
     """The move of one job: read through ``read_job``, which bounds and checks it, so a job
     that holds anything else stays, with the reason in one line, and the others go on."""
     try:
@@ -91,43 +115,65 @@ def _read(client: Redis, member: bytes, score: float, taken: set[str]) -> Move:
     except Unreadable as exc:
         return Move(job_id=shown(member.decode(errors="replace")), task="?", when="?",
                     left=str(exc))  # fmt: skip
-    move = Move(job_id=job.job_id, task=job.task, when=job.when)
+    move = Move(job_id=job.job_id, task=job.task, when=job.when, queue=job.queue)
     if job.instance:
         move.left = "it calls a method of an object"
-    elif job.interval is None and job.cron is None:
-        move.left = "a one-off job (enqueue_at, enqueue_in): rq-scheduler runs it"
     elif job.cannot:
         move.left = f"a stored schedule cannot carry {', '.join(job.cannot)}"
     else:
         try:
-            move.spec = _spec(job)
+            move.spec = stored_spec(job, zone, now)
         except ConfigError as exc:
             move.left = shown(f"{exc.option}={exc.value!r}: {exc.reason}", 300)
         else:
             move.name = _name(job.job_id, job.task, taken)
+            if "at" in move.spec:
+                move.when = f"once, {move.spec['at']}"
     return move
 
 
-def _spec(job: ScheduledJob) -> dict[str, Any]:
+def stored_spec(job: ScheduledJob, zone: str, now: datetime) -> dict[str, Any]:
     """The stored schedule's fields.
+
+    A run rq-scheduler missed (its process was stopped for the move) runs once when the beat
+    sees it (``misfire="run-once"``), as rq-scheduler runs a job whose time has passed at its
+    next poll, once.
 
     Raises:
         ConfigError: the option that cannot be carried over, and why.
     """
     spec: dict[str, Any] = {"task": job.task, "library": "rq", "queue": job.queue,
-                            "args": job.args, "kwargs": job.kwargs}  # fmt: skip
-    score = job.next_at.timestamp()
+                            "args": job.args, "kwargs": job.kwargs,
+                            "misfire": "run-once"}  # fmt: skip
+    send: dict[str, Any] = {}
+    for option, value in (("job_timeout", job.timeout), ("result_ttl", job.result_ttl),
+                          ("ttl", job.ttl), ("meta", job.meta or None),
+                          ("at_front", job.at_front or None)):  # fmt: skip
+        if value is not None:
+            send[option] = value
+    if send:
+        spec["send"] = send
+    # A run already due (rqscheduler was stopped for the move) comes right after the move, as
+    # at rq-scheduler's next poll; an interval counts on from there, as rq-scheduler's does
+    # (in whole seconds, as its scores are).
+    first = max(job.next_at, (now + DUE_LEAD).replace(microsecond=0))
+    once = (job.interval is None and job.cron is None) or job.repeat in (0, 1)
+    if once:
+        # A one-off, or a job with one run left (rq-scheduler runs repeat=0 once, too).
+        spec["at"] = first.isoformat()
+        return spec
     if job.interval is not None:
         spec["every"] = f"{job.interval}s"
+        score = first.timestamp()
         if score % job.interval:
             spec["offset"] = f"{score % job.interval:g}s"
+        spec["start"] = first.isoformat()  # not before its first run, however far ahead
     else:
-        zone = local_zone_name(why="rq-scheduler") if job.local_zone else "UTC"
-        spec["cron"], spec["tz"] = job.cron, zone
-    if job.timeout is not None:
-        spec["timeout"] = f"{job.timeout}s"
+        spec["cron"], spec["tz"] = crontab_fields(cast(str, job.cron)), zone
+        spec["day_or"] = False  # the crontab package requires every field to match
     if job.repeat is not None:
-        spec["end"] = _end(spec, job.next_at, job.repeat).isoformat()
+        spec["end"] = _end(spec, first if job.interval is not None else job.next_at,
+                           job.repeat).isoformat()  # fmt: skip
     return spec
 
 
@@ -141,7 +187,7 @@ def _end(spec: dict[str, Any], next_at: datetime, repeat: int) -> datetime:
                 raise ConfigError(f"more runs than the importer counts for a cron job "
                                   f"(at most {CRON_REPEAT_MAX:,})", option="repeat",
                                   value=repeat)  # fmt: skip
-            schedule = Cron(spec["cron"], tz=spec["tz"])
+            schedule = Cron(spec["cron"], tz=spec["tz"], day_or=spec["day_or"])
             last = next_at - timedelta(seconds=1)
             for _ in range(repeat):
                 last = schedule.next_after(last)
@@ -153,13 +199,44 @@ def _end(spec: dict[str, Any], next_at: datetime, repeat: int) -> datetime:
                           value=repeat) from None  # fmt: skip
 
 
-def plan(client: Redis) -> list[Move]:
-    """What each of rq-scheduler's jobs would become, in the order of their next run."""
+def crontab_fields(expr: str) -> str:
+    """rq-scheduler's cron string (read by the ``crontab`` package) as the 5 fields
+    cron-bridge reads with croniter: the package's ``?`` is croniter's ``*``, its ``l5``
+    croniter's ``L5``; its seconds (first of 7 fields) and year (last of 6 or 7) are taken
+    when they match every time croniter would fire (``0`` and ``*``).
+
+    Raises:
+        ConfigError: what croniter cannot read the same way (a ``Z`` day, seconds, a year).
+    """
+    fields = CRONTAB_ALIASES.get(expr.strip(), expr.strip()).lower().split()
+    if len(fields) == 7:
+        if fields[0] != "0":
+            raise ConfigError("cron-bridge fires on whole minutes, not on seconds",
+                              option="cron_string", value=expr)  # fmt: skip
+        fields = fields[1:]
+    if len(fields) == 6:
+        if fields[5] not in ("*", "?"):
+            raise ConfigError("a stored schedule has no year field", option="cron_string",
+                              value=expr)  # fmt: skip
+        fields = fields[:5]
+    if len(fields) != 5:
+        raise ConfigError("expected 5 to 7 fields", option="cron_string", value=expr)
+    if fields[2].startswith("z"):
+        raise ConfigError("croniter has no days before the end of the month (Z)",
+                          option="cron_string", value=expr)  # fmt: skip
+    return " ".join("*" if f == "?" else f.replace("l", "L") if f.startswith("l") else f
+                    for f in fields)  # fmt: skip
+
+
+def plan(client: Redis, zone: str, now: datetime | None = None) -> list[Move]:
+    """What each of rq-scheduler's jobs would become, in the order of their next run, its
+    cron strings read in ``zone`` (the zone rq-scheduler's host is in)."""
     taken: set[str] = set()
     moves = []
+    at = datetime.now(UTC) if now is None else now
     members = cast(list[tuple[bytes, float]], client.zrange(SCHEDULED, 0, -1, withscores=True))
     for member, score in members:
-        moves.append(_read(client, member, float(score), taken))
+        moves.append(_read(client, member, float(score), taken, zone, at))
     return moves
 
 
@@ -180,13 +257,25 @@ def _alive(client: Redis) -> list[str]:
     "The module that declares the tasks (repeatable; default $CRON_BRIDGE_APP): imported to "
     "check that stored schedules may name them (@storable or CRON_BRIDGE_STORED_TASKS)."
 )
+@click.option("--tz", metavar="ZONE", default=None,
+              help="The zone rq-scheduler's host is in, where its cron strings are read "
+                   "(default: this host's, from TZ or /etc/localtime).")  # fmt: skip
 @click.option("--apply", is_flag=True, help="Move them; without it, only say what would move.")
-def rq_scheduler(url: str, store: str | None, app: tuple[str, ...], apply: bool) -> None:
-    """Move rq-scheduler's cron and interval jobs into stored schedules, which every beat
-    replica runs; without --apply, only say what would move and what stays."""
+def rq_scheduler(
+    url: str, store: str | None, app: tuple[str, ...], tz: str | None, apply: bool
+) -> None:
+    """Move rq-scheduler's jobs (cron, interval and one-off) into stored schedules, which
+    every beat replica runs; without --apply, only say what would move and what stays."""
     with one_line_errors():
+        if apply and not (store or os.environ.get("CRON_BRIDGE_STORE")):
+            # The move deletes the jobs from rq-scheduler: into a local file no beat reads,
+            # they would be lost.
+            raise ConfigError("--apply needs the store your beats use (--store or "
+                              "CRON_BRIDGE_STORE)", option="--store", value=None)  # fmt: skip
         if app:
             load_app(app)
+        zone = local_zone_name(why="rq-scheduler") if tz is None else tz
+        load_zone(zone)
         client = Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
         try:
             client.ping()
@@ -194,7 +283,7 @@ def rq_scheduler(url: str, store: str | None, app: tuple[str, ...], apply: bool)
             raise ConfigError(f"cannot reach rq-scheduler's Redis: {exc}", option="--url",
                               value=redact_url(url)) from None  # fmt: skip
         schedules = Schedules(open_store(store))
-        moves = plan(client)
+        moves = plan(client, zone)
         if not moves:
             click.echo("rq-scheduler has no jobs in this Redis.")
             return
@@ -208,7 +297,26 @@ def rq_scheduler(url: str, store: str | None, app: tuple[str, ...], apply: bool)
         print_table(rows)
         moved = sum(1 for m in moves if not m.left)
         click.echo(f"{moved} of {len(moves)} job(s) {'moved' if apply else 'would move'}"
-                   + ("" if apply else "; run again with --apply to move them"))  # fmt: skip
+                   + ("" if apply else "; run again with --apply to move them")
+                   + f" (cron strings read in {zone})")  # fmt: skip
+        if moved < len(moves):
+            click.echo(_staying(moves))
+
+
+def _staying(moves: list[Move]) -> str:
+    """How to run what stays beside the moved jobs: rq-scheduler's jobs are pickled, which a
+    JSON-serializer worker fails (``DeserializationError``), so no worker serves both."""
+    stays = sorted({m.queue for m in moves if m.left and m.queue})
+    moved = {m.queue for m in moves if not m.left}
+    shared = [queue for queue in stays if queue in moved]
+    said = (f"What stays keeps running with rq-scheduler: keep `rqscheduler` and serve its "
+            f"queue(s) {', '.join(stays) or '(unknown)'} with an `rq worker` without "
+            "--serializer (pickle); never point a JSON-serializer worker at them.")  # fmt: skip
+    if shared:
+        said += (f" Queue(s) {', '.join(shared)} get both kinds: give the moved schedules "
+                 "another queue (`cron-bridge schedule update NAME --queue ...`) or move what "
+                 "stays first.")  # fmt: skip
+    return said
 
 
 def _decide(moves: list[Move], schedules: Schedules) -> set[str]:

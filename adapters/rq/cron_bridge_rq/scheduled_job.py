@@ -14,7 +14,8 @@ the bytes claim to be:
   each time it is reached (as ``json.dumps`` would expand it): at most ``NODES_MAX`` values,
   ``DATA_MAX`` characters of text and ``DEPTH_MAX`` levels, so a pickle of a few bytes that
   expands to 2**40 values is refused in microseconds;
-- ``interval``, ``repeat``, ``timeout`` and the next run time: whole numbers in range.
+- ``interval``, ``repeat``, ``timeout``, ``result_ttl``, ``ttl`` and the next run time: whole
+  numbers in range.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ DEPTH_MAX = 64
 INT_DIGITS_MAX = 30  # an argument's integer (json.dumps refuses those over 4,300 digits)
 INTERVAL_MAX = 10**9  # seconds: about 31 years
 REPEAT_MAX = 10**6  # runs left (the importer steps through at most 1,000 of a cron job's)
-TIMEOUT_MAX = 10**7
+TIMEOUT_MAX = 10**9  # seconds (about 31 years): timeout, result_ttl, ttl
 ID_MAX = 200
 _SHOWN_MAX = 200
 
@@ -64,10 +65,15 @@ class ScheduledJob:
         kwargs: the keyword arguments, plain JSON values under string keys.
         interval: seconds between runs, for an interval job.
         cron: the cron string, for a cron job.
-        local_zone: a cron job read in the local zone (``use_local_timezone``).
-        repeat: how many runs are left, when counted.
+        local_zone: ``use_local_timezone`` (which moves no run: rq-scheduler reads a cron
+            string's fields in the host's local time either way).
+        repeat: how many runs are left, when counted (``0`` runs once, as ``1`` does).
         queue: the queue it is sent to.
-        timeout: the job's timeout in seconds, when set.
+        timeout: the job's timeout in seconds (RQ's hard limit; ``-1`` none), when set.
+        result_ttl: seconds RQ keeps its result (``-1`` for ever), when set.
+        ttl: seconds it may wait in its queue, when set.
+        meta: the job's own meta, without what rq-scheduler keeps there.
+        at_front: sent to the front of its queue.
         cannot: what it has that a stored schedule cannot carry.
     """
 
@@ -83,6 +89,10 @@ class ScheduledJob:
     repeat: int | None
     queue: str
     timeout: int | None
+    result_ttl: int | None
+    ttl: int | None
+    meta: dict[str, Any]
+    at_front: bool
     cannot: tuple[str, ...]
 
     @property
@@ -159,10 +169,14 @@ def read_job(client: Redis, member: bytes, score: float) -> ScheduledJob:
         interval=interval,
         cron=cron or None,
         local_zone=bool(meta.get("use_local_timezone")),
-        repeat=_whole(meta.get("repeat"), "repeat", 1, REPEAT_MAX),
+        repeat=_whole(meta.get("repeat"), "repeat", 0, REPEAT_MAX),
         queue=_queue(raw.get(b"origin")),
-        timeout=_whole(_text(raw.get(b"timeout")), "timeout", 1, TIMEOUT_MAX),
-        cannot=_cannot(raw, meta),
+        timeout=_seconds(raw.get(b"timeout"), "timeout", 1),
+        result_ttl=_seconds(raw.get(b"result_ttl"), "result_ttl", 0),
+        ttl=_seconds(raw.get(b"ttl"), "ttl", 1),
+        meta=_own_meta(meta),
+        at_front=raw.get(b"enqueue_at_front") in (b"1", b"true", b"True"),
+        cannot=_cannot(raw) + (("a queue class",) if meta.get("queue_class_name") else ()),
     )
 
 
@@ -309,25 +323,27 @@ def _queue(raw: bytes | None) -> str:
     return queue
 
 
-# What rq-scheduler sets itself, not the user: left out of "cannot carry" (periodic jobs
-# keep their results forever unless told otherwise).
-_DEFAULT_RESULT_TTL = (None, b"-1", b"")
+def _seconds(raw: bytes | None, what: str, low: int) -> int | None:
+    """RQ's whole number of seconds from ``low`` up, or ``-1`` (none: for ever, no limit)."""
+    text = _text(raw)
+    if text == "-1":
+        return -1
+    return _whole(text, what, low, TIMEOUT_MAX)
+
+
+# What rq-scheduler keeps in a job's meta itself, not the user.
 _OWN_META = ("interval", "cron_string", "use_local_timezone", "repeat", "queue_class_name")
 
 
-def _cannot(raw: Mapping[bytes, bytes], meta: Mapping[str, Any]) -> tuple[str, ...]:
+def _own_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The user's meta (``meta=``), as JSON values."""
+    own = {key: value for key, value in meta.items() if key not in _OWN_META}
+    return cast(dict[str, Any], json.loads(json.dumps(own)))
+
+
+def _cannot(raw: Mapping[bytes, bytes]) -> tuple[str, ...]:
     """What the job has that a stored schedule cannot carry."""
-    cannot = [label for label, key in (("depends_on", b"dependency_ids"),
-                                       ("on_success", b"success_callback_name"),
-                                       ("on_failure", b"failure_callback_name"))
-              if raw.get(key) not in (None, b"")]  # fmt: skip
-    if raw.get(b"result_ttl") not in _DEFAULT_RESULT_TTL:
-        cannot.append("result_ttl")
-    if raw.get(b"ttl") not in (None, b""):
-        cannot.append("ttl")
-    if raw.get(b"enqueue_at_front") in (b"1", b"true", b"True"):
-        cannot.append("at_front")
-    own = sorted(key for key in meta if key not in _OWN_META)
-    if own:
-        cannot.append(f"meta {shown(own)}")
-    return tuple(cannot)
+    return tuple(label for label, key in (("depends_on", b"dependency_ids"),
+                                          ("on_success", b"success_callback_name"),
+                                          ("on_failure", b"failure_callback_name"))
+                 if raw.get(key) not in (None, b""))  # fmt: skip
