@@ -119,6 +119,9 @@ class Adapter(Protocol):
     # Optional: ``declared_in(modules) -> list[Job]``, the jobs the library's own schedule
     # declarations in those imported modules make (Celery's ``beat_schedule``), for listings;
     # with ``declared_as`` (what they are called) and ``runs_with`` (the command that runs them).
+    # And ``as_listed(store, jobs) -> dict[name, Job | str]``: how ``cron-bridge list`` shows
+    # some of those jobs, given the store (or None): a job to read NEXT from (an ``rq cron``
+    # interval anchored where the store keeps it), or the text NEXT says instead.
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         """Send each dispatch to its job's queue, by name, over one connection.

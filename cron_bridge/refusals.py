@@ -2,7 +2,8 @@
 config that the tool itself refuses (``rq cron`` logs one and runs the others), so a drop-in
 that runs the others says which ones, in one place that ``cron-bridge list``, ``/healthz``
 and the dashboard read. A job that silently never runs is the failure this is for: each one
-is logged at ERROR once, and stays listed for the life of the process."""
+is logged at ERROR once, and stays listed for the life of the process. What is kept is
+redacted (a URL's password, ``password=...``): ``/healthz``, which needs no token, shows it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import logging
 import threading
 from dataclasses import dataclass
 from typing import Any
+
+from cron_bridge.redaction import redact_text
 
 __all__ = ["Refusal", "clear", "refuse", "refused"]
 
@@ -41,7 +44,9 @@ _refused: dict[Refusal, None] = {}  # in the order they were read, each once
 def refuse(name: str, source: str, reason: str) -> Refusal:
     """Record that the declaration ``name`` of ``source`` is not run, and log it at ERROR the
     first time (a config read twice, by a listing and a beat, says it once)."""
-    refusal = Refusal(str(name), str(source), " ".join(str(reason).split()))
+    refusal = Refusal(
+        redact_text(str(name)), str(source), redact_text(" ".join(str(reason).split()))
+    )
     with _lock:
         new = refusal not in _refused
         _refused[refusal] = None

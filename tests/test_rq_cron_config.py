@@ -196,3 +196,34 @@ def test_strict_refuses_to_start_in_one_line(tmp_path: Path, redis_server: Any) 
               "tests.apps.rq_cron_mixed", env=env, cwd=REPO)  # fmt: skip
     assert run.returncode == 2, run.stderr
     assert "no interval" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_list_shows_an_interval_registration_at_its_anchor_or_at_first_deploy(
+    tmp_path: Path,
+) -> None:
+    """NEXT of an interval registration: from the anchor the store keeps (read, not written),
+    else "at its first deploy" (no store, or no anchor kept yet), never an epoch multiple."""
+    env, name = command_env(tmp_path / "j.jsonl"), job_name("daily sync")
+    url = f"sqlite:///{tmp_path}/s.db"
+
+    def daily_row(*store: str) -> dict[str, Any]:
+        listed = cli("list", "-A", "tests.apps.rq_cron_mixed", "--json", *store, env=env,
+                     cwd=REPO)  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        return {row["name"]: row for row in json.loads(listed.stdout)}[name]
+
+    assert daily_row()["next_note"] == "at its first deploy, then every 1d"
+    assert daily_row()["next"] is None
+    store = store_from_url(url)
+    assert daily_row("--store", url)["next_note"] == "at its first deploy, then every 1d"
+    assert store.control(rq_cron.ANCHORS, f"{name}:86400000") is None  # a listing is no deploy
+
+    deployed = datetime.now(UTC) - timedelta(hours=5, minutes=17, seconds=3)
+    registration = CronJob("sync", func=cleanup, interval=86400, name="daily sync")
+    ((job, _),) = jobs_of([registration], "UTC").values()
+    anchored(store, [job], {name: registration}, deployed)
+    store.close()
+    row = daily_row("--store", url)
+    assert "next_note" not in row
+    expected = deployed.replace(microsecond=0) + timedelta(days=1)
+    assert datetime.fromisoformat(row["next"]) == expected, (row["next"], deployed)

@@ -62,7 +62,10 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool, tz: tzinfo
             now = datetime.now(UTC)
             rows: list[dict[str, Any]] = []
             paused = control.paused(opened) if opened else {}
+            shown_as = _as_listed(opened, [job for job, _ in sources])
             for job, source in sorted(sources, key=lambda pair: pair[0].name):
+                as_listed = shown_as.get(job.name)
+                note = as_listed if isinstance(as_listed, str) else None
                 last = opened.history(job.name, 1) if opened else []
                 pause = paused.get(job.name)
                 target = _target(job)
@@ -74,9 +77,10 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool, tz: tzinfo
                         "scope": job.scope,
                         "target": f"stored:{target}" if source == "stored" else target,
                         "source": source,
-                        "next": _next_run(job, now),
+                        "next": None if note else _next_run(_or(as_listed, job), now),
                         "last": last[0].to_json() if last else None,
                         "paused": pause.to_json() if pause else None,
+                        **({"next_note": note} if note else {}),
                     }
                 )
         finally:
@@ -233,7 +237,24 @@ def history(
 def _shown_next(row: dict[str, Any], jobs: list[Job]) -> str:
     if row.get("refused"):
         return f"refused: {row['refused']}"
-    return "paused" if row["paused"] else (row["next"] or _no_next(jobs, row["name"]))
+    if row["paused"]:
+        return "paused"
+    return row["next"] or row.get("next_note") or _no_next(jobs, row["name"])
+
+
+def _as_listed(store: Store | None, jobs: list[Job]) -> dict[str, Job | str]:
+    """How the adapters show some of their jobs in a listing (``as_listed``): an ``rq cron``
+    interval registration anchored where the store keeps its anchor, or a note for NEXT."""
+    found: dict[str, Job | str] = {}
+    for adapter in installed_adapters():
+        as_listed = getattr(adapter, "as_listed", None)
+        if as_listed is not None:
+            found.update(as_listed(store, jobs))
+    return found
+
+
+def _or(shown: Job | str | None, job: Job) -> Job:
+    return shown if isinstance(shown, Job) else job
 
 
 def _listed_jobs(jobs: list[Job], modules: tuple[str, ...]) -> list[tuple[Job, str]]:

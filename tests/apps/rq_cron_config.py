@@ -1,6 +1,7 @@
 """An ``rq cron`` config as RQ users write them: the functions imported from the project, and
 ``rq.cron.register`` with intervals and crontabs, args, kwargs, every job option, meta, a named
-registration and one function registered twice. Run by stock ``rq cron`` and by
+registration, one function registered twice, and an hourly registration under a name that is
+not a valid job name (stock sends it at its start, then every hour). Run by stock ``rq cron`` and by
 ``cron-bridge rq-cron`` in tests/e2e/test_rq_cron.py."""
 
 from rq import cron
@@ -23,3 +24,5 @@ cron.register(
 )
 cron.register(sync_accounts, queue_name="sync", interval=4, args=("eu",), kwargs={"batch": 50})
 cron.register(sync_accounts, queue_name="sync", interval=4, args=("us",), result_ttl=60)
+cron.register(send_report, queue_name="reports", interval=3600, args=("hourly",),
+              name="hourly report (EU)")  # fmt: skip

@@ -11,20 +11,24 @@ table) says otherwise: each is a predicate the walk applies, comparing the docum
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from redis import Redis
 from rq.cron import CronJob
 
 from cron_bridge import ConfigError
 from cron_bridge.schedules import Cron
-from cron_bridge_rq.rq_cron import jobs_of
+from cron_bridge.stores import MemoryStore
+from cron_bridge_rq.rq_cron import _Loading, anchored, jobs_of
 from tests.apps.rq_cron_tasks import cleanup
 
 NAMED_DIFFERENCES: dict[str, str] = {
@@ -174,15 +178,17 @@ def fold_rule(schedule: Cron, zone: str, ours: list[datetime], theirs: list[date
     ours[:] = [f for f in ours if not second_pass(f)]
 
 
-def compare(expr: str, zone: str) -> None:
-    """The same fires from RQ and ours over the walked spans, after the named rules."""
+def compare(expr: str, zone: str, registration: CronJob | None = None) -> None:
+    """The same fires from RQ and ours over the walked spans, after the named rules (of
+    ``registration`` as a config loaded it, else of a registration of ``expr``)."""
     try:
         rq_next(expr)
     except Exception:
         with pytest.raises(ConfigError):
             Cron(expr, tz=zone, seconds=True)
         return
-    ((job, _),) = jobs_of([CronJob("default", func=cleanup, cron=expr)], zone).values()
+    loaded = registration or CronJob("default", func=cleanup, cron=expr)
+    ((job, _),) = jobs_of([loaded], zone).values()
     schedule = job.schedule
     assert isinstance(schedule, Cron)
     with _local(zone):
@@ -302,3 +308,72 @@ def test_a_negative_interval_rq_takes_is_refused() -> None:
     assert registration.next_enqueue_time is not None and registration.next_enqueue_time < START
     with pytest.raises(ConfigError, match="positive"):
         jobs_of([registration], "UTC")
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "declarations" / "rq_cron"
+CONFIGS = sorted(path.name for path in FIXTURES.glob("*.py"))
+# A first deploy off every epoch multiple of the configs' intervals (START is on them all).
+DEPLOYED = START + timedelta(seconds=4321, milliseconds=250)
+
+
+@functools.cache
+def loaded(config: str) -> tuple[CronJob, ...]:
+    """The registrations of a real config, read by RQ's own loader as ``cron-bridge rq-cron``
+    reads it (the Redis is never asked); once per process, as a module is imported once."""
+    scheduler = _Loading(connection=Redis(port=1))
+    scheduler.load_config_from_file(str(FIXTURES / config))
+    assert not scheduler.refused, scheduler.refused
+    return tuple(scheduler.get_jobs())
+
+
+def rq_interval_walk(registration: CronJob, started: datetime, skip: int, most: int
+                     ) -> list[datetime]:  # fmt: skip
+    """RQ's sends of an interval registration from a start at ``started``: the first at once
+    (``should_run`` of one never sent), then each at ``get_next_enqueue_time`` after the
+    last, as its loop sets ``latest_enqueue_time``; the ``skip`` first ones passed over."""
+    job = CronJob(registration.queue_name, func=cleanup, interval=registration.interval)
+    assert job.should_run()
+    fires, at = [], started
+    for index in range(skip + most):
+        if index >= skip:
+            fires.append(at)
+        job.set_enqueue_time(at)
+        assert job.next_enqueue_time is not None
+        at = job.next_enqueue_time
+    return fires
+
+
+def test_every_fixture_is_a_real_config_with_registrations() -> None:
+    assert len(CONFIGS) >= 4
+    for config in CONFIGS:
+        assert (FIXTURES / config).read_text().startswith('"""'), config  # its source, said
+        assert loaded(config), config
+
+
+@pytest.mark.parametrize("zone", ZONES)
+@pytest.mark.parametrize("config", CONFIGS)
+def test_real_configs_fire_as_rq_fires_them(config: str, zone: str) -> None:
+    """Every registration of each real config, read by the drop-in, against RQ's own
+    next-enqueue function over a year: a cron string walked as ``compare`` walks it, an
+    interval from a first deploy at DEPLOYED (anchored in a store, ``rqcron.interval_anchor``),
+    the first 200 sends and 200 a year on (in UTC only: an interval reads no zone)."""
+    registrations = loaded(config)
+    jobs = jobs_of(list(registrations), zone)
+    assert len(jobs) == len(registrations)
+    store = MemoryStore(allow_local_cluster=True)
+    armed, since = anchored(store, [job for job, _ in jobs.values()],
+                            {name: reg for name, (_, reg) in jobs.items()}, DEPLOYED)  # fmt: skip
+    for job, (name, (_, registration)) in zip(armed, jobs.items(), strict=True):
+        assert job.name == name
+        if registration.cron:
+            compare(registration.cron, zone, registration)
+            continue
+        assert registration.interval is not None
+        if zone != "UTC":
+            continue
+        later = int(YEAR.total_seconds() // registration.interval)  # the sends a year on
+        for skip in (0, later):
+            theirs = rq_interval_walk(registration, DEPLOYED, skip, 200)
+            first = theirs[0] - timedelta(milliseconds=1) if skip else since[name]
+            ours = walk(job.schedule.next_after, first, theirs[-1], 200)
+            assert ours == theirs, (config, name, skip, _first_difference(ours, theirs))

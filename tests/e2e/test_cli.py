@@ -258,7 +258,7 @@ def test_a_beat_that_starts_with_no_job_warns_once_and_names_the_module(
     told = {
         "tests.apps.celery_corpus": f"beat_schedule entries, which `celery -A {module} beat -S "
         "cron_bridge` runs",
-        "tests.apps.rq_cron_config": f"it has 4 rq cron entries, which `cron-bridge rq-cron "
+        "tests.apps.rq_cron_config": f"it has 5 rq cron entries, which `cron-bridge rq-cron "
         f"{module}` runs",
     }
     if module in told:

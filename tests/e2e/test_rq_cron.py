@@ -91,7 +91,7 @@ def test_stock_rq_cron_and_three_cron_bridge_replicas_enqueue_the_same_jobs(
     ours_client = redis.Redis(port=redis_server.port, db=ours_db)
     try:
         started = [p.start() for p in (stock, *ours)]
-        wait_for(lambda: all("started with 4 jobs" in p.output() for p in ours), 60,
+        wait_for(lambda: all("started with 5 jobs" in p.output() for p in ours), 60,
                  "three replicas")  # fmt: skip
         wait_for(lambda: "starting" in stock.output(), 60, "rq cron")
         time.sleep(2)
@@ -121,9 +121,23 @@ def test_stock_rq_cron_and_three_cron_bridge_replicas_enqueue_the_same_jobs(
         return dict(found)
 
     assert shapes(our_jobs, ours_client) == shapes(stock_jobs, stock_client)
-    assert len(shapes(stock_jobs, stock_client)) == 4
+    assert len(shapes(stock_jobs, stock_client)) == 5
 
-    # As often over the same window (rq cron's first interval runs came at its start).
+    # Every interval registration is sent at start, all together, then every interval: stock
+    # at its start, ours at the moment the cluster first saw them (the first replica's).
+    intervals = [("tests.apps.rq_cron_tasks.cleanup", "()", "default"),
+                 ("tests.apps.rq_cron_tasks.sync_accounts", "('eu',)", "sync"),
+                 ("tests.apps.rq_cron_tasks.sync_accounts", "('us',)", "sync"),
+                 ("tests.apps.rq_cron_tasks.send_report", "('hourly',)", "reports")]  # fmt: skip
+    for side, jobs in (("stock", stock_jobs), ("ours", our_jobs)):
+        firsts = [min(j.enqueued_at.timestamp() for j in jobs if registration(j) == key
+                      and j.enqueued_at) for key in intervals]  # fmt: skip
+        assert max(firsts) - min(firsts) < 1.0, (side, firsts)
+        assert max(firsts) < began, (side, firsts, began)
+        # The hourly one: once, at start, and not again within the window.
+        assert [registration(j) for j in jobs].count(intervals[-1]) == 1, side
+
+    # As often over the same window (the first interval sends came at the start, before it).
     def counts(jobs: list[Job]) -> Counter[tuple[str, str, str]]:
         return Counter(
             registration(j)

@@ -31,6 +31,7 @@ from cron_bridge.adapters import (
     ConfigError,
     Dispatch,
     Job,
+    Store,
     TaskRef,
     flush_worker_records,
     run_delivery,
@@ -97,6 +98,13 @@ class RQAdapter:
         from cron_bridge_rq.rq_cron import registered_jobs
 
         return registered_jobs()
+
+    def as_listed(self, store: Store | None, jobs: Sequence[Job]) -> dict[str, Job | str]:
+        """The ``rq cron`` interval registrations among ``jobs`` as ``cron-bridge list``
+        shows them: anchored where the store keeps their anchor, else "at its first deploy"."""
+        from cron_bridge_rq.rq_cron import listed
+
+        return listed(store, jobs)
 
     def wrap(self, obj: Any, job: Job) -> Any:
         original = obj

@@ -62,7 +62,7 @@ from cron_bridge.adapters import (
 )
 from cron_bridge_rq.ids import rq_job_id
 
-__all__ = ["RQCronSender", "anchored", "job_name", "jobs_of", "rq_cron", "rq_cron_zone"]
+__all__ = ["RQCronSender", "anchored", "job_name", "jobs_of", "listed", "rq_cron", "rq_cron_zone"]
 
 log = logging.getLogger(__name__)
 
@@ -211,22 +211,56 @@ def anchored(
             found.append(job)
             continue
         interval = job.schedule.interval
-        key = f"{job.name}:{interval // _MS}"
+        key = _anchor_key(job.name, interval)
         stamp = now.astimezone(UTC).replace(microsecond=now.microsecond // 1000 * 1000)
         store.add_control(ANCHORS, key, json.dumps({"at": stamp.isoformat()}))
         kept = store.control(ANCHORS, key)
-        try:
-            anchor = datetime.fromisoformat(json.loads(kept or "")["at"]).astimezone(UTC)
-        except (ValueError, KeyError, TypeError):
+        anchor = _read_anchor(kept)
+        if anchor is None:
             log.warning("the stored anchor of %s is unreadable (%r); it starts now", job.name,
                         kept)  # fmt: skip
             store.put_control(ANCHORS, key, json.dumps({"at": stamp.isoformat()}))
             anchor = stamp
-        offset = ((anchor - EPOCH) // _MS) % (interval // _MS) * _MS
-        found.append(dataclasses.replace(job, schedule=Every(interval, offset=offset)))
+        found.append(dataclasses.replace(job, schedule=_from(anchor, interval)))
         if timedelta(0) <= now - anchor <= job.misfire_grace:
             since[job.name] = anchor - _MS
     return found, since
+
+
+def listed(store: Store | None, jobs: Sequence[Job]) -> dict[str, Job | str]:
+    """What ``cron-bridge list`` shows of the interval registrations among ``jobs``: the job
+    anchored where the store keeps its anchor (read, never written: a listing is no
+    deploy), else that it first runs at its first deploy (no store given, or none kept)."""
+    found: dict[str, Job | str] = {}
+    for job in jobs:
+        if job.adapter != SENDER or not isinstance(job.schedule, Every):
+            continue
+        interval = job.schedule.interval
+        kept = store.control(ANCHORS, _anchor_key(job.name, interval)) if store else None
+        anchor = _read_anchor(kept)
+        found[job.name] = (
+            f"at its first deploy, then {job.schedule.describe()}"
+            if anchor is None
+            else dataclasses.replace(job, schedule=_from(anchor, interval))
+        )
+    return found
+
+
+def _anchor_key(name: str, interval: timedelta) -> str:
+    return f"{name}:{interval // _MS}"
+
+
+def _read_anchor(kept: str | None) -> datetime | None:
+    """The anchor a store keeps (``{"at": ISO time}``); None when none or unreadable."""
+    try:
+        return datetime.fromisoformat(json.loads(kept or "")["at"]).astimezone(UTC)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _from(anchor: datetime, interval: timedelta) -> Every:
+    """Every ``interval`` from ``anchor``: the epoch multiples shifted onto it."""
+    return Every(interval, offset=((anchor - EPOCH) // _MS) % (interval // _MS) * _MS)
 
 
 class _Loading(CronScheduler):
