@@ -63,8 +63,8 @@ LONG_DAY_NAMES = ["sunday", "monday", "tuesday", "wednesday", "thursday", "frida
 MONTH_NAMES = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
 
-def _field(low: int, high: int, names: list[str] | None = None) -> st.SearchStrategy[Any]:
-    """One crontab field in every form Celery's ``crontab`` accepts (``_expand_cronspec``)."""
+def text_field(low: int, high: int, names: list[str] | None = None) -> st.SearchStrategy[str]:
+    """One crontab field as text (``crontab_parser``'s grammar, as django-celery-beat stores it)."""
     number = st.integers(low, high)
     word = number.map(str)
     if names:
@@ -78,30 +78,37 @@ def _field(low: int, high: int, names: list[str] | None = None) -> st.SearchStra
         ranged,
         st.builds(lambda r, k: f"{r}/{k}", ranged, st.integers(1, span)),
     )
-    joined = st.builds(
+    return st.builds(
         lambda parts, sep: sep.join(parts),
         st.lists(part, min_size=1, max_size=3),
         st.sampled_from([",", ", "]),
     )
+
+
+def _field(low: int, high: int, names: list[str] | None = None) -> st.SearchStrategy[Any]:
+    """One crontab field in every form Celery's ``crontab`` accepts (``_expand_cronspec``)."""
+    number = st.integers(low, high)
+    span = high - low + 1
     return st.one_of(
         number,
-        joined,
+        text_field(low, high, names),
         st.sets(number, min_size=1, max_size=4),
         st.lists(number, min_size=1, max_size=4),
         st.builds(lambda a, k: range(a, high + 1, k), number, st.integers(1, span)),
     )
 
 
-def _crontab_specs() -> st.SearchStrategy[dict[str, Any]]:
+def crontab_specs(field: Any = _field) -> st.SearchStrategy[dict[str, Any]]:
+    """``crontab(**spec)`` keyword arguments, each field in the forms ``field`` draws."""
     day_names = st.sampled_from([DAY_NAMES, LONG_DAY_NAMES, None])
     return st.fixed_dictionaries(
         {},
         optional={
-            "minute": _field(0, 59),
-            "hour": _field(0, 23),
-            "day_of_week": day_names.flatmap(lambda names: _field(0, 6, names)),
-            "day_of_month": _field(1, 31),
-            "month_of_year": _field(1, 12, MONTH_NAMES),
+            "minute": field(0, 59),
+            "hour": field(0, 23),
+            "day_of_week": day_names.flatmap(lambda names: field(0, 6, names)),
+            "day_of_month": field(1, 31),
+            "month_of_year": field(1, 12, MONTH_NAMES),
         },
     )
 
@@ -193,14 +200,14 @@ def compare(
     assert compared(left_ours) == compared(left_theirs)
 
 
-def _bounded(value: crontab) -> bool:
+def bounded(value: crontab) -> bool:
     days = len(value.day_of_week) / 7 * len(value.day_of_month) / 31 * len(value.month_of_year) / 12
     return len(value.minute) * len(value.hour) * days * DAYS <= MAX_FIRES
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(
-    spec=_crontab_specs(),
+    spec=crontab_specs(),
     zone=st.sampled_from(ZONES),
     own_tz=st.booleans(),
     enable_utc=st.booleans(),
@@ -215,7 +222,7 @@ def test_crontab_fires_when_celery_fires_it(
     except ValueError:
         assume(False)  # Celery refuses it too (a date that never occurs, a bad name)
         raise
-    assume(_bounded(value))
+    assume(bounded(value))
     if own_tz:
         value.tz = ZoneInfo(zone)  # as django-celery-beat's TzAwareCrontab sets it
     tz = ZoneInfo(zone)
