@@ -20,7 +20,7 @@ from typing import Any
 from cron_bridge import aio, telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, JobContext, Trigger
-from cron_bridge.errors import StoreUnavailable
+from cron_bridge.errors import QueueRetry, StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.keys import lock_key, lock_owner, parse_lock_owner
 from cron_bridge.monitors import CheckIn, Monitor, default_monitor
@@ -158,6 +158,7 @@ class Guard:
         began = time.monotonic()
         record: RunRecord | None = None
         failure: BaseException | None = None
+        retried = False  # the queue library scheduled the next try itself (QueueRetry)
         watch: _Watch | None = None  # the monitor's check-in, once the handler starts
         # Only a queue delivery can come again (a redelivery), and the completion mark is read
         # only under the lock: only such runs write it; any other run just frees its lock.
@@ -180,10 +181,14 @@ class Guard:
                 # Whatever it raised once asked to stop, the stop is why it ended.
                 record = made(outcome="aborted", reason=signal.reason, duration_ms=_ms(began))
             else:
-                error = f"{type(exc).__name__}: {exc}"
+                # The queue library took the next try itself: the attempt failed with the
+                # handler's error, and it is not the last.
+                retried = isinstance(exc, QueueRetry)
+                cause = exc.cause or exc if isinstance(exc, QueueRetry) else exc
+                error = f"{type(cause).__name__}: {cause}"
                 record = made(outcome="failed", error=error, duration_ms=_ms(began),
-                              traceback="".join(format_exception(exc)))  # fmt: skip
-                failure = exc
+                              traceback="".join(format_exception(cause)))  # fmt: skip
+                failure = cause
         finally:
             stop_helpers.set()
             if lease is not None:
@@ -198,7 +203,8 @@ class Guard:
             self._finish(occurrence, (key, owner))
         # A task called directly on a worker retries as the library says: not known here.
         direct = trigger == "manual" and job.target == "queue"
-        self._record(record, failure, last=None if direct else attempt >= job.attempts)
+        last = False if retried else None if direct else attempt >= job.attempts
+        self._record(record, failure, last=last)
         if watch is not None:  # after the record: a slow monitor never holds it up
             watch.finished(ok=record.outcome == "completed", duration=time.monotonic() - began)
         return record
