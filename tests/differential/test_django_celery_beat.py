@@ -28,6 +28,7 @@ from tests.differential.test_celery import (
     bounded,
     celery_fires,
     compare,
+    compare_solar,
     crontab_specs,
     text_field,
 )
@@ -54,6 +55,10 @@ NAMED_DIFFERENCES: dict[str, str] = {
     ),
     "django.solar-milliseconds": (
         "A solar row runs at Celery's event time rounded up to the millisecond."
+    ),
+    "django.solar-offset-change": (
+        "A solar row's first event after the app's timezone changes offset runs at the event, "
+        "where django-celery-beat sends it off by the change (as celery.solar-offset-change)."
     ),
     # Not fire times; each is tested where it lives (tests/test_django_rows.py, the e2e).
     "django.clocked-late": (
@@ -168,7 +173,8 @@ def test_a_crontab_row_with_a_start_time_runs_from_it(db: Path, app: Celery) -> 
 def test_a_solar_row_fires_when_django_celery_beat_fires_it(
     db: Path, app: Celery, event: str, lat: float, lon: float
 ) -> None:
-    """``django.solar-milliseconds``: the row's own solar schedule's event times, rounded up."""
+    """``django.solar-milliseconds``, ``django.solar-offset-change``: the row's own solar
+    schedule's event times, rounded up, in the app's zone."""
     from django_celery_beat.models import SolarSchedule
 
     solar_row = SolarSchedule.objects.get_or_create(event=event, latitude=lat, longitude=lon)[0]
@@ -176,15 +182,11 @@ def test_a_solar_row_fires_when_django_celery_beat_fires_it(
     ours = row_job(row, app)
     assert ours is not None
     end = START + timedelta(days=DAYS)
-    theirs = celery_fires(row.schedule, UTC, START, end)
+    # DatabaseScheduler hands last_run_at over in the app's zone.
+    zone = ZoneInfo(str(app.timezone))
+    theirs = celery_fires(row.schedule, zone, START, end)
     assert theirs
-    mine = list(ours.job.schedule.occurrences(START, end + timedelta(seconds=1)))
-
-    def rounded_up(when: datetime) -> datetime:
-        whole = when.replace(microsecond=when.microsecond // 1000 * 1000)
-        return whole if whole == when else whole + timedelta(milliseconds=1)
-
-    assert mine == [rounded_up(t) for t in theirs]
+    compare_solar(theirs, list(ours.job.schedule.occurrences(START, end)), zone, end)
 
 
 @settings(max_examples=20, deadline=None)
