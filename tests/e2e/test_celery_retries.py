@@ -5,6 +5,7 @@ Celery's ``Retry`` goes back to Celery untouched: it is neither swallowed nor th
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -13,9 +14,11 @@ import pytest
 from cron_bridge.stores import store_from_url
 from tests.apps import journal
 from tests.e2e.processes import Worker, cli, command_env, wait_for
+from tests.e2e.test_celery_twin import celery_python
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.slow
+__all__ = ["celery_python"]  # the fixture: this environment's Celery and the lowest declared
 
 
 @pytest.mark.parametrize(
@@ -23,7 +26,11 @@ pytestmark = pytest.mark.slow
     [("autoretry", ("failed", "RuntimeError: try 3 fails")), ("self-retry", ("completed", None))],
 )
 def test_a_tasks_own_retries_are_attempts_not_failures(
-    task: str, last: tuple[str, str | None], tmp_path: Path, redis_server: RedisServer
+    task: str,
+    last: tuple[str, str | None],
+    tmp_path: Path,
+    redis_server: RedisServer,
+    celery_python: str,
 ) -> None:
     """Two retries of the task's own, sent by the beat: three tries, attempts 1, 2, 3, the
     first two recorded failed with the task's error (not ``Retry(...)``), the third as it
@@ -35,18 +42,16 @@ def test_a_tasks_own_retries_are_attempts_not_failures(
     env = command_env(notes, CB_TEST_BROKER=redis_server.url, CB_TEST_QUEUE=f"q-{name}",
                       CB_TEST_JOB=f"job.{name}", CRON_BRIDGE_STORE=store_url)  # fmt: skip
     worker = Worker("worker", tmp_path, env, library="celery", queue=f"q-{name}",
-                    broker=redis_server.url)  # fmt: skip
+                    broker=redis_server.url, python=celery_python)  # fmt: skip
     worker.start()
     tries = lambda: [line for line in journal.read(notes) if line["event"] == "own-retry"]  # noqa: E731
     store = store_from_url(store_url)
-    ended = lambda: [r for r in store.history(job, 20) if r.outcome not in ("enqueued",)]  # noqa: E731
+    ended = lambda: [r for r in store.history(job, 20) if r.outcome != "enqueued"]  # noqa: E731
     try:
         sent = cli("run", job, "-A", "tests.apps.celery_app", env=env, cwd=tmp_path)
         assert sent.returncode == 0, sent.stderr
         wait_for(lambda: len(ended()) >= 3, 90, "three recorded tries")
         wait_for(lambda: len(tries()) >= 3, 10, "three tries written down")
-        import time
-
         time.sleep(3)  # a fourth try would come within this (no countdown)
     finally:
         worker.ensure_stopped()
