@@ -23,7 +23,13 @@ from cron_bridge.cli.common import (
     store_option,
 )
 from cron_bridge.control.schedules import Schedules, StoredSchedule
-from cron_bridge.errors import ConfigError, InvalidMessage, RefusedTask, StoreUnavailable
+from cron_bridge.errors import (
+    ConfigError,
+    InvalidMessage,
+    QueueRetry,
+    RefusedTask,
+    StoreUnavailable,
+)
 from cron_bridge.jobs import NAME_PATTERN, Job, Occurrence
 from cron_bridge.plugins import (
     ENTRY_POINT_GROUP,
@@ -70,6 +76,7 @@ __all__ = [
     "InvalidMessage",
     "Job",
     "Occurrence",
+    "QueueRetry",
     "Refusal",
     "RefusedTask",
     "Schedule",

@@ -7,6 +7,7 @@
     ├── StoreUnavailable       the store could not be reached or answered with an error
     ├── InvalidMessage         a queue message whose cron-bridge metadata is not ours to run
     │   └── RefusedTask        a stored schedule naming a task it may not name (not retried)
+    ├── QueueRetry             the queue library took the next try itself (Celery's Retry)
     └── Aborted                a cooperative stop asked through ``ctx.signal``
 """
 
@@ -19,6 +20,7 @@ __all__ = [
     "ConfigError",
     "CronBridgeError",
     "InvalidMessage",
+    "QueueRetry",
     "RefusedTask",
     "StoreUnavailable",
 ]
@@ -93,6 +95,23 @@ class RefusedTask(InvalidMessage):
     (``cron_bridge.storable``), or a schedule that is gone: nothing was imported or called,
     the delivery is recorded ``failed`` with the reason, and the queue must not retry it.
     """
+
+
+class QueueRetry(CronBridgeError):
+    """Raised by an adapter's call when the handler asked its queue library to try again and
+    the library has already scheduled the next try (Celery's ``Retry``, from ``self.retry()``
+    or ``autoretry_for``): the guard records the attempt ``failed`` with ``cause`` as its error,
+    as one that is not the last, and gives ``retry`` back to the library.
+
+    Attributes:
+        cause: what the handler failed with, when the library says (``Retry.exc``).
+        retry: the library's own signal, to raise again once the attempt is recorded.
+    """
+
+    def __init__(self, retry: BaseException, cause: BaseException | None) -> None:
+        self.retry = retry
+        self.cause = cause
+        super().__init__(f"retried by the queue: {cause or retry}")
 
 
 class Aborted(CronBridgeError):

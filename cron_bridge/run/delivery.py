@@ -30,7 +30,7 @@ from typing import Any
 from cron_bridge import aio
 from cron_bridge.clock import SystemClock
 from cron_bridge.context import JobContext, Trigger
-from cron_bridge.errors import InvalidMessage, StoreUnavailable
+from cron_bridge.errors import InvalidMessage, QueueRetry, StoreUnavailable
 from cron_bridge.identity import make_replica_id
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.monitors import settle as settle_check_ins
@@ -132,7 +132,8 @@ class Delivery:
         record: the run record (also written to the store).
         retry_in: seconds the queue should wait before the next attempt, when a run the beat
             sent failed and attempts remain; None when the job's attempts do not retry it (a
-            direct call is left to the task's own retry options).
+            direct call is left to the task's own retry options, and a ``QueueRetry`` to the
+            library that scheduled it).
         error: the handler's exception, when it raised one.
     """
 
@@ -149,6 +150,8 @@ class Delivery:
     def raise_if_failed(self) -> None:
         """Give a failed or aborted run to the queue as an error: the handler's own, or one
         that says what became of the occurrence."""
+        if isinstance(self.error, QueueRetry):
+            raise self.error.retry  # the library's own signal: its next try is scheduled
         if self.failed:
             raise self.error or RuntimeError(
                 f"{self.record.occurrence_id} {self.record.outcome}: "
@@ -214,7 +217,11 @@ def run_delivery(
     settle_check_ins()
     # The job's attempts and backoff are for the occurrences the beat sends; a direct call
     # keeps the task's own retry options, as if it were not decorated.
-    retries = trigger == "queue" and record.outcome in ("failed", "aborted")
+    retries = (
+        trigger == "queue"
+        and record.outcome in ("failed", "aborted")
+        and not isinstance(outcome.get("error"), QueueRetry)  # the library retries it itself
+    )
     return Delivery(
         record=record,
         retry_in=job.backoff.delay(attempt) if retries and attempt < job.attempts else None,

@@ -20,7 +20,7 @@ from typing import Any
 from cron_bridge import aio, telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, JobContext, Trigger
-from cron_bridge.errors import StoreUnavailable
+from cron_bridge.errors import QueueRetry, StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.keys import lock_key, lock_owner, parse_lock_owner
 from cron_bridge.monitors import CheckIn, Monitor, default_monitor
@@ -158,6 +158,7 @@ class Guard:
         began = time.monotonic()
         record: RunRecord | None = None
         failure: BaseException | None = None
+        retried = False  # the queue library scheduled the next try itself (QueueRetry)
         watch: _Watch | None = None  # the monitor's check-in, once the handler starts
         escaping: BaseException | None = None
         # Only a queue delivery can come again (a redelivery), and the completion mark is read
@@ -181,9 +182,13 @@ class Guard:
                 # Whatever it raised once asked to stop, the stop is why it ended.
                 record = made(outcome="aborted", reason=signal.reason, duration_ms=_ms(began))
             else:
-                record = made(outcome="failed", error=described(exc), duration_ms=_ms(began),
-                              traceback="".join(format_exception(exc)))  # fmt: skip
-                failure = exc
+                # The queue library took the next try itself: the attempt failed with the
+                # handler's error, and it is not the last.
+                retried = isinstance(exc, QueueRetry)
+                cause = exc.cause or exc if isinstance(exc, QueueRetry) else exc
+                record = made(outcome="failed", error=described(cause), duration_ms=_ms(began),
+                              traceback="".join(format_exception(cause)))  # fmt: skip
+                failure = cause
             # A handler's sys.exit() or KeyboardInterrupt is recorded, then goes on as raised.
             escaping = None if isinstance(exc, Exception) else exc
         finally:
@@ -200,7 +205,8 @@ class Guard:
             self._finish(occurrence, (key, owner))
         # A task called directly on a worker retries as the library says: not known here.
         direct = trigger == "manual" and job.target == "queue"
-        self._record(record, failure, last=None if direct else attempt >= job.attempts)
+        last = False if retried else None if direct else attempt >= job.attempts
+        self._record(record, failure, last=last)
         if watch is not None:  # after the record: a slow monitor never holds it up
             watch.finished(ok=record.outcome == "completed", duration=time.monotonic() - began)
         if escaping is not None:

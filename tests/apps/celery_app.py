@@ -99,3 +99,29 @@ def twin_plain(label: str) -> None:
 @app.task(name="cb.twin_decorated", **_TWIN)
 def twin_decorated(ctx: JobContext, label: str) -> None:
     direct.fail("decorated", label)
+
+
+# A task's own retries under the guard (tests/e2e/test_celery_retries.py): each try is an
+# attempt as Celery counts it; both fail twice, then one gives up and one completes.
+_OWN_RETRIES: dict[str, Any] = {"bind": True, "default_retry_delay": 0, "acks_late": True}
+
+
+@cluster_task(name=f"{scenarios.JOB}.autoretry", every="1h", external=True)
+@app.task(name="cb.autoretry", autoretry_for=(RuntimeError,), retry_kwargs={"max_retries": 2},
+          retry_backoff=False, **_OWN_RETRIES)  # fmt: skip
+def autoretry(self: Any, ctx: JobContext) -> None:
+    from tests.apps import journal
+
+    journal.write("own-retry", ctx, task="autoretry", celery_retries=self.request.retries)
+    raise RuntimeError(f"try {self.request.retries + 1} fails")
+
+
+@cluster_task(name=f"{scenarios.JOB}.self-retry", every="1h", external=True)
+@app.task(name="cb.self_retry", max_retries=2, **_OWN_RETRIES)
+def self_retry(self: Any, ctx: JobContext) -> str:
+    from tests.apps import journal
+
+    journal.write("own-retry", ctx, task="self-retry", celery_retries=self.request.retries)
+    if self.request.retries < 2:
+        raise self.retry(countdown=0, exc=RuntimeError(f"try {self.request.retries + 1} fails"))
+    return "done on the third try"

@@ -5,7 +5,8 @@ queue, routing, ``expires``, priority and serializer apply on every Celery versi
 by name drops the task's own queue before Celery 5.7); the occurrence travels in a
 ``cron_bridge`` message header, the handler is never run or pickled by the beat. On the worker
 the task body runs under the guard; a failure goes back to Celery through
-``task.retry(countdown=..., max_retries=...)``.
+``task.retry(countdown=..., max_retries=...)``. A task's own retries (``self.retry()``,
+``autoretry_for``) stay Celery's: each try is an attempt, numbered as Celery counts it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from celery import Celery
 from celery.app.task import Task
+from celery.exceptions import Retry
 from celery.local import PromiseProxy, Proxy
 from celery.signals import worker_process_shutdown
 
@@ -26,6 +28,7 @@ from cron_bridge.adapters import (
     META_KEY,
     Dispatch,
     Job,
+    QueueRetry,
     Senders,
     TaskRef,
     flush_worker_records,
@@ -219,9 +222,16 @@ def _install(task: Any, job: Job) -> None:
         if meta is None:
             meta = getattr(request, META_KEY, None)
         attempt = (getattr(request, "retries", 0) or 0) + 1
-        delivery = run_delivery(
-            job, meta, attempt=attempt, call=lambda ctx: original(ctx, *args, **kwargs)
-        )
+
+        def call(ctx: Any) -> Any:
+            try:
+                return original(ctx, *args, **kwargs)
+            except Retry as retry:
+                # self.retry() or autoretry_for: Celery has sent the next try already.
+                cause = retry.exc if isinstance(retry.exc, BaseException) else None
+                raise QueueRetry(retry, cause) from retry
+
+        delivery = run_delivery(job, meta, attempt=attempt, call=call)
         if delivery.retry_in is not None:
             raise task.retry(
                 countdown=delivery.retry_in, max_retries=job.attempts - 1, exc=delivery.error
