@@ -30,7 +30,7 @@ from cron_bridge.errors import (
     RefusedTask,
     StoreUnavailable,
 )
-from cron_bridge.jobs import NAME_PATTERN, Job, Occurrence
+from cron_bridge.jobs import NAME_PATTERN, Job, Occurrence, name_for
 from cron_bridge.plugins import (
     ENTRY_POINT_GROUP,
     Adapter,
@@ -97,6 +97,7 @@ __all__ = [
     "load_zone",
     "loads_untrusted",
     "local_zone_name",
+    "name_for",
     "one_line_errors",
     "open_store",
     "optional_app_option",

@@ -27,6 +27,7 @@ __all__ = [
     "Job",
     "Occurrence",
     "declare",
+    "name_for",
 ]
 
 Scope = Literal["cluster", "instance"]
@@ -39,6 +40,21 @@ _STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 CLAIM_TTL = timedelta(hours=48)
 _ONE_MS = timedelta(milliseconds=1)
 MAX_JITTER = timedelta(days=1)
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def name_for(shown: str, *, fallback: str) -> str:
+    """The job name of a declaration another tool names ``shown`` (any text: an RQ
+    registration, an actor): ``shown`` itself when it is a valid job name, else its letters,
+    digits, ``.``, ``_`` and ``-`` (the rest as ``-``) and 8 hex digits of its digest, so every
+    replica maps it alike and two names that differ only in the replaced characters stay
+    apart (``nightly report (EU)`` is ``nightly-report-EU-<digest>``); ``fallback`` when
+    nothing of it is left (``<fallback>-<digest>``)."""
+    if NAME_PATTERN.fullmatch(shown):
+        return shown
+    digest = hashlib.sha256(shown.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    base = _NOT_IN_NAMES.sub("-", shown).strip("-._")[:180]
+    return f"{base}-{digest}" if base else f"{fallback}-{digest}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import json
 import logging
 import logging.config
-import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -44,7 +42,6 @@ from rq.exceptions import DuplicateJobError
 
 from cron_bridge.adapters import (
     EPOCH,
-    NAME_PATTERN,
     ConfigError,
     Cron,
     Dispatch,
@@ -54,6 +51,7 @@ from cron_bridge.adapters import (
     Store,
     beat_options,
     local_zone_name,
+    name_for,
     one_line_errors,
     redact_url,
     refuse,
@@ -69,7 +67,6 @@ log = logging.getLogger(__name__)
 SENDER = "rq-cron"
 DECLARED_AS = "rq cron"  # where a refused registration was declared, for listings
 ANCHORS = "rq-cron-anchor"  # the store's control group of the interval anchors
-_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+")
 _MS = timedelta(milliseconds=1)
 _RQ_MAJOR = int(version("rq").split(".")[0])
 
@@ -86,15 +83,8 @@ def rq_cron_zone() -> str:
 
 def job_name(shown: str) -> str:
     """The cron-bridge job name of an RQ registration named ``shown`` (RQ takes any text):
-    the name itself when it is a valid job name, else its letters, digits, ``.``, ``_`` and
-    ``-`` (the rest as ``-``) and 8 hex digits of its digest, so every replica maps it alike
-    and two names that differ only in the replaced characters stay apart:
-    ``nightly report (EU)`` is ``nightly-report-EU-<digest>``."""
-    if NAME_PATTERN.fullmatch(shown):
-        return shown
-    digest = hashlib.sha256(shown.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    base = _NOT_IN_NAMES.sub("-", shown).strip("-._")[:180]
-    return f"{base}-{digest}" if base else f"rq-cron-{digest}"
+    ``name_for``'s, ``rq-cron-<digest>`` when nothing of it is left."""
+    return name_for(shown, fallback="rq-cron")
 
 
 def _shown_name(registration: CronJob) -> str:
