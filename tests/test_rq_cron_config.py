@@ -50,6 +50,30 @@ def test_each_registration_is_a_job_named_after_it_and_twice_registered_ones_are
     assert jobs["tests.apps.rq_cron_tasks.send_report-2"][1] is registrations[3]
 
 
+def test_a_refused_registration_takes_no_name_and_given_names_stay_where_they_are(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found by a hostile tester: a refused registration of a function took its ``-2``, so
+    ``name='...-2'`` given to another ran as ``...-2-2`` (and fixing the refused line later
+    renamed the job and moved its interval's anchor). A refused one takes no name, and a
+    name given with ``name=`` is kept wherever it stands in the config."""
+    refusals.clear()
+    base = "tests.apps.rq_cron_tasks.cleanup"
+    registrations = [
+        CronJob("default", func=cleanup, interval=60),
+        CronJob("default", func=cleanup, cron="0 0 * * * 0 2027"),  # a year: refused
+        CronJob("default", func=cleanup, interval=120),
+        CronJob("default", func=cleanup, interval=300, name=f"{base}-2"),
+    ]
+    with caplog.at_level(logging.ERROR):
+        jobs = jobs_of(registrations, "UTC", strict=False)
+    assert {name: registration for name, (_, registration) in jobs.items()} == {
+        base: registrations[0], f"{base}-3": registrations[2], f"{base}-2": registrations[3],
+    }  # fmt: skip
+    assert [(r.name, r.source) for r in refusals.refused()] == [(base, "rq cron")]
+    refusals.clear()
+
+
 def test_a_registration_that_cannot_be_a_job_is_a_config_error_naming_it() -> None:
     with pytest.raises(ConfigError) as caught:
         jobs_of([CronJob("default", func=cleanup, interval=-5, name="bad")], "UTC")

@@ -98,6 +98,8 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool, tz: tzinfo
         return
     table = [["NAME", "SCHEDULE", "TIMEZONE", "SCOPE", "TARGET", "NEXT", "LAST"]]
     for row in rows:
+        if row.get("refused"):
+            continue  # in a table of their own: a refusal's name may be a running job's
         last = row["last"]
         shown_last = (
             f"{zoned(datetime.fromisoformat(last['started_at']), tz)} {last['outcome']} "
@@ -115,6 +117,11 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool, tz: tzinfo
             ]
         )
     print_table(table)
+    refused = [["DECLARATION", "DECLARED IN", "WHY"]]
+    refused += [[row["name"], row["source"], row["refused"]] for row in rows if row.get("refused")]
+    if len(refused) > 1:
+        click.echo(f"\nRefused declarations ({len(refused) - 1}): not run; the jobs above run.")
+        print_table(refused)
 
 
 @click.command()
@@ -235,8 +242,6 @@ def history(
 
 
 def _shown_next(row: dict[str, Any], jobs: list[Job]) -> str:
-    if row.get("refused"):
-        return f"refused: {row['refused']}"
     if row["paused"]:
         return "paused"
     return row["next"] or row.get("next_note") or _no_next(jobs, row["name"])

@@ -42,6 +42,9 @@ NAMED_DIFFERENCES: dict[str, str] = {
     "value at every send, since replicas would never agree on an occurrence",
     "rqcron.bad_interval": "a negative interval is refused, where RQ sends it in every loop "
     "without a pause",
+    "rqcron.year_field": "croniter's 7-field string (a year after the seconds) is refused "
+    "alone (logged, listed), where RQ runs it, so such a registration does not run until its "
+    "year is taken out",
     "rqcron.interval_anchor": "an interval registration first runs when the cluster first saw "
     "it and every interval from then on, across restarts, where RQ starts again at each "
     "process's start, so a restart does not send it again",

@@ -93,6 +93,12 @@ def _shown_name(registration: CronJob) -> str:
     return str(getattr(registration, "name", "") or registration.func_name)
 
 
+def _named(registration: CronJob) -> bool:
+    """Whether the registration was given a name (RQ makes its function's path the name of
+    one that was not)."""
+    return getattr(registration, "name", "") not in ("", registration.func_name)
+
+
 def _unique(name: str, taken: set[str]) -> str:
     """``name`` made unique in the config's order: a function registered twice (other args,
     another schedule) is ``-2``."""
@@ -135,18 +141,26 @@ def jobs_of(
         ConfigError: with ``strict``, naming the registration, the option and the value.
     """
     found: dict[str, tuple[Job, CronJob]] = {}
+    # A name given with name= is its registration's whatever its place in the config: the
+    # functions registered twice without one take -2, -3 around them. A refused registration
+    # takes no name, so fixing it later renames nothing (nor moves an interval's anchor).
+    reserved = {job_name(_shown_name(r)) for r in registrations if _named(r)}
     taken: set[str] = set()
     for registration in registrations:
         shown = _shown_name(registration)
-        name = _unique(job_name(shown), taken)
+        explicit = _named(registration)
         try:
-            job = Job(name=name, schedule=_schedule(registration, name, zone), adapter=SENDER,
+            schedule = _schedule(registration, shown, zone)
+            avoid = set(taken) if explicit else taken | reserved
+            name = _unique(job_name(shown), avoid)
+            job = Job(name=name, schedule=schedule, adapter=SENDER,
                       task=registration.func_name, queue=registration.queue_name)  # fmt: skip
         except ConfigError as exc:
             if strict:
                 raise
             refuse(shown, DECLARED_AS, f"{exc.option}={exc.value!r}: {exc.reason}")
             continue
+        taken.add(name)
         if name != shown:
             log.info("rq cron registration %r runs as job %s", shown, name)
         found[name] = (job, registration)
