@@ -45,7 +45,7 @@ NAMED_DIFFERENCES: dict[str, str] = {
     "poll drifts later run by run; cron-bridge keeps the phase of the first run.",
     "rqscheduler.overdue_cron": "a cron job already due at the move (rqscheduler stopped for "
     "it) is sent by rq-scheduler once at its next poll; the imported schedule sends it at its "
-    "next cron time.",
+    "next cron time (with repeat=N, N runs on both sides).",
     "rqscheduler.fields": "a cron string with seconds other than 0, a year other than *, or a "
     "Z day (days before the month's end) stays with rq-scheduler, said by the importer: "
     "stored schedules have whole minutes, no years and croniter has no Z.",
