@@ -362,3 +362,114 @@ def test_apply_without_a_store_is_refused_and_moves_nothing(
     assert not list(tmp_path.iterdir())  # no cron-bridge.db
     assert client.hgetall(f"rq:job:{GOOD_ID}") == before
     assert client.zscore(SCHEDULED, GOOD_ID) == NEXT_AT
+
+
+class Killed(BaseException):
+    """The import killed (``kill -9``) between writing a stored schedule and deleting the job."""
+
+
+def _overdue_jobs(client: redis.Redis, now: datetime) -> None:
+    """Jobs whose run is already due (rqscheduler was stopped for the move), so the stored
+    schedule's first run depends on the moment of the move, and one that is not."""
+    put(client, {b"overdue-int": job_hash(meta={"interval": 600})}, score=now.timestamp() - 30)
+    put(client, {b"overdue-once": job_hash(meta={})}, score=now.timestamp() - 5)
+    put(client, {b"overdue-cron2": job_hash(meta={"cron_string": "0 * * * *", "repeat": 2})},
+        score=now.replace(minute=0, second=0, microsecond=0).timestamp())  # fmt: skip
+    put(client, {b"future-int": job_hash(meta={"interval": 3600, "repeat": 3})},
+        score=now.timestamp() + 3600)  # fmt: skip
+
+
+@pytest.mark.parametrize("killed_after", ["overdue-int", "overdue-once", "overdue-cron2",
+                                          "future-int"])  # fmt: skip
+def test_an_apply_killed_between_writing_and_deleting_is_completed_by_the_next(
+    rq_redis: tuple[redis.Redis, str, str], monkeypatch: pytest.MonkeyPatch, killed_after: str
+) -> None:
+    """``--apply`` killed once a job's stored schedule is written and before the job is
+    deleted from rq-scheduler leaves both. The next ``--apply``, minutes later, knows that
+    schedule as the one made from this job (for a job already due, its first run was fixed by
+    the moment of the first move, not the second's) and deletes the job: it runs once, from
+    the store only, and ``rqscheduler`` is not needed for it."""
+    from cron_bridge_rq import rq_scheduler as importer
+
+    client, url, store_url = rq_redis
+    monkeypatch.setenv(ENV, "tests.apps.rq_cron_tasks.*")
+    now = datetime.now(UTC)
+    _overdue_jobs(client, now)
+    schedules = Schedules(store_from_url(store_url))
+    real_plan, real_add = importer.plan, Schedules.add
+
+    def add(self: Schedules, name: str, **spec: Any) -> StoredSchedule:
+        written = real_add(self, name, **spec)
+        if name == killed_after:
+            raise Killed
+        return written
+
+    with monkeypatch.context() as killed:
+        killed.setattr(importer, "plan", lambda client, zone: real_plan(
+            client, zone, now=now - timedelta(minutes=5)))  # fmt: skip
+        killed.setattr(Schedules, "add", add)
+        with pytest.raises(Killed):
+            CliRunner().invoke(rq_scheduler, ["-u", url, "--store", store_url, "--apply",
+                                              "--tz", "UTC"], catch_exceptions=False)  # fmt: skip
+    assert killed_after in schedules.list()
+    assert client.zscore(SCHEDULED, killed_after) is not None  # both: the state to complete
+    first = schedules.list()[killed_after].to_json()
+
+    done = CliRunner().invoke(rq_scheduler, ["-u", url, "--store", store_url, "--apply",
+                                             "--tz", "UTC"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    (line,) = [line for line in done.output.splitlines() if line.startswith(killed_after + " ")]
+    assert line.rstrip().endswith("moved"), done.output
+    assert "What stays" not in done.output and "exists already" not in done.output
+    assert not client.exists(SCHEDULED) and not client.keys("rq:job:*")  # in the store only
+    stored = schedules.list()
+    assert set(stored) == {"overdue-int", "overdue-once", "overdue-cron2", "future-int"}
+    assert stored[killed_after].to_json() == first  # written once, untouched
+
+
+def test_a_different_stored_schedule_of_the_name_stays_and_the_job_with_it(
+    rq_redis: tuple[redis.Redis, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored schedule of the job's name that the job would not make (other arguments, or
+    another first run) is not the job's: the job stays in rq-scheduler, said."""
+    client, url, store_url = rq_redis
+    monkeypatch.setenv(ENV, "tests.apps.rq_cron_tasks.*")
+    now = datetime.now(UTC)
+    _overdue_jobs(client, now)
+    schedules = Schedules(store_from_url(store_url))
+    (once,) = [m for m in plan(client, "UTC", now=now) if m.job_id == "overdue-once"]
+    (every,) = [m for m in plan(client, "UTC", now=now) if m.job_id == "overdue-int"]
+    schedules.add("overdue-once", **{**once.spec, "args": ["weekly"]})
+    early = (now - timedelta(minutes=1)).replace(microsecond=0)  # before its rq-scheduler score
+    schedules.add("overdue-int", **{**every.spec, "start": early.isoformat(),
+                                    "offset": f"{early.timestamp() % 600:g}s"})  # fmt: skip
+    done = CliRunner().invoke(rq_scheduler, ["-u", url, "--store", store_url, "--apply",
+                                             "--tz", "UTC"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    for job_id in ("overdue-once", "overdue-int"):
+        (line,) = [line for line in done.output.splitlines() if line.startswith(job_id + " ")]
+        assert f"stays: a stored schedule '{job_id}' exists already" in line, done.output
+        assert client.exists(f"rq:job:{job_id}") and client.zscore(SCHEDULED, job_id)
+    assert not client.exists("rq:job:future-int")
+
+
+def test_an_overdue_cron_job_with_repeat_keeps_all_its_runs(
+    rq_redis: tuple[redis.Redis, str, str],
+) -> None:
+    """``repeat=N`` on a cron job whose run passed while rqscheduler was stopped:
+    rq-scheduler sends the overdue run at its next poll and N-1 more; the stored schedule,
+    which sends it at its next cron time (``rqscheduler.overdue_cron``), counts its N runs
+    from there, not from the time already past."""
+    client, _, _ = rq_redis
+    now = datetime(2026, 3, 1, 12, 20, 30, tzinfo=UTC)
+    for repeat in (2, 5):
+        put(client, {f"hourly{repeat}".encode(): job_hash(
+            meta={"cron_string": "0 * * * *", "repeat": repeat})},
+            score=datetime(2026, 3, 1, 12, tzinfo=UTC).timestamp())  # fmt: skip
+    for move in plan(client, "UTC", now=now):
+        fields = ("task", "library", "queue", "args", "kwargs")
+        options = {key: value for key, value in move.spec.items() if key not in fields}
+        stored = StoredSchedule(name="h", options=options, **{f: move.spec[f] for f in fields})
+        runs = list(stored.job().schedule.occurrences(now, now + timedelta(days=1)))
+        repeat = int(move.job_id.removeprefix("hourly"))
+        assert runs == [datetime(2026, 3, 1, 13 + k, tzinfo=UTC) for k in range(repeat)]

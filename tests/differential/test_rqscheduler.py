@@ -45,7 +45,7 @@ NAMED_DIFFERENCES: dict[str, str] = {
     "poll drifts later run by run; cron-bridge keeps the phase of the first run.",
     "rqscheduler.overdue_cron": "a cron job already due at the move (rqscheduler stopped for "
     "it) is sent by rq-scheduler once at its next poll; the imported schedule sends it at its "
-    "next cron time.",
+    "next cron time (with repeat=N, N runs on both sides).",
     "rqscheduler.fields": "a cron string with seconds other than 0, a year other than *, or a "
     "Z day (days before the month's end) stays with rq-scheduler, said by the importer: "
     "stored schedules have whole minutes, no years and croniter has no Z.",
@@ -386,17 +386,24 @@ def test_interval_jobs_send_as_rq_scheduler_does_when_its_polls_come_on_time(
         assert due <= after < due + timedelta(seconds=POLL), (before, after)
 
 
-def test_a_cron_job_due_at_the_move_is_sent_at_its_next_cron_time(walker: Walker) -> None:
+@pytest.mark.parametrize("repeat", [None, 2, 5])
+def test_a_cron_job_due_at_the_move_is_sent_at_its_next_cron_time(
+    walker: Walker, repeat: int | None
+) -> None:
     """``rqscheduler.overdue_cron``: rqscheduler, started again, would send a job whose
     score passed at its first poll, then at the next cron time; the imported schedule sends
-    from the next cron time on, the same as rq-scheduler after that first send."""
+    from the next cron time on, the same as rq-scheduler after that first send. With
+    ``repeat=N`` both send N times: rq-scheduler the overdue run and N-1 more, the imported
+    schedule N from its next cron time."""
     moved = datetime(2026, 3, 1, 12, 20, tzinfo=UTC)
     job = ScheduledJob(job_id="j", next_at=moved - timedelta(minutes=20), task="proj.tasks.r",
                        instance=False, args=[], kwargs={}, interval=None, cron="0 * * * *",
-                       local_zone=False, repeat=None, queue="default", timeout=None,
+                       local_zone=False, repeat=repeat, queue="default", timeout=None,
                        result_ttl=-1, ttl=None, meta={}, at_front=False, cannot=())  # fmt: skip
     ours = list(_stored(stored_spec(job, "Europe/Warsaw", moved)).occurrences(
         moved, moved + timedelta(days=2)))  # fmt: skip
     theirs = walker.fires("0 * * * *", "Europe/Warsaw", start=moved, span=timedelta(days=2))
     assert not isinstance(theirs, str)
     assert [moved, *theirs][1 : len(ours) + 1] == ours  # all but rq-scheduler's overdue send
+    if repeat is not None:
+        assert len([moved, *theirs][:repeat]) == len(ours) == repeat

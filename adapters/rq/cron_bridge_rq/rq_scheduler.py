@@ -17,8 +17,10 @@ task must be agreed for stored schedules: ``@storable``, ``CRON_BRIDGE_STORED_TA
   matches the fields against the host's local time whatever ``use_local_timezone`` says
   (``datetime.now()`` into ``CronTab.next``), so that zone is named (``TZ``,
   ``/etc/localtime``, or ``--tz``);
-- ``repeat=N``: ``end=`` just after the N-th run from the next one; ``repeat`` 0 or 1, and a
-  one-off (``enqueue_at``, ``enqueue_in``): ``at=`` its time;
+- ``repeat=N``: ``end=`` just after the N-th run from the next one (a cron job's from its
+  first cron time after the move when its run is already due: all N runs, as rq-scheduler
+  sends the overdue one and N-1 more; its ``start=`` says where the count starts);
+  ``repeat`` 0 or 1, and a one-off (``enqueue_at``, ``enqueue_in``): ``at=`` its time;
 - ``timeout``, ``result_ttl``, ``ttl``, ``meta`` and ``at_front``: ``send=``, handed to RQ
   with each message as rq-scheduler did (``timeout`` stays RQ's hard limit);
 - a run missed while neither runs: ``misfire="run-once"``, as rq-scheduler runs it at its next
@@ -28,7 +30,10 @@ Without ``--apply`` it only says what it would do. With it, it refuses without a
 (the move deletes the jobs from rq-scheduler: an implicit local file no beat reads would lose
 them) and while an ``rqscheduler`` process is alive (both would send), writes each stored
 schedule, then deletes the job's hash and its member of the sorted set, so nothing of a moved
-job is left behind; the sorted set goes once it is empty. What stays (``depends_on``,
+job is left behind; the sorted set goes once it is empty. A run killed between the two leaves
+both; the next run knows the stored schedule as the one made from that job (the same spec,
+made again as of the moment the first run fixed: a run already due comes ``DUE_LEAD`` after
+that moment, not after the second's) and only deletes the job. What stays (``depends_on``,
 callbacks, arguments that are not plain data) is said with how to run it beside the JSON
 workers.
 """
@@ -49,6 +54,7 @@ from cron_bridge.adapters import (
     ConfigError,
     Cron,
     Schedules,
+    StoredSchedule,
     load_app,
     load_zone,
     local_zone_name,
@@ -90,6 +96,7 @@ class Move:
     queue: str = ""  # the queue it is sent to, when it could be read
     spec: dict[str, Any] = field(default_factory=dict)
     left: str = ""  # why it stays in rq-scheduler; empty when it moves
+    job: ScheduledJob | None = field(default=None, repr=False)  # as read, when it could be
 
 
 def _name(job_id: str, task: str, taken: set[str]) -> str:
@@ -115,7 +122,7 @@ def _read(client: Redis, member: bytes, score: float, taken: set[str], zone: str
     except Unreadable as exc:
         return Move(job_id=shown(member.decode(errors="replace")), task="?", when="?",
                     left=str(exc))  # fmt: skip
-    move = Move(job_id=job.job_id, task=job.task, when=job.when, queue=job.queue)
+    move = Move(job_id=job.job_id, task=job.task, when=job.when, queue=job.queue, job=job)
     if job.instance:
         move.left = "it calls a method of an object"
     elif job.cannot:
@@ -171,9 +178,12 @@ def stored_spec(job: ScheduledJob, zone: str, now: datetime) -> dict[str, Any]:
     else:
         spec["cron"], spec["tz"] = crontab_fields(cast(str, job.cron)), zone
         spec["day_or"] = False  # the crontab package requires every field to match
+        if job.repeat is not None:
+            # Its N runs are counted from the first that will happen: an overdue one is sent
+            # at its next cron time (rqscheduler.overdue_cron), not at a time already past.
+            spec["start"] = first.isoformat()
     if job.repeat is not None:
-        spec["end"] = _end(spec, first if job.interval is not None else job.next_at,
-                           job.repeat).isoformat()  # fmt: skip
+        spec["end"] = _end(spec, first, job.repeat).isoformat()
     return spec
 
 
@@ -287,7 +297,7 @@ def rq_scheduler(
         if not moves:
             click.echo("rq-scheduler has no jobs in this Redis.")
             return
-        written = _decide(moves, schedules)
+        written = _decide(moves, schedules, zone)
         if apply:
             _apply(client, moves, schedules, written)
         rows = [["JOB", "TASK", "WHEN", "STORED AS", "WHAT"]]
@@ -319,10 +329,10 @@ def _staying(moves: list[Move]) -> str:
     return said
 
 
-def _decide(moves: list[Move], schedules: Schedules) -> set[str]:
+def _decide(moves: list[Move], schedules: Schedules, zone: str) -> set[str]:
     """Check each move as ``schedule add`` would (the task agreed for stored schedules, every
     option valid); one that would be refused stays, with the reason. Returns the names whose
-    stored schedule exists already as the move would write it (a run that stopped half-way)."""
+    stored schedule exists already as the move writes it (a run that stopped half-way)."""
     existing = schedules.list()
     written = set()
     for move in moves:
@@ -334,15 +344,44 @@ def _decide(moves: list[Move], schedules: Schedules) -> set[str]:
             move.left = f"{exc.option}={exc.value!r}: {exc.reason}"
             continue
         if move.name in existing:
-            if existing[move.name].to_json() != stored.to_json():
-                move.left = f"a stored schedule {move.name!r} exists already"
-            else:
+            if existing[move.name].to_json() == stored.to_json():
                 written.add(move.name)
+            elif (spec := _made_from(existing[move.name], move, schedules, zone)) is not None:
+                move.spec = spec
+                if "at" in spec:
+                    move.when = f"once, {spec['at']}"
+                written.add(move.name)
+            else:
+                move.left = f"a stored schedule {move.name!r} exists already"
     return written
 
 
+def _made_from(
+    existing: StoredSchedule, move: Move, schedules: Schedules, zone: str
+) -> dict[str, Any] | None:
+    """The spec ``existing`` was made with, when an earlier run made it from the same job
+    (and stopped before deleting the job); None when it is another schedule.
+
+    Only the first run's time depends on the moment of the move (a run already due comes
+    ``DUE_LEAD`` after it), and the spec keeps that time as its ``at=`` or ``start=``: the
+    move is made again as of then and must give exactly ``existing``."""
+    moment = existing.options.get("at", existing.options.get("start"))
+    if move.job is None or not isinstance(moment, str):
+        return None
+    try:
+        then = datetime.fromisoformat(moment)
+        if then.tzinfo is None:
+            return None
+        spec = stored_spec(move.job, zone, then - DUE_LEAD)
+        again = schedules.check(move.name, **spec)
+    except (ValueError, OverflowError):  # ConfigError is a ValueError
+        return None
+    return spec if again.to_json() == existing.to_json() else None
+
+
 def _apply(client: Redis, moves: list[Move], schedules: Schedules, written: set[str]) -> None:
-    """Write each stored schedule, then delete what rq-scheduler kept of the job."""
+    """Write each stored schedule, then delete what rq-scheduler kept of the job (in one
+    transaction): killed between the two, both are left, and the next run only deletes."""
     alive = _alive(client)
     if alive:
         raise ConfigError("rqscheduler is running: stop it first, or both would send "
