@@ -13,9 +13,15 @@ from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import SkipMessage
 from periodiq import PeriodiqMiddleware, cron
 
-from cron_bridge.jobs import Occurrence
+from cron_bridge.jobs import Occurrence, name_for
 from cron_bridge.plugins import Dispatch
-from cron_bridge_dramatiq.periodiq import cron_expression, periodic_jobs, scheduled_at
+from cron_bridge_dramatiq.periodiq import (
+    PeriodiqSender,
+    cron_expression,
+    declared,
+    periodic_jobs,
+    scheduled_at,
+)
 
 
 @pytest.mark.parametrize(
@@ -128,3 +134,60 @@ def test_the_middleware_on_the_workers_reads_our_scheduled_at_and_skips_a_late_o
     middleware.before_process_message(broker, message_at(now))  # fresh: processed
     with pytest.raises(SkipMessage):
         middleware.before_process_message(broker, message_at(now - timedelta(seconds=31)))
+
+
+ODD_NAMES = ("nightly report", "_cleanup", "zażółć gęślą", "r" * 250, "report:v2")
+
+
+@pytest.mark.parametrize("shown", ODD_NAMES)
+def test_an_actor_whose_name_is_no_job_name_runs_as_a_mapped_job(
+    shown: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stock periodiq schedules ``actor_name="nightly report"``; the beat stopped every actor
+    on it (``job 'nightly report', option name=...``, exit 2). It runs as a job every replica
+    names alike, the sender sends that actor, and the start says which job it is."""
+    broker = StubBroker(middleware=[PeriodiqMiddleware()])
+
+    @dramatiq.actor(broker=broker, actor_name=shown, periodic=cron("0 3 * * *"))
+    def odd() -> None:
+        pass
+
+    @dramatiq.actor(broker=broker, periodic=cron("* * * * *"))
+    def good() -> None:
+        pass
+
+    with caplog.at_level("INFO", logger="cron_bridge_dramatiq.periodiq"):
+        jobs, refused = periodic_jobs([odd, good], "UTC", 30)
+    assert refused == {}
+    name = name_for(shown, fallback="periodiq")
+    assert list(jobs) == [name, "good"] and name != shown and len(name) <= 200
+    job, actor = jobs[name]
+    assert (job.name, job.task, actor) == (name, shown, odd)
+    assert f"periodiq actor {shown!r} runs as job {name}" in caplog.messages
+    sender = PeriodiqSender({n: a for n, (_, a) in jobs.items()}, "UTC")
+    occurrence = job.occurrence(datetime(2026, 6, 1, 3, tzinfo=UTC))
+    dispatch = Dispatch(job=job, occurrence=occurrence, trigger="schedule", replica="r0")
+    assert sender.enqueue_many([dispatch]) == [None]
+    (message,) = [broker.queues[q].get() for q in broker.queues if broker.queues[q].qsize()]
+    assert dramatiq.Message.decode(message).actor_name == shown
+
+
+def test_an_actor_named_as_no_job_name_leaves_the_listing_whole() -> None:
+    """``cron-bridge list -A`` failed the same way; it lists every actor now."""
+    broker = StubBroker(middleware=[PeriodiqMiddleware()])
+    previous = dramatiq.get_broker()
+    dramatiq.set_broker(broker)
+    try:
+
+        @dramatiq.actor(actor_name="nightly report", periodic=cron("0 3 * * *"))
+        def nightly() -> None:
+            pass
+
+        @dramatiq.actor(periodic=cron("* * * * *"))
+        def every_minute() -> None:
+            pass
+
+        names = [job.name for job in declared([])]
+    finally:
+        dramatiq.set_broker(previous)
+    assert names == [name_for("nightly report", fallback="periodiq"), "every_minute"]

@@ -39,9 +39,15 @@ NAMED_DIFFERENCES: dict[str, str] = {
     # Rows of docs/migrating.md's table that are not about fire times (their tests are the
     # twin test, tests/e2e/test_dramatiq_crontab.py, and tests/test_crontab_actors.py).
     "crontab.replicas": "any number of replicas are active, each occurrence sent once.",
-    "crontab.interval": "@interval sends fall on multiples of N s since the Unix epoch.",
+    "crontab.interval": "@interval sends fall on multiples of N s since the Unix epoch, "
+    "whatever the trigger's start_date.",
     "crontab.misfire_grace": "a send up to 30 s late still goes out.",
     "crontab.refused": "a registration that cannot run is refused alone, said at start.",
+    "crontab.jitter": "a trigger's jitter delays each send by a share every replica draws "
+    "alike from the occurrence id, not at random.",
+    "crontab.refused_options": "a jitter, end_date, args or kwargs cron-bridge cannot carry "
+    "refuses that registration alone, said at start.",
+    "crontab.names": "an actor name that is no job name runs as a mapped job name.",
 }
 WALKED = ("crontab.dst_gap", "crontab.after_spring_gap", "crontab.dst_fold")
 

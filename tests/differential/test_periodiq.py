@@ -43,6 +43,7 @@ NAMED_DIFFERENCES: dict[str, str] = {
     "periodiq.failed_send": "a failed send is recorded failed, not sent again; the beat goes on.",
     "periodiq.posix_tz": "a local zone without a name is refused at start.",
     "periodiq.no_actor": "no periodic actor is one line, exit 2.",
+    "periodiq.names": "an actor name that is no job name runs as a mapped job name.",
 }
 WALKED = ("periodiq.sunday", "periodiq.walk_skips", "periodiq.dst")
 

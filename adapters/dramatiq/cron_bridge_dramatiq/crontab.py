@@ -7,31 +7,35 @@ It sets Django up and loads the tasks as ``manage.py crontab`` does (each instal
 registrations from dramatiq-crontab's own scheduler (an APScheduler ``BlockingScheduler`` it
 never starts here): each job's trigger and the actor whose ``send`` it calls. A ``CronTrigger``
 becomes a cron job in the trigger's zone (Django's ``TIME_ZONE``), an ``IntervalTrigger`` an
-``every`` job; the replica that wins an occurrence calls ``actor.send()``, as APScheduler does.
+``every`` job; the replica that wins an occurrence calls ``actor.send()``, as APScheduler does
+(with the ``args`` and ``kwargs`` a registration added by hand was given). A trigger's
+``start_date``, ``end_date`` and ``jitter`` are read too; what cannot be is refused alone.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import sys
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 import click
 import dramatiq
 
 from cron_bridge.adapters import (
-    NAME_PATTERN,
     ConfigError,
     Cron,
     Dispatch,
     Every,
     Job,
     Sender,
+    Window,
     beat_options,
+    name_for,
     one_line_errors,
     refuse,
     register,
@@ -39,11 +43,12 @@ from cron_bridge.adapters import (
 )
 from cron_bridge_dramatiq.fields import cron_field
 
-__all__ = ["CrontabSender", "crontab_jobs", "declared", "dramatiq_crontab", "registrations"]
+__all__ = ["Call", "CrontabSender", "crontab_jobs", "declared", "dramatiq_crontab", "registrations"]
 
 log = logging.getLogger(__name__)
 
 SENDER = "dramatiq-crontab"
+MAX_JITTER_SECONDS = 86400  # the job's jitter: up to a day
 
 # A datetime whose field ``name`` is ``value`` (Monday 3 January 2000 for weekday 0, as
 # APScheduler 3 counts: Monday is 0, Sunday 6), for asking a field whether it matches it.
@@ -120,54 +125,118 @@ def _cron(trigger: Any) -> Cron:
     return Cron(expr, tz=str(getattr(trigger.timezone, "key", trigger.timezone)), day_or=False)
 
 
-def _schedule(trigger: Any) -> Any:
-    """The schedule of an APScheduler trigger dramatiq-crontab made."""
+def _schedule(trigger: Any) -> Cron | Every | Window:
+    """The schedule of an APScheduler trigger, within its ``start_date`` and ``end_date`` (both
+    included, as APScheduler reads them) for a ``CronTrigger``, its ``end_date`` for an
+    ``IntervalTrigger``: that one's ``start_date`` is no phase the replicas share
+    (dramatiq-crontab's ``@interval`` gives every trigger its process's start), so its sends
+    fall on multiples of the interval since the Unix epoch.
+
+    Raises:
+        ConfigError: a trigger that cannot be read, naming the option and the value.
+    """
     kind = type(trigger).__name__
-    if kind == "CronTrigger":
-        return _cron(trigger)
-    if kind == "IntervalTrigger":
-        return Every(trigger.interval.total_seconds())
-    raise ConfigError(f"a {kind} cannot be read")
+    schedule: Cron | Every
+    try:
+        if kind == "CronTrigger":
+            schedule = _cron(trigger)
+            start = trigger.start_date
+        elif kind == "IntervalTrigger":
+            schedule, start = Every(trigger.interval.total_seconds()), None
+        else:
+            raise ConfigError(f"a {kind} cannot be read")
+    except ConfigError as exc:
+        raise ConfigError(exc.reason, option="trigger", value=str(trigger)) from None
+    if start is None and trigger.end_date is None:
+        return schedule
+    try:
+        return Window(schedule, start=start, end=trigger.end_date)
+    except ConfigError as exc:  # the end before the start
+        raise ConfigError(exc.reason, option="end_date", value=str(trigger.end_date)) from None
+
+
+def _jitter(trigger: Any) -> timedelta:
+    """The trigger's ``jitter`` as the job's: APScheduler delays each fire by a random share of
+    it, the job by a share every replica draws alike from the occurrence id (up to a day).
+
+    Raises:
+        ConfigError: a jitter that is not a number of seconds from 0 to a day.
+    """
+    jitter = getattr(trigger, "jitter", None) or 0
+    if (
+        isinstance(jitter, bool)
+        or not isinstance(jitter, int | float)
+        or not 0 <= jitter <= MAX_JITTER_SECONDS
+    ):
+        raise ConfigError("expected a number of seconds from 0 to 86400", option="jitter",
+                          value=jitter)  # fmt: skip
+    return timedelta(seconds=jitter)
+
+
+class Call(NamedTuple):
+    """What a registration's scheduler calls: ``actor.send(*args, **kwargs)``."""
+
+    actor: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+def _call(entry: Any, actor: Any) -> Call:
+    """The actor and the arguments ``add_job(args=..., kwargs=...)`` gave, which dramatiq sends
+    as JSON: the replicas send the same message.
+
+    Raises:
+        ConfigError: arguments JSON cannot carry, naming them.
+    """
+    args, kwargs = tuple(entry.args), dict(entry.kwargs)
+    for option, value in (("args", list(args)), ("kwargs", kwargs)):
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"dramatiq sends JSON ({exc})", option=option,
+                              value=repr(value)) from None  # fmt: skip
+    return Call(actor, args, kwargs)
 
 
 def crontab_jobs(
     registered: Sequence[Any],
-) -> tuple[dict[str, tuple[Job, Any]], dict[str, ConfigError]]:
+) -> tuple[dict[str, tuple[Job, Call]], dict[str, ConfigError]]:
     """The cluster job of each dramatiq-crontab registration (an APScheduler job calling an
-    actor's ``send``), named after the actor (``-2`` for a second one of the same actor), and
-    apart those that cannot run, each refused alone: the others still run.
+    actor's ``send``), named after the actor (``-2`` for a second one of the same actor; a
+    name that is no job name, ``nightly report``, mapped by ``name_for``, the same on every
+    replica), and apart those that cannot run, each refused alone: the others still run.
 
     Returns:
-        The jobs with their actors, and each refused registration's error (naming it, the
-        option and the value), both by name.
+        The jobs with what each sends, and each refused registration's error (naming it, the
+        option and the value), both by job name.
     """
-    found: dict[str, tuple[Job, Any]] = {}
+    found: dict[str, tuple[Job, Call]] = {}
     refused: dict[str, ConfigError] = {}
     for entry in registered:
         actor = getattr(entry.func, "__self__", None)
         if not isinstance(actor, dramatiq.Actor) or entry.func.__name__ != "send":
-            refused[str(entry.name)] = ConfigError(
+            name = name_for(str(entry.name), fallback=SENDER)
+            refused[name] = ConfigError(
                 "not an actor's send: dramatiq-crontab's @cron and @interval add only those",
-                job=str(entry.name), option="func", value=repr(entry.func))  # fmt: skip
+                job=name, option="func", value=repr(entry.func))  # fmt: skip
             continue
-        base = actor.actor_name
-        if not NAME_PATTERN.fullmatch(base):
-            refused[base] = ConfigError("expected a name of letters, digits, '.', '_' and '-'",
-                                        job=base, option="name", value=base)  # fmt: skip
-            continue
+        base = name_for(actor.actor_name, fallback=SENDER)
         name, count = base, 1
         while name in found or name in refused:
             count += 1
-            name = f"{base}-{count}"
+            name = name_for(f"{base}-{count}", fallback=SENDER)  # a long base: within 200
         try:
-            schedule = _schedule(entry.trigger)
-        except ConfigError as exc:
-            refused[name] = ConfigError(exc.reason, job=name, option="trigger",
-                                        value=str(entry.trigger))  # fmt: skip
+            call = _call(entry, actor)
+            job = Job(name=name, schedule=_schedule(entry.trigger), adapter=SENDER,
+                      task=actor.actor_name, queue=actor.queue_name,
+                      jitter=_jitter(entry.trigger), kwargs=call.kwargs)  # fmt: skip
+        except ConfigError as exc:  # the others still run
+            refused[name] = ConfigError(exc.reason, job=name, option=exc.option,
+                                        value=exc.value)  # fmt: skip
             continue
-        job = Job(name=name, schedule=schedule, adapter=SENDER, task=actor.actor_name,
-                  queue=actor.queue_name)  # fmt: skip
-        found[name] = (job, actor)
+        if base != actor.actor_name:
+            log.info("dramatiq-crontab actor %r runs as job %s", actor.actor_name, name)
+        found[name] = (job, call)
     return found, refused
 
 
@@ -189,22 +258,23 @@ def declared() -> list[Job]:
 
 
 class CrontabSender(Sender):
-    """Sends dramatiq-crontab's actors as its scheduler does: ``actor.send()``."""
+    """Sends dramatiq-crontab's actors as its scheduler does: ``actor.send(*args, **kwargs)``
+    (none for ``@cron`` and ``@interval``; those ``add_job`` was given for one added by hand)."""
 
     name = SENDER
     what = "dramatiq-crontab's @cron and @interval actors"
 
-    def __init__(self, actors: dict[str, Any]) -> None:
-        self.actors = actors
+    def __init__(self, calls: dict[str, Call]) -> None:
+        self.calls = calls
 
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         results: list[Exception | None] = []
         for dispatch in dispatches:
-            actor = self.actors.get(dispatch.job.name)
+            call = self.calls.get(dispatch.job.name)
             try:
-                if actor is None:
+                if call is None:
                     raise KeyError(f"no registration {dispatch.job.name!r}")
-                actor.send()
+                call.actor.send(*call.args, **call.kwargs)
             except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome
                 results.append(exc)
                 continue
@@ -272,5 +342,5 @@ def dramatiq_crontab(
         for name, (job, _) in jobs.items():
             log.info("    %-24s %s@%s (%s)", job.schedule.describe(), name, job.queue,
                      job.schedule.tz)  # fmt: skip
-        register(CrontabSender({name: actor for name, (_, actor) in jobs.items()}))
+        register(CrontabSender({name: call for name, (_, call) in jobs.items()}))
     run_beat(lambda: [job for job, _ in jobs.values()], options)

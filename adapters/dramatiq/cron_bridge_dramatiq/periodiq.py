@@ -35,6 +35,7 @@ from cron_bridge.adapters import (
     Sender,
     beat_options,
     local_zone_name,
+    name_for,
     one_line_errors,
     refuse,
     register,
@@ -107,29 +108,39 @@ def periodic_actors(broker: Any) -> list[Any]:
 def periodic_jobs(
     actors: Sequence[Any], zone: str, grace: int
 ) -> tuple[dict[str, tuple[Job, Any]], dict[str, ConfigError]]:
-    """The cluster job of each periodic actor, named after the actor, and apart the actors
-    whose spec cannot run (one that never fires, such as ``0 0 30 2 *``): periodiq keeps
-    sending the other actors then, and so does the beat.
+    """The cluster job of each periodic actor, named after the actor (a name that is no job
+    name, ``nightly report``, mapped by ``name_for``, the same on every replica), and apart
+    the actors that cannot run (a spec that never fires, such as ``0 0 30 2 *``), each
+    refused alone: periodiq keeps sending the other actors then, and so does the beat.
 
     Returns:
-        The jobs with their actors, and each refused actor's error (naming the actor, the
-        option and the value), both by actor name.
+        The jobs with their actors, by job name, and each refused actor's error (naming the
+        actor, the option and the value), by actor name.
     """
     found: dict[str, tuple[Job, Any]] = {}
     refused: dict[str, ConfigError] = {}
     for actor in actors:
+        shown = actor.actor_name
         spec = actor.options["periodic"]
+        name = name_for(shown, fallback=SENDER)
         try:
-            schedule = periodiq_schedule(spec, zone)
-        except (ConfigError, AttributeError, TypeError) as exc:
-            reason = exc.reason if isinstance(exc, ConfigError) else "not a periodiq cron(...)"
-            refused[actor.actor_name] = ConfigError(reason, job=actor.actor_name,
-                                                    option="periodic", value=str(spec))  # fmt: skip
+            if name in found:  # an actor named as another's mapped name: never by chance
+                raise ConfigError("its job name is another actor's", job=shown, option="name",
+                                  value=name)  # fmt: skip
+            try:
+                schedule = periodiq_schedule(spec, zone)
+            except (ConfigError, AttributeError, TypeError) as exc:
+                reason = exc.reason if isinstance(exc, ConfigError) else "not a periodiq cron(...)"
+                raise ConfigError(reason, job=shown, option="periodic", value=str(spec)) from None
+            job = Job(name=name, schedule=schedule, adapter=SENDER, task=shown,
+                      queue=actor.queue_name, misfire_grace=timedelta(seconds=grace))  # fmt: skip
+        except ConfigError as exc:  # the others are still sent
+            refused[shown] = ConfigError(exc.reason, job=shown, option=exc.option,
+                                         value=exc.value)  # fmt: skip
             continue
-        job = Job(name=actor.actor_name, schedule=schedule, adapter=SENDER,
-                  task=actor.actor_name, queue=actor.queue_name,
-                  misfire_grace=timedelta(seconds=grace))  # fmt: skip
-        found[actor.actor_name] = (job, actor)
+        if name != shown:
+            log.info("periodiq actor %r runs as job %s", shown, name)
+        found[name] = (job, actor)
     return found, refused
 
 
