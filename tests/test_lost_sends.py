@@ -65,7 +65,9 @@ def test_a_periodiq_actor_sent_to_a_frozen_broker_lands_and_is_not_sent_again(
         @dramatiq.actor(actor_name="lost.report", queue_name="reports", periodic=cron("* * * * *"))
         def report() -> None: ...
 
-        ((job, _),) = periodic_jobs([report], "UTC", 30).values()
+        jobs, refused = periodic_jobs([report], "UTC", 30)
+        ((job, _),) = jobs.values()
+        assert refused == {}
         occurrence = job.occurrence(datetime(2026, 12, 2, 1, 30, tzinfo=UTC))
         sender = PeriodiqSender({"lost.report": report}, "UTC")
         dispatch = Dispatch(job=job, occurrence=occurrence, trigger="schedule", replica="r1")
