@@ -12,19 +12,17 @@ Keys live in JetStream key-value buckets, one set per ``prefix`` (the namespace)
 - ``<prefix>-state``: the last claimed occurrence per job, the live replicas, control records.
 - the stream ``<prefix>-runs``: run records, the newest ``history_limit`` per job.
 
-nats-py is asyncio: the store runs one event loop in a thread of its own and every method
-waits for its answer there, bounded by ``connect_timeout``.
+nats-py is asyncio: the store's ``NatsLink`` (``nats_link``) runs one event loop in a thread
+of its own, and every method waits for its answer there, bounded by ``connect_timeout``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import logging
 import math
-import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -32,7 +30,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from cron_bridge import untrusted
-from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
 from cron_bridge.stores.base import (
@@ -49,6 +47,7 @@ from cron_bridge.stores.base import (
     readable,
     ttl_ms,
 )
+from cron_bridge.stores.nats_link import NatsLink
 
 __all__ = ["NatsStore"]
 
@@ -102,108 +101,47 @@ class NatsStore(Store):
         self._timeout = connect_timeout
         self.history_limit = history_limit
         parts = urlsplit(url)
-        self._servers = [f"nats://{hostport}" for hostport in parts.netloc.rpartition("@")[2]
-                         .split(",") if hostport]  # fmt: skip
-        self._user = unquote(parts.username) if parts.username else None
-        self._password = unquote(parts.password) if parts.password else None
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._nc: Any = None
-        self._connecting: asyncio.Lock | None = None
-        self._js: Any = None
-        self._keys: Any = None
-        self._state: Any = None
+        servers = [f"nats://{hostport}" for hostport in parts.netloc.rpartition("@")[2]
+                   .split(",") if hostport]  # fmt: skip
+        self._link = NatsLink(servers, unquote(parts.username) if parts.username else None,
+                              unquote(parts.password) if parts.password else None,
+                              prefix=prefix, timeout=connect_timeout,
+                              history_limit=history_limit)  # fmt: skip
         self._offset_ms = 0.0  # the server's clock minus ours
         self._next_clock = 0.0
 
     @property
     def _hosts(self) -> str:
-        return ",".join(server.removeprefix("nats://") for server in self._servers)
+        return self._link.hosts
 
     @property
     def url(self) -> str:
         return f"nats://{self._hosts}?prefix={self.prefix}"
 
-    # -- the loop and the connection ------------------------------------------------------
+    # -- the connection (nats_link) ------------------------------------------------------
 
     def _run(self, make: Callable[[], Awaitable[T]], trips: int = 1, size: int = 1) -> T:
-        """Run ``make()`` on the store's loop; a batch of ``size`` writes gets a millisecond
+        """Run ``make()`` on the link's loop; a batch of ``size`` writes gets a millisecond
         more per write (they are pipelined, but each is acknowledged)."""
-        loop = self._start_loop()
-        limit = self._timeout + size / 1000
-        future = asyncio.run_coroutine_threadsafe(self._with_connection(make, limit), loop)
-        try:
-            result = future.result(limit + self._timeout * 2)
-        except StoreUnavailable:
-            raise
-        except (TimeoutError, OSError) as exc:
-            future.cancel()
-            said = str(exc) or f"no answer within {limit:g} s"
-            raise StoreUnavailable(f"NATS did not answer: {said}", host=self._hosts) from exc
-        except Exception as exc:
-            if _is_nats_error(exc):
-                raise StoreUnavailable(
-                    f"NATS: {type(exc).__name__}: {exc}", host=self._hosts
-                ) from exc
-            raise
+        result = self._link.run(make, self._timeout + size / 1000)
         self.stats.add(trips)
         return result
 
-    def _start_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="cron-bridge-nats",
-                                          daemon=True)  # fmt: skip
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
+    @property
+    def _nc(self) -> Any:
+        return self._link.nc
 
-    async def _with_connection(self, make: Callable[[], Awaitable[T]], limit: float) -> T:
-        if self._nc is None or self._nc.is_closed:
-            if self._connecting is None:
-                self._connecting = asyncio.Lock()
-            async with self._connecting:  # callers from several threads: one connection
-                if self._nc is None or self._nc.is_closed:
-                    await self._connect()
-        return await asyncio.wait_for(make(), limit)
+    @property
+    def _js(self) -> Any:
+        return self._link.js
 
-    async def _connect(self) -> None:
-        import nats
-        from nats.js.api import KeyValueConfig, StreamConfig
+    @property
+    def _keys(self) -> Any:
+        return self._link.keys
 
-        async def quiet(exc: Exception) -> None:
-            # nats-py logs every failed connection attempt with its traceback; what fails
-            # reaches the caller as StoreUnavailable, in one line.
-            log.debug("NATS at %s: %s", self.url, exc)
-
-        try:
-            nc = await nats.connect(
-                servers=self._servers, user=self._user, password=self._password,
-                connect_timeout=self._timeout, max_reconnect_attempts=2,
-                reconnect_time_wait=0.5, allow_reconnect=True, error_cb=quiet,
-            )  # fmt: skip
-        except Exception as exc:
-            raise StoreUnavailable(f"cannot connect to NATS: {exc}", host=self._hosts) from exc
-        from nats.js.errors import NotFoundError
-
-        js = nc.jetstream(timeout=self._timeout)
-        try:
-            self._keys = await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}-keys"))
-            self._state = await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}-state"))
-            try:  # kept as the first process made it (its history_limit)
-                await js.stream_info(f"{self.prefix}-runs")
-            except NotFoundError:
-                await js.add_stream(StreamConfig(
-                    name=f"{self.prefix}-runs", subjects=[f"{self.prefix}.runs.*"],
-                    max_msgs_per_subject=self.history_limit))  # fmt: skip
-        except Exception as exc:
-            await nc.close()
-            raise StoreUnavailable(
-                f"NATS has no JetStream to use: {exc}", host=self._hosts
-            ) from exc
-        self._nc, self._js = nc, js
+    @property
+    def _state(self) -> Any:
+        return self._link.state
 
     # -- reading and writing one key ----------------------------------------------------
 
@@ -570,30 +508,12 @@ class NatsStore(Store):
         return live
 
     def close(self) -> None:
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None:
-            return
-        if self._nc is not None:
-            with contextlib.suppress(Exception):  # closing: nothing to report
-                asyncio.run_coroutine_threadsafe(self._nc.close(), loop).result(self._timeout)
-        self._nc = None
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(self._timeout)
-        if not loop.is_running():
-            loop.close()
+        self._link.close()
 
 
 def _expires(value: dict[str, Any]) -> int:
     expires = value.get("x")
     return expires if isinstance(expires, int) else 0
-
-
-def _is_nats_error(exc: BaseException) -> bool:
-    module = type(exc).__module__ or ""
-    return module.startswith("nats") or isinstance(exc, asyncio.TimeoutError | ConnectionError)
 
 
 async def _bounded(calls: Iterable[Coroutine[Any, Any, T]]) -> list[T]:

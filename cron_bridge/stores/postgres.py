@@ -4,10 +4,8 @@ Every expiry is computed with the database's ``now()``, so replicas whose clocks
 still agree on who holds what. A claim batch is one statement (``INSERT ... ON CONFLICT``
 over ``unnest`` arrays). No advisory locks: they break behind a transaction pooler.
 
-Every read takes text columns as bytes (``_fetch``) for ``untrusted.text`` to decode: a
-database whose encoding is SQL_ASCII keeps whatever bytes were written, and psycopg hands
-them over as bytes there, as text elsewhere. A time a datetime cannot hold (``infinity``, a
-year past 9999) is read as None, not raised.
+The schema, the statements and how their rows are read (text as bytes, for
+``untrusted.text`` to decode) are in ``postgres_sql``.
 """
 
 from __future__ import annotations
@@ -40,13 +38,22 @@ from cron_bridge.stores.base import (
     readable,
     ttl_ms,
 )
+from cron_bridge.stores.postgres_sql import (
+    CLAIM,
+    CONTROLS,
+    DDL,
+    RUN_TYPES,
+    TAKE,
+    TRIM,
+    fetch,
+    own,
+    table_names,
+)
 from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
 
 try:
     import psycopg
     from psycopg import sql
-    from psycopg.adapt import Buffer, Loader
-    from psycopg.types.datetime import TimestamptzLoader
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -59,164 +66,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _ONE_MS = timedelta(milliseconds=1)
-SCHEMA_VERSION = 2  # 2: runs.traceback
 CLEANUP_EVERY = 600.0  # seconds between deletions of claims expired over an hour ago
-
-DDL = """
-CREATE SCHEMA IF NOT EXISTS {schema};
-CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text NOT NULL);
-INSERT INTO {meta} VALUES ('schema_version', '2') ON CONFLICT (name) DO NOTHING;
-CREATE TABLE IF NOT EXISTS {claims} (
-    key text PRIMARY KEY,
-    owner text NOT NULL,
-    expires_at timestamptz NOT NULL
-);
-CREATE INDEX IF NOT EXISTS {claims_expiry} ON {claims} (expires_at);
-CREATE TABLE IF NOT EXISTS {last_claimed} (
-    job text PRIMARY KEY,
-    scheduled_ms bigint NOT NULL
-);
-CREATE TABLE IF NOT EXISTS {runs} (
-    id bigserial PRIMARY KEY,
-    job text NOT NULL,
-    occurrence_id text NOT NULL,
-    outcome text NOT NULL,
-    reason text,
-    trigger text NOT NULL,
-    attempt integer NOT NULL,
-    replica text NOT NULL,
-    started_at timestamptz NOT NULL,
-    duration_ms double precision,
-    error text
-);
-ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS traceback text;
-UPDATE {meta} SET value = '2' WHERE name = 'schema_version' AND value = '1';
-CREATE INDEX IF NOT EXISTS {runs_job} ON {runs} (job, id);
-CREATE TABLE IF NOT EXISTS {replicas} (
-    id text PRIMARY KEY,
-    expires_at timestamptz NOT NULL
-);
-ALTER TABLE {replicas} ADD COLUMN IF NOT EXISTS clock_offset_ms double precision;
-CREATE TABLE IF NOT EXISTS {controls} (
-    grp text NOT NULL,
-    key text NOT NULL,
-    value text NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (grp, key)
-);
-"""
-"""The tables, for teams whose migrations own the schema (``create_tables=False``).
-
-Fill in the names with ``PostgresStore.ddl()`` or by hand: ``{schema}`` is the schema and
-every other name is the table prefix (``cron_bridge_`` by default) and the name in braces.
-"""
-
-_CLAIM = """
-WITH input AS (
-    SELECT * FROM unnest(%(keys)s::text[], %(jobs)s::text[], %(ms)s::bigint[])
-        AS t(key, job, ms)
-), won AS (
-    INSERT INTO {claims} (key, owner, expires_at)
-    SELECT key, %(owner)s, now() + %(ttl)s * interval '1 millisecond' FROM input ORDER BY key
-    ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-    WHERE {claims}.expires_at <= now()
-    RETURNING key
-), advanced AS (
-    INSERT INTO {last_claimed} (job, scheduled_ms)
-    SELECT job, max(ms) FROM input GROUP BY job ORDER BY job
-    ON CONFLICT (job) DO UPDATE
-    SET scheduled_ms = greatest({last_claimed}.scheduled_ms, EXCLUDED.scheduled_ms)
-)
-SELECT key FROM won
-"""
-
-_TAKE = """
-INSERT INTO {claims} (key, owner, expires_at)
-VALUES (%s, %s, now() + %s * interval '1 millisecond')
-ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-WHERE {claims}.expires_at <= now()
-RETURNING key
-"""
-
-_TRIM = """
-DELETE FROM {runs} r USING (
-    SELECT id, row_number() OVER (PARTITION BY job ORDER BY id DESC) AS newer
-    FROM {runs} WHERE job = ANY(%s)
-) ranked
-WHERE r.id = ranked.id AND ranked.newer > %s
-"""
-
-# A control group within a reader's bounds (base.control_records): the keys of at most
-# key_max bytes, each value while it and the values so far stay within their bounds, and how
-# many rows there are.
-_CONTROLS = """
-SELECT key, CASE WHEN size <= %(one_max)s AND used <= %(max_bytes)s THEN value END, total FROM (
-    SELECT key, value, octet_length(value) AS size, count(*) OVER () AS total,
-        sum(CASE WHEN octet_length(value) <= %(one_max)s THEN octet_length(value) END)
-            OVER (ORDER BY key ROWS UNBOUNDED PRECEDING) AS used
-    FROM {controls} WHERE grp = %(grp)s AND octet_length(key) <= %(key_max)s
-) bounded ORDER BY key LIMIT %(most)s
-"""
-
-
-class _RawText(Loader):
-    """A text column as the server sent it: bytes, decoded by ``untrusted.text``."""
-
-    def load(self, data: Buffer) -> bytes:
-        return bytes(data)
-
-
-class _Instant(Loader):
-    """A ``timestamptz``, or None for one a datetime cannot hold (``infinity``, year 10000)."""
-
-    def __init__(self, oid: int, context: Any = None) -> None:
-        super().__init__(oid, context)
-        self._loader = TimestamptzLoader(oid, context)
-
-    def load(self, data: Buffer) -> datetime | None:
-        try:
-            return self._loader.load(data)
-        except psycopg.DataError:
-            return None
-
-
-def _fetch(conn: psycopg.Connection[Any], statement: Any, params: Any = None) -> list[Any]:
-    """The rows of a read, text as bytes and times that do not fit as None."""
-    cursor = conn.cursor()
-    cursor.adapters.register_loader("text", _RawText)
-    cursor.adapters.register_loader("timestamptz", _Instant)
-    return cursor.execute(statement, params).fetchall()
-
-
-def _own(raw: Any) -> str:
-    """A key or name this store wrote itself, read back (bytes in a SQL_ASCII database)."""
-    return bytes(raw).decode() if isinstance(raw, bytes | memoryview) else str(raw)
-
-
-_RUN_TYPES = (
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "integer",
-    "text",
-    "timestamptz",
-    "float8",
-    "text",
-    "text",
-)
-
-_TABLES = (
-    "meta",
-    "claims",
-    "claims_expiry",
-    "last_claimed",
-    "runs",
-    "runs_job",
-    "replicas",
-    "controls",
-)
 
 
 class PostgresStore(Store):
@@ -281,10 +131,7 @@ class PostgresStore(Store):
             self._owned = False
             self._host = "postgres (borrowed pool)"
             self._url = "postgresql://(borrowed pool)"
-        names = {name: sql.Identifier(schema, table_prefix + name) for name in _TABLES}
-        names["claims_expiry"] = sql.Identifier(table_prefix + "claims_expiry")
-        names["runs_job"] = sql.Identifier(table_prefix + "runs_job")
-        self._names: dict[str, sql.Composable] = {"schema": sql.Identifier(schema), **names}
+        self._names = table_names(schema, table_prefix)
 
     @property
     def url(self) -> str:
@@ -333,7 +180,7 @@ class PostgresStore(Store):
                 " WHERE table_schema = %s AND table_name = %s",
                 (self.schema, self.table_prefix + "runs"),
             ).fetchall()
-        there = {_own(row[0]) for row in rows}
+        there = {own(row[0]) for row in rows}
         if not there or "traceback" in there:
             return RUN_COLUMNS  # no table at all is the first statement's error to report
         log.warning("%s has no traceback column: failed runs are kept without their "
@@ -388,8 +235,8 @@ class PostgresStore(Store):
             "ttl": ttl_ms(ttl),
         }
         won = {
-            _own(row[0])
-            for row in self._call(lambda conn: conn.execute(self._sql(_CLAIM), params).fetchall())
+            own(row[0])
+            for row in self._call(lambda conn: conn.execute(self._sql(CLAIM), params).fetchall())
         }
         self._maybe_clean_up()
         answers, seen = [], set()
@@ -489,15 +336,15 @@ class PostgresStore(Store):
             "max_bytes": max_bytes,
             "most": most,
         }
-        statement = self._sql(_CONTROLS)
-        rows = self._call(lambda conn: _fetch(conn, statement, bounds))
+        statement = self._sql(CONTROLS)
+        rows = self._call(lambda conn: fetch(conn, statement, bounds))
         total = rows[0][2] if rows else 0
         pairs = ((key, value) for key, value, _ in rows)
         return control_records(pairs, group, most=most, max_bytes=max_bytes, total=total)
 
     def control(self, group: str, key: str) -> str | None:
         statement = self._sql("SELECT value FROM {controls} WHERE grp = %s AND key = %s")
-        rows = self._call(lambda conn: _fetch(conn, statement, (group, key)))
+        rows = self._call(lambda conn: fetch(conn, statement, (group, key)))
         if not rows:
             return None
         found = untrusted.text(rows[0][0], f"controls:{group}", key)
@@ -505,7 +352,7 @@ class PostgresStore(Store):
 
     def holder(self, key: str) -> str | None:
         statement = self._sql("SELECT owner FROM {claims} WHERE key = %s AND expires_at > now()")
-        rows = self._call(lambda conn: _fetch(conn, statement, (key,)))
+        rows = self._call(lambda conn: fetch(conn, statement, (key,)))
         return untrusted.text(rows[0][0], "claims and locks", key) if rows else None
 
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
@@ -515,8 +362,8 @@ class PostgresStore(Store):
         statement = self._sql(
             "SELECT key, owner FROM {claims} WHERE key = ANY(%s) AND expires_at > now()"
         )
-        rows = self._call(lambda conn: _fetch(conn, statement, (keys,)))
-        owners = {_own(key): owner for key, owner in rows}  # the keys asked for
+        rows = self._call(lambda conn: fetch(conn, statement, (keys,)))
+        owners = {own(key): owner for key, owner in rows}  # the keys asked for
         return [
             None if key not in owners else untrusted.text(owners[key], "claims", key)
             for key in keys
@@ -526,13 +373,13 @@ class PostgresStore(Store):
         if not jobs:
             return {}
         statement = self._sql("SELECT job, scheduled_ms FROM {last_claimed} WHERE job = ANY(%s)")
-        rows = self._call(lambda conn: _fetch(conn, statement, (list(jobs),)))
-        return last_claimed_times(((_own(job), ms) for job, ms in rows), "last claimed")
+        rows = self._call(lambda conn: fetch(conn, statement, (list(jobs),)))
+        return last_claimed_times(((own(job), ms) for job, ms in rows), "last claimed")
 
     def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
         return bool(
             self._call(
-                lambda conn: conn.execute(self._sql(_TAKE), (key, owner, ttl_ms(ttl))).fetchall()
+                lambda conn: conn.execute(self._sql(TAKE), (key, owner, ttl_ms(ttl))).fetchall()
             )
         )
 
@@ -567,12 +414,12 @@ class PostgresStore(Store):
                     runs=self._names["runs"],
                     columns=sql.SQL(", ").join(map(sql.Identifier, there)),
                     arrays=sql.SQL(", ").join(
-                        sql.SQL(f"%s::{kind}[]") for kind in _RUN_TYPES[: len(there)]
+                        sql.SQL(f"%s::{kind}[]") for kind in RUN_TYPES[: len(there)]
                     ),
                 ),
                 [list(column) for column in zip(*rows, strict=True)][: len(there)],
             )
-            conn.execute(self._sql(_TRIM), (jobs, self.history_limit))
+            conn.execute(self._sql(TRIM), (jobs, self.history_limit))
 
         self._call(work)
 
@@ -583,7 +430,7 @@ class PostgresStore(Store):
                 "SELECT {columns} FROM {runs} WHERE job = %s ORDER BY id DESC LIMIT %s"
             ).format(columns=sql.SQL(", ").join(map(sql.Identifier, there)),
                      runs=self._names["runs"])  # fmt: skip
-            return there, _fetch(conn, statement, (job, n))
+            return there, fetch(conn, statement, (job, n))
 
         there, rows = self._call(work)
         return readable((tuple(row) for row in rows), lambda row: record_from_row(row, there),
@@ -611,7 +458,7 @@ class PostgresStore(Store):
             " WHERE expires_at > now() AND expires_at <= now() + %s * interval '1 millisecond'"
             " ORDER BY id"
         )
-        rows = self._call(lambda conn: _fetch(conn, statement, (ttl_ms(REPLICA_TTL_MAX),)))
+        rows = self._call(lambda conn: fetch(conn, statement, (ttl_ms(REPLICA_TTL_MAX),)))
         found = [
             live_replica(rid, expires, float(now), offset) for rid, expires, now, offset in rows
         ]

@@ -4,13 +4,8 @@ A claim is one ``SET NX PX``; extending and releasing are owner-checked Lua scri
 beside this module. Every command and script touches a single key, so Redis Cluster works
 without hash tags. Batches go in one pipeline (one round trip per cluster node).
 
-Redis replicates asynchronously: a claim the primary acknowledged can be lost in a failover,
-and another replica can then claim the same occurrence again. With ``wait_replicas=N`` a
-batch of claims ends with ``WAIT N``; when fewer replicas acknowledge it in ``wait_timeout``
-the batch counts as not claimed (``StoreUnavailable``: nothing is enqueued) and the beat asks
-again within ``misfire_grace``. Asking again finds this process's own unconfirmed claims
-(``SET NX`` then ``GET``, remembered in this process only, so a restarted replica with the
-same name never takes its predecessor's claims for its own) and waits for them again.
+Redis replicates asynchronously: with ``wait_replicas=N`` a batch of claims ends with ``WAIT
+N`` and counts as claimed only once that many replicas acknowledged it (``redis_wait``).
 
 A key of the wrong Redis type is unreadable, never an outage (``redis_types``): a read gives
 what an absent key gives (a control group: what this process last read of it), a write leaves
@@ -27,7 +22,6 @@ import hashlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from importlib import resources
@@ -66,6 +60,7 @@ try:
 
     from cron_bridge.stores.redis_connect import connect, parse_sentinel_url
     from cron_bridge.stores.redis_types import LastReads, is_wrong_type, warn_wrong_type
+    from cron_bridge.stores.redis_wait import Unconfirmed, claim_waiting
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError('the Redis store needs redis-py: pip install "cron-bridge[redis]"') from exc
 
@@ -74,8 +69,6 @@ __all__ = ["RedisStore"]
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 _ONE_MS = timedelta(milliseconds=1)
-UNCONFIRMED_SECONDS = 3600.0  # how long an unconfirmed claim of this process is remembered
-UNCONFIRMED_KEPT = 100_000
 Client = redis.Redis | RedisCluster
 # redis-py raises RedisClusterException, outside RedisError, when no cluster node answers.
 _REDIS_ERRORS = (redis.RedisError, RedisClusterException)
@@ -149,8 +142,7 @@ class RedisStore(Store):
         self._sentinel_password = sentinel_password
         self._lock = threading.Lock()
         self._scripts: dict[str, tuple[str, str]] = {}  # name -> (source, sha1)
-        # Claims of this process that fewer than wait_replicas acknowledged: key -> when.
-        self._unconfirmed: dict[str, float] = {}
+        self._unconfirmed = Unconfirmed()  # claims fewer than wait_replicas acknowledged
         self._shown: str | None = None
         self._last_reads = LastReads()
         if isinstance(client_or_url, str):
@@ -289,9 +281,20 @@ class RedisStore(Store):
         expiry = ttl_ms(ttl)
         keys = [self._key(occurrence.claim_key) for occurrence in occurrences]
         if self.wait_replicas:
-            advance = _advance(occurrences)
-            return self._call(lambda client: self._claim_waiting(client, keys, owner, expiry,
-                                                                 advance), pipelines=1)  # fmt: skip
+            advance, last = _advance(occurrences), self._key("last")
+
+            def waiting(client: Client) -> list[bool]:
+                won, kind = claim_waiting(
+                    client, keys, owner, expiry, unconfirmed=self._unconfirmed,
+                    replicas=self.wait_replicas, timeout=self.wait_timeout,
+                    advance=lambda pipe: pipe.eval(_script("advance_last"), 1, last, *advance),
+                    replies=lambda pipe, sent: self._replies(client, pipe, [*sent, last, ""],
+                                                             "string"),
+                )  # fmt: skip
+                self._check_last(kind)
+                return won
+
+            return self._call(waiting, pipelines=1)
 
         if not self._cluster:
             # One script for the batch (the keys of a cluster live on several nodes); it reads
@@ -322,54 +325,6 @@ class RedisStore(Store):
         if not isinstance(kind, int) and kind not in (b"hash", b"none"):
             warn_wrong_type(self._key("last"), kind, "hash", "the claims are made, the last "
                             "claimed occurrences not kept")  # fmt: skip
-
-    def _claim_waiting(
-        self, client: Client, keys: list[str], owner: str, expiry: int, advance: list[Any]
-    ) -> list[bool]:
-        """Claim, then ``WAIT`` for the replicas, on one connection (one pipeline)."""
-        now = time.monotonic()
-        with self._lock:
-            # Asked again only within misfire_grace: an hour covers any sane grace, and the
-            # claims themselves expire; the oldest go first past UNCONFIRMED_KEPT.
-            keep_for = min(expiry / 1000, UNCONFIRMED_SECONDS)
-            for key, since in list(self._unconfirmed.items()):
-                if now - since > keep_for or len(self._unconfirmed) > UNCONFIRMED_KEPT:
-                    del self._unconfirmed[key]
-            retried = {key for key in keys if key in self._unconfirmed}
-        pipe = client.pipeline(transaction=False)
-        sent = []  # the key of each command, for _replies
-        for key in keys:
-            pipe.set(key, owner, nx=True, px=expiry)
-            sent.append(key)
-            if key in retried:
-                _raw(pipe, "GET", key)
-                sent.append(key)
-        pipe.eval(_script("advance_last"), 1, self._key("last"), *advance)
-        pipe.wait(self.wait_replicas, max(1, round(self.wait_timeout * 1000)))
-        answers = iter(self._replies(client, pipe, [*sent, self._key("last"), ""], "string"))
-        won = []
-        for key in keys:
-            mine = bool(next(answers))
-            if key in retried:  # ours from an earlier, unconfirmed try?
-                value = next(answers)
-                mine = mine or (value is not None and value == owner.encode())
-            won.append(mine)
-        self._check_last(next(answers))  # advance_last
-        acknowledged = int(next(answers))
-        with self._lock:
-            if acknowledged >= self.wait_replicas:
-                for key in retried:
-                    self._unconfirmed.pop(key, None)
-                return won
-            for key, mine in zip(keys, won, strict=True):
-                if mine:
-                    self._unconfirmed.setdefault(key, now)
-                else:
-                    self._unconfirmed.pop(key, None)
-        raise redis.RedisError(
-            f"{acknowledged} of {self.wait_replicas} replica(s) acknowledged the claims in "
-            f"{self.wait_timeout:g}s (wait_replicas): not enqueued, claiming again"
-        )
 
     def holder(self, key: str) -> str | None:
         name = self._key(key)
