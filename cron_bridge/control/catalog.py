@@ -214,6 +214,13 @@ class Publisher:
                                         daemon=True, name="cron-bridge-catalog")  # fmt: skip
         self._thread.start()
 
+    def wait(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for a publish in flight: a beat that stops waits, so
+        its thread never meets a store being closed under it."""
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
     def _publish(self, jobs: list[Job], full: bool, names: set[str]) -> None:
         try:
             written = publish(self.store, jobs) if full else publish_some(self.store, jobs)
