@@ -28,10 +28,16 @@ def budget(
     for library in ("celery", "rq", "dramatiq"):
         floor_us = statistics.median(floor_runs(library, broker))
         found = burst(library, JOBS, REPLICAS, fresh(store), broker)
-        rows.append({
-            "library": library, "jobs": JOBS, "replicas": REPLICAS, "floor_us": floor_us,
-            "p99_ms": found["p99_ms"], "complete": found["complete"],
-            "used": found["cpu_to_last_s"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "library": library,
+                "jobs": JOBS,
+                "replicas": REPLICAS,
+                "floor_us": floor_us,
+                "p99_ms": found["p99_ms"],
+                "complete": found["complete"],
+                "used": found["cpu_to_last_s"],
+            }
+        )
         print("budget", rows[-1], flush=True)
     return rows

@@ -16,17 +16,52 @@ from bench.run import log_dir
 
 def guard_overhead(library: str, broker: str, store: str, count: int = 300) -> dict[str, object]:
     queue = f"guard-{uuid.uuid4().hex[:6]}"
-    values = {"BENCH_LIB": library, "BENCH_QUEUE": queue, "BENCH_BROKER": broker,
-              "CRON_BRIDGE_STORE": store, "RQ_REDIS_URL": broker}  # fmt: skip
+    values = {
+        "BENCH_LIB": library,
+        "BENCH_QUEUE": queue,
+        "BENCH_BROKER": broker,
+        "CRON_BRIDGE_STORE": store,
+        "RQ_REDIS_URL": broker,
+    }
     argv = {
-        "celery": [str(BIN / "celery"), "-A", "bench.guard_apps", "worker", "-P", "solo", "-Q",
-                   queue, "--without-gossip", "--without-mingle", "--without-heartbeat",
-                   "-l", "WARNING"],
-        "rq": [str(BIN / "rq"), "worker", queue, "--url", broker, "-w", "rq.worker.SimpleWorker",
-               "--serializer", "rq.serializers.JSONSerializer", "-q"],
-        "dramatiq": [str(BIN / "dramatiq"), "bench.guard_apps", "--processes", "1",
-                     "--threads", "1", "--queues", queue],
-    }[library]  # fmt: skip
+        "celery": [
+            str(BIN / "celery"),
+            "-A",
+            "bench.guard_apps",
+            "worker",
+            "-P",
+            "solo",
+            "-Q",
+            queue,
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "WARNING",
+        ],
+        "rq": [
+            str(BIN / "rq"),
+            "worker",
+            queue,
+            "--url",
+            broker,
+            "-w",
+            "rq.worker.SimpleWorker",
+            "--serializer",
+            "rq.serializers.JSONSerializer",
+            "-q",
+        ],
+        "dramatiq": [
+            str(BIN / "dramatiq"),
+            "bench.guard_apps",
+            "--processes",
+            "1",
+            "--threads",
+            "1",
+            "--queues",
+            queue,
+        ],
+    }[library]
     worker = Proc(f"{library}-worker", argv, env(**values), log_dir() / "worker.log").start()
     done = redis.Redis.from_url(broker)
     per_task = {}
@@ -73,5 +108,6 @@ else:
 
 def _send(kind: str, count: int, values: dict[str, str]) -> None:
     """Enqueue ``count`` calls of the bare or guarded task, as the app's own code would."""
-    subprocess.run([sys.executable, "-c", SEND, kind, str(count)], env=env(**values),
-                   check=True, cwd=REPO)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", SEND, kind, str(count)], env=env(**values), check=True, cwd=REPO
+    )

@@ -58,9 +58,13 @@ class Proc:
     def start(self) -> Proc:
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
-                self.argv, env=self.environ, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                self.argv,
+                env=self.environ,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
         return self

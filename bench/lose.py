@@ -35,12 +35,15 @@ def burst_lost(library: str, jobs: int, store: str, broker: str) -> dict[str, An
     finally:
         opened.close()
     values = {
-        "BENCH_LIB": library, "BENCH_N": str(jobs), "BENCH_QUEUE": queue,
-        "BENCH_BROKER": broker, "BENCH_AT": str(due), "CRON_BRIDGE_STORE": store,
+        "BENCH_LIB": library,
+        "BENCH_N": str(jobs),
+        "BENCH_QUEUE": queue,
+        "BENCH_BROKER": broker,
+        "BENCH_AT": str(due),
+        "CRON_BRIDGE_STORE": store,
         "RQ_REDIS_URL": broker,
-    }  # fmt: skip
-    beat = Proc("lost", [*beat_argv(), "--replica-id", "loser"], env(**values),
-                folder / "lost.log")  # fmt: skip
+    }
+    beat = Proc("lost", [*beat_argv(), "--replica-id", "loser"], env(**values), folder / "lost.log")
     at_due = AtDue([beat], store, due)
     try:
         beat.start()
@@ -53,9 +56,12 @@ def burst_lost(library: str, jobs: int, store: str, broker: str) -> dict[str, An
     finally:
         beat.stop()
     return {
-        "library": library, "jobs": jobs, "stood_aside": _stood_aside(beat.output()),
-        "burst_cpu_s": round(cpu, 3), "store_calls": at_due.store_calls_since(),
-    }  # fmt: skip
+        "library": library,
+        "jobs": jobs,
+        "stood_aside": _stood_aside(beat.output()),
+        "burst_cpu_s": round(cpu, 3),
+        "store_calls": at_due.store_calls_since(),
+    }
 
 
 def _stood_aside(output: str) -> int:

@@ -34,8 +34,11 @@ def _round1() -> dict[str, Any]:
 
 def _matching(rows: list[dict[str, Any]], r: dict[str, Any]) -> dict[str, Any] | None:
     for old in rows:
-        if (old["library"], old["jobs"], old["replicas"]) == (r["library"], r["jobs"],
-                                                               r["replicas"]):  # fmt: skip
+        if (old["library"], old["jobs"], old["replicas"]) == (
+            r["library"],
+            r["jobs"],
+            r["replicas"],
+        ):
             return old
     return None
 
@@ -370,9 +373,21 @@ def _lose_section(results: dict[str, Any], bare: dict[str, float] | None) -> lis
         lost = found["lost"]["burst_cpu_s"] / n * 1e6
         alone, three = sum(found["alone"]["burst_cpu_s"]), sum(found["three"]["burst_cpu_s"])
         writes = [_writes(found[k]) for k in ("alone", "three")]
-        rows.append([found["library"], f"{n:,}", f"{won:.0f}", f"{lost:.0f}",
-                     f"{lost / won:.1%}", f"{alone:.2f}", f"{three:.2f}", f"{three / alone:.2f}",
-                     writes[0], writes[1], _writes(found["lost"])])  # fmt: skip
+        rows.append(
+            [
+                found["library"],
+                f"{n:,}",
+                f"{won:.0f}",
+                f"{lost:.0f}",
+                f"{lost / won:.1%}",
+                f"{alone:.2f}",
+                f"{three:.2f}",
+                f"{three / alone:.2f}",
+                writes[0],
+                writes[1],
+                _writes(found["lost"]),
+            ]
+        )
     return [
         "## Losing is cheap: what a replica pays for the claims others win",
         "",
@@ -414,12 +429,19 @@ def _stores_section(results: dict[str, Any]) -> list[str]:
     if not stores:
         return []
     rows = [
-        [r["store"], f"{r['jobs']:,}", r["replicas"], _ms(r["p50_ms"]), _ms(r["p99_ms"]),
-         _ms(r["max_ms"]), " / ".join(str(t) for t in r["claim_round_trips"]),
-         f"{sum(r['burst_cpu_s']):.2f}",
-         "" if r["complete"] and not r["late_start"] else "incomplete"]
+        [
+            r["store"],
+            f"{r['jobs']:,}",
+            r["replicas"],
+            _ms(r["p50_ms"]),
+            _ms(r["p99_ms"]),
+            _ms(r["max_ms"]),
+            " / ".join(str(t) for t in r["claim_round_trips"]),
+            f"{sum(r['burst_cpu_s']):.2f}",
+            "" if r["complete"] and not r["late_start"] else "incomplete",
+        ]
         for r in stores
-    ]  # fmt: skip
+    ]
     return [
         "## Stores side by side",
         "",
@@ -530,8 +552,9 @@ def _scale_section(results: dict[str, Any], before: dict[str, Any]) -> list[str]
     scale = results.get("scale")
     if not scale:
         return []
-    rows = [[f"{i['jobs']:,}", i["start_s"], i["rss_mb"], i["cpu_s_per_min"]]
-            for i in scale["idle"]]  # fmt: skip
+    rows = [
+        [f"{i['jobs']:,}", i["start_s"], i["rss_mb"], i["cpu_s_per_min"]] for i in scale["idle"]
+    ]
     join = scale["join"]
     return [
         "## Scale: a beat with 100,000 jobs",
@@ -561,15 +584,22 @@ def _tenants_section(results: dict[str, Any]) -> list[str]:
     if not found:
         return []
     rows = [
-        [r["store"], f"{r['schedules']:,}", r["replicas"], r.get("load_s", ""),
-         " / ".join(str(v) for v in r.get("cpu_ms_per_change", [])),
-         " / ".join(f"{v:,}" for v in r.get("read_bytes_per_change", [])),
-         r.get("follow_p50_ms", ""), r.get("follow_p90_ms", ""), r.get("follow_max_ms", ""),
-         " / ".join(str(v) for v in r.get("idle_cpu_s", [])),
-         " / ".join(str(v) for v in r.get("peak_rss_mb", [])),
-         "" if r.get("complete") else "incomplete"]
+        [
+            r["store"],
+            f"{r['schedules']:,}",
+            r["replicas"],
+            r.get("load_s", ""),
+            " / ".join(str(v) for v in r.get("cpu_ms_per_change", [])),
+            " / ".join(f"{v:,}" for v in r.get("read_bytes_per_change", [])),
+            r.get("follow_p50_ms", ""),
+            r.get("follow_p90_ms", ""),
+            r.get("follow_max_ms", ""),
+            " / ".join(str(v) for v in r.get("idle_cpu_s", [])),
+            " / ".join(str(v) for v in r.get("peak_rss_mb", [])),
+            "" if r.get("complete") else "incomplete",
+        ]
         for r in found
-    ]  # fmt: skip
+    ]
     return [
         "## Stored schedules at tenant scale",
         "",

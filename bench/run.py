@@ -112,8 +112,14 @@ for _ in range(COUNT):
     }[library]
     script = f"import time\nBROKER={broker!r}\nQUEUE='bare-{uuid.uuid4().hex[:6]}'\nCOUNT={count}\n"
     script += code + "\nprint((time.perf_counter() - began) / COUNT)\n"
-    done = subprocess.run([sys.executable, "-c", script], env=env(), capture_output=True,
-                          text=True, check=True, cwd=REPO)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env(),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
     return float(done.stdout.strip().splitlines()[-1])
 
 
@@ -130,8 +136,9 @@ def repeated_burst(library: str, jobs: int, replicas: int, store: str, broker: s
     """``burst_cron_bridge``, run ``REPEATS`` times for the rows the p99 target is read from;
     the run with the median p99, with every run's p99 in ``p99_runs_ms``."""
     count = REPEATS if jobs >= 10000 and replicas <= 3 else 1
-    found = [burst_cron_bridge(library, jobs, replicas, _fresh(store), broker)
-             for _ in range(count)]  # fmt: skip
+    found = [
+        burst_cron_bridge(library, jobs, replicas, _fresh(store), broker) for _ in range(count)
+    ]
     found.sort(key=lambda r: r["p99_ms"])
     kept = found[len(found) // 2]
     kept["p99_runs_ms"] = [round(r["p99_ms"]) for r in found]
@@ -149,8 +156,11 @@ def burst_cron_bridge(library: str, jobs: int, replicas: int, store: str, broker
     startup = 4 + jobs * replicas / 2500  # seconds to import the app and arm the jobs
     found = _burst(library, jobs, replicas, store, broker, startup)
     if found["late_start"]:
-        print(f"burst: a beat started after the burst was due ({startup:.0f} s allowed); "
-              "again with twice the time", flush=True)  # fmt: skip
+        print(
+            f"burst: a beat started after the burst was due ({startup:.0f} s allowed); "
+            "again with twice the time",
+            flush=True,
+        )
         found = _burst(library, jobs, replicas, _fresh(store), broker, 2 * startup)
     return found
 
@@ -162,19 +172,30 @@ def _burst(
     folder = log_dir()
     due = float(int(time.time() + startup) + 2)
     values = {
-        "BENCH_LIB": library, "BENCH_N": str(jobs), "BENCH_QUEUE": queue,
-        "BENCH_BROKER": broker, "BENCH_AT": str(due), "CRON_BRIDGE_STORE": store,
+        "BENCH_LIB": library,
+        "BENCH_N": str(jobs),
+        "BENCH_QUEUE": queue,
+        "BENCH_BROKER": broker,
+        "BENCH_AT": str(due),
+        "CRON_BRIDGE_STORE": store,
         "RQ_REDIS_URL": broker,
-    }  # fmt: skip
+    }
     beats = [
-        Proc(f"beat{i}", [*beat_argv(), "--replica-id", f"beat{i}"], env(**values),
-             folder / f"beat{i}.log")
+        Proc(
+            f"beat{i}",
+            [*beat_argv(), "--replica-id", f"beat{i}"],
+            env(**values),
+            folder / f"beat{i}.log",
+        )
         for i in range(replicas)
-    ]  # fmt: skip
+    ]
     sniffer = Sniffer(broker, QUEUE_KEYS[library].format(queue=queue))
     # The broker's CPU and, on a single Redis node, the store's are counted with the beats'.
-    servers = {role: url for role, url in (("store", store), ("broker", broker))
-               if url.startswith("redis://")}  # fmt: skip
+    servers = {
+        role: url
+        for role, url in (("store", store), ("broker", broker))
+        if url.startswith("redis://")
+    }
     at_due = AtDue(beats, store, due, servers)
     try:
         for beat in beats:
@@ -196,9 +217,15 @@ def _burst(
     shares = [_won(beat.output()) for beat in beats]
     store_calls = at_due.store_calls_since()
     return {
-        "library": library, "jobs": jobs, "replicas": replicas, "complete": complete,
-        "late_start": late_start, "startup_s": round(startup, 1), "sent": len(sniffer.arrivals),
-        "p50_ms": quantile(lags, 0.5) * 1000, "p99_ms": quantile(lags, 0.99) * 1000,
+        "library": library,
+        "jobs": jobs,
+        "replicas": replicas,
+        "complete": complete,
+        "late_start": late_start,
+        "startup_s": round(startup, 1),
+        "sent": len(sniffer.arrivals),
+        "p50_ms": quantile(lags, 0.5) * 1000,
+        "p99_ms": quantile(lags, 0.99) * 1000,
         "max_ms": max(lags, default=float("nan")) * 1000,
         "claim_round_trips": [_round_trips(beat.output()) for beat in beats],
         "won": shares,
@@ -208,7 +235,7 @@ def _burst(
         "cpu_to_last_s": used,
         "store_calls": store_calls,
         "peak_rss_mb": [round(beat.peak_rss / 2**20, 1) for beat in beats],
-    }  # fmt: skip
+    }
 
 
 def _wait(check: Callable[[], bool], timeout: float) -> bool:
@@ -238,9 +265,13 @@ def burst_celery_peer(jobs: int, replicas: int, broker: str, scheduler: str) -> 
     # that leaves time to start.
     due = float((int(time.time() + 8 + jobs / 2000) // 60 + 1) * 60)
     values = {
-        "BENCH_LIB": "celery", "BENCH_N": str(jobs), "BENCH_QUEUE": queue,
-        "BENCH_BROKER": broker, "BENCH_AT": str(due), "BENCH_PEER": "1",
-    }  # fmt: skip
+        "BENCH_LIB": "celery",
+        "BENCH_N": str(jobs),
+        "BENCH_QUEUE": queue,
+        "BENCH_BROKER": broker,
+        "BENCH_AT": str(due),
+        "BENCH_PEER": "1",
+    }
     argv = [str(BIN / "celery"), "-A", "bench.apps", "beat", "-l", "INFO"]
     beats = []
     for i in range(replicas):
@@ -261,13 +292,17 @@ def burst_celery_peer(jobs: int, replicas: int, broker: str, scheduler: str) -> 
             beat.stop()
     lags = [max(0.0, t - due) for t in sniffer.arrivals[:jobs]]
     return {
-        "scheduler": scheduler, "jobs": jobs, "replicas": replicas, "complete": complete,
+        "scheduler": scheduler,
+        "jobs": jobs,
+        "replicas": replicas,
+        "complete": complete,
         "sent": len(sniffer.arrivals),
-        "p50_ms": quantile(lags, 0.5) * 1000, "p99_ms": quantile(lags, 0.99) * 1000,
+        "p50_ms": quantile(lags, 0.5) * 1000,
+        "p99_ms": quantile(lags, 0.99) * 1000,
         "max_ms": max(lags, default=float("nan")) * 1000,
         "cpu_s": [round(beat.cpu_seconds, 2) for beat in beats],
         "peak_rss_mb": [round(beat.peak_rss / 2**20, 1) for beat in beats],
-    }  # fmt: skip
+    }
 
 
 # -- failover -------------------------------------------------------------------------------
@@ -279,9 +314,13 @@ def failover(kind: str, broker: str, store: str, lock_timeout: int | None = None
     queue = f"fail-{uuid.uuid4().hex[:6]}"
     folder = log_dir()
     values = {
-        "BENCH_LIB": "celery", "BENCH_N": "1", "BENCH_QUEUE": queue, "BENCH_BROKER": broker,
-        "BENCH_EVERY": "1s", "CRON_BRIDGE_STORE": store,
-    }  # fmt: skip
+        "BENCH_LIB": "celery",
+        "BENCH_N": "1",
+        "BENCH_QUEUE": queue,
+        "BENCH_BROKER": broker,
+        "BENCH_EVERY": "1s",
+        "CRON_BRIDGE_STORE": store,
+    }
     if kind == "cron-bridge":
         argvs = [[*beat_argv(), "--replica-id", f"beat{i}"] for i in range(3)]
     else:
@@ -291,10 +330,20 @@ def failover(kind: str, broker: str, store: str, lock_timeout: int | None = None
         )
         count = 3 if kind == "redbeat" else 1
         argvs = [
-            [str(BIN / "celery"), "-A", "bench.apps", "beat", "-l", "INFO", "-S", scheduler,
-             "-s", str(folder / f"schedule{i}")]
+            [
+                str(BIN / "celery"),
+                "-A",
+                "bench.apps",
+                "beat",
+                "-l",
+                "INFO",
+                "-S",
+                scheduler,
+                "-s",
+                str(folder / f"schedule{i}"),
+            ]
             for i in range(count)
-        ]  # fmt: skip
+        ]
         if lock_timeout is not None:
             values["BENCH_REDBEAT_LOCK"] = str(lock_timeout)
     beats = [
@@ -324,9 +373,12 @@ def failover(kind: str, broker: str, store: str, lock_timeout: int | None = None
     seconds = range(int(killed_at) + 1, int(killed_at + window - 1))
     sent = {int(t) for t in sniffer.arrivals}
     return {
-        "kind": kind, "lock_timeout": lock_timeout, "gap_s": round(gap, 2),
-        "lost": sum(1 for s in seconds if s not in sent), "window_s": window,
-    }  # fmt: skip
+        "kind": kind,
+        "lock_timeout": lock_timeout,
+        "gap_s": round(gap, 2),
+        "lost": sum(1 for s in seconds if s not in sent),
+        "window_s": window,
+    }
 
 
 def _sender(kind: str, beats: list[Proc], store: str) -> Proc:
@@ -357,9 +409,13 @@ def idle(kind: str, broker: str, store: str, seconds: float = 60) -> Result:
     """One beat with 100 hourly jobs, doing nothing for ``seconds``: CPU and RSS."""
     folder = log_dir()
     values = {
-        "BENCH_LIB": "celery", "BENCH_N": "100", "BENCH_QUEUE": "idle", "BENCH_BROKER": broker,
-        "BENCH_EVERY": "3600s", "CRON_BRIDGE_STORE": store,
-    }  # fmt: skip
+        "BENCH_LIB": "celery",
+        "BENCH_N": "100",
+        "BENCH_QUEUE": "idle",
+        "BENCH_BROKER": broker,
+        "BENCH_EVERY": "3600s",
+        "CRON_BRIDGE_STORE": store,
+    }
     if kind == "cron-bridge":
         argv = beat_argv()
     else:
@@ -367,8 +423,18 @@ def idle(kind: str, broker: str, store: str, seconds: float = 60) -> Result:
         scheduler = (
             "redbeat.RedBeatScheduler" if kind == "redbeat" else "celery.beat:PersistentScheduler"
         )
-        argv = [str(BIN / "celery"), "-A", "bench.apps", "beat", "-l", "INFO", "-S", scheduler,
-                "-s", str(folder / "schedule")]  # fmt: skip
+        argv = [
+            str(BIN / "celery"),
+            "-A",
+            "bench.apps",
+            "beat",
+            "-l",
+            "INFO",
+            "-S",
+            scheduler,
+            "-s",
+            str(folder / "schedule"),
+        ]
     beat = Proc(kind, argv, env(**values), folder / "idle.log").start()
     try:
         time.sleep(8)  # started and settled
@@ -377,8 +443,11 @@ def idle(kind: str, broker: str, store: str, seconds: float = 60) -> Result:
         cpu = beat.cpu_seconds - began_cpu
     finally:
         beat.stop()
-    return {"kind": kind, "cpu_s_per_min": round(cpu * 60 / seconds, 3),
-            "peak_rss_mb": round(beat.peak_rss / 2**20, 1)}  # fmt: skip
+    return {
+        "kind": kind,
+        "cpu_s_per_min": round(cpu * 60 / seconds, 3),
+        "peak_rss_mb": round(beat.peak_rss / 2**20, 1),
+    }
 
 
 # -- the report -----------------------------------------------------------------------------
@@ -446,9 +515,10 @@ def main() -> None:
         results["machine"]["redis-server"] = redis.Redis.from_url(broker).info()["redis_version"]
         if "bare" in only or "burst" in only:
             # Each library's floor is measured next to its bursts (below) when they run.
-            results["bare_us"] = {lib: round(bare_enqueue_cost(lib, broker) * 1e6, 1)
-                                  for lib in ("celery", "celery-batch", "rq", "rq-call",
-                                              "dramatiq")}  # fmt: skip
+            results["bare_us"] = {
+                lib: round(bare_enqueue_cost(lib, broker) * 1e6, 1)
+                for lib in ("celery", "celery-batch", "rq", "rq-call", "dramatiq")
+            }
             print("bare", results["bare_us"], flush=True)
         if "burst" in only:
             results["burst"] = []
@@ -491,8 +561,10 @@ def main() -> None:
         if "peers" in only:
             results["peers"] = []
             for jobs in sizes:
-                for scheduler, replicas in (("celery.beat:PersistentScheduler", 1),
-                                            ("redbeat.RedBeatScheduler", 3)):  # fmt: skip
+                for scheduler, replicas in (
+                    ("celery.beat:PersistentScheduler", 1),
+                    ("redbeat.RedBeatScheduler", 3),
+                ):
                     found = burst_celery_peer(jobs, replicas, broker, scheduler)
                     print("peer", found, flush=True)
                     results["peers"].append(found)
@@ -504,8 +576,10 @@ def main() -> None:
             ]
             print("failover", results["failover"], flush=True)
         if "idle" in only:
-            results["idle"] = [idle(kind, broker, _fresh(store))
-                               for kind in ("cron-bridge", "celery-beat", "redbeat")]  # fmt: skip
+            results["idle"] = [
+                idle(kind, broker, _fresh(store))
+                for kind in ("cron-bridge", "celery-beat", "redbeat")
+            ]
             print("idle", results["idle"], flush=True)
         if "budget" in only:
             from bench.budget import budget
@@ -514,8 +588,9 @@ def main() -> None:
         if "guard" in only:
             from bench.guard import guard_overhead
 
-            results["guard"] = [guard_overhead(lib, broker, _fresh(store))
-                                for lib in ("celery", "rq", "dramatiq")]  # fmt: skip
+            results["guard"] = [
+                guard_overhead(lib, broker, _fresh(store)) for lib in ("celery", "rq", "dramatiq")
+            ]
             print("guard", results["guard"], flush=True)
     if "wait" in only:
         from bench.wait import wait_cost
@@ -534,11 +609,26 @@ def main() -> None:
     previous = json.loads(out.read_text()) if out.exists() else {}
     measured = {"command": results["command"], "started": results["started"]}
     previous.setdefault("measured", {}).update(
-        {name: measured for name in ("bare_us", "burst", "lose", "stores", "scale", "peers",
-                                     "failover", "idle", "guard", "wait", "budget",
-                                     "schedules", "tenants")
-         if name in results}
-    )  # fmt: skip
+        {
+            name: measured
+            for name in (
+                "bare_us",
+                "burst",
+                "lose",
+                "stores",
+                "scale",
+                "peers",
+                "failover",
+                "idle",
+                "guard",
+                "wait",
+                "budget",
+                "schedules",
+                "tenants",
+            )
+            if name in results
+        }
+    )
     previous.update(results)
     out.write_text(json.dumps(previous, indent=2) + "\n")
     from bench.report import write_report

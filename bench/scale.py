@@ -37,10 +37,14 @@ def _enqueued(output: str) -> list[tuple[float, int]]:
 
 def _values(jobs: int, store: str, broker: str, at: float, spread: bool) -> dict[str, str]:
     values = {
-        "BENCH_LIB": "rq", "BENCH_N": str(jobs), "BENCH_QUEUE": f"scale-{uuid.uuid4().hex[:6]}",
-        "BENCH_BROKER": broker, "BENCH_AT": str(at), "CRON_BRIDGE_STORE": store,
+        "BENCH_LIB": "rq",
+        "BENCH_N": str(jobs),
+        "BENCH_QUEUE": f"scale-{uuid.uuid4().hex[:6]}",
+        "BENCH_BROKER": broker,
+        "BENCH_AT": str(at),
+        "CRON_BRIDGE_STORE": store,
         "RQ_REDIS_URL": broker,
-    }  # fmt: skip
+    }
     if spread:
         values["BENCH_SPREAD"] = "1"
     return values
@@ -60,8 +64,7 @@ def idle(jobs: int, store: str, broker: str, seconds: float = 60) -> dict[str, A
 
     folder = log_dir()
     values = _values(jobs, store, broker, time.time() + 1800, spread=False)
-    beat = Proc("scale", [*beat_argv(), "--replica-id", "big"], env(**values),
-                folder / "scale.log")  # fmt: skip
+    beat = Proc("scale", [*beat_argv(), "--replica-id", "big"], env(**values), folder / "scale.log")
     try:
         beat.start()
         started = _wait_started(beat, 600)
@@ -72,9 +75,13 @@ def idle(jobs: int, store: str, broker: str, seconds: float = 60) -> dict[str, A
         cpu = beat.cpu_seconds - before
     finally:
         beat.stop()
-    return {"jobs": jobs, "start_s": round(started, 2), "rss_mb": round(rss / 2**20, 1),
-            "peak_rss_mb": round(beat.peak_rss / 2**20, 1),
-            "cpu_s_per_min": round(cpu * 60 / seconds, 3)}  # fmt: skip
+    return {
+        "jobs": jobs,
+        "start_s": round(started, 2),
+        "rss_mb": round(rss / 2**20, 1),
+        "peak_rss_mb": round(beat.peak_rss / 2**20, 1),
+        "cpu_s_per_min": round(cpu * 60 / seconds, 3),
+    }
 
 
 def join(jobs: int, store: str, broker: str) -> dict[str, Any]:
@@ -83,10 +90,14 @@ def join(jobs: int, store: str, broker: str) -> dict[str, Any]:
     folder = log_dir()
     values = _values(jobs, store, broker, time.time(), spread=True)
     beats = [
-        Proc(f"beat{i}", [*beat_argv(), "--replica-id", f"beat{i}"], env(**values),
-             folder / f"beat{i}.log")
+        Proc(
+            f"beat{i}",
+            [*beat_argv(), "--replica-id", f"beat{i}"],
+            env(**values),
+            folder / f"beat{i}.log",
+        )
         for i in range(4)
-    ]  # fmt: skip
+    ]
     try:
         for beat in beats[:3]:
             beat.start()
@@ -115,8 +126,9 @@ def join(jobs: int, store: str, broker: str) -> dict[str, Any]:
             share_at = window[1] - launched
             break
     return {
-        "jobs": jobs, "joiner_start_s": round(started, 2),
+        "jobs": jobs,
+        "joiner_start_s": round(started, 2),
         "first_win_s": None if first is None else round(first - launched, 2),
         "share_s": None if share_at is None else round(share_at, 2),
         "enqueued_per_replica": [sum(n for _, n in _enqueued(b.output())) for b in beats],
-    }  # fmt: skip
+    }

@@ -45,9 +45,14 @@ _FOLLOWED = re.compile(r"^(\S+ \S+) INFO cron_bridge\.beat\.replica: stored sche
 
 def _specs(count: int) -> Iterator[tuple[str, str]]:
     for n in range(count):
-        spec = StoredSchedule(name=f"tenant-{n}.report", library="rq", task=TASK,
-                              options={"cron": f"{n % 60} {n % 24} 1 1 *"},
-                              kwargs={"tenant": n}, queue="reports")  # fmt: skip
+        spec = StoredSchedule(
+            name=f"tenant-{n}.report",
+            library="rq",
+            task=TASK,
+            options={"cron": f"{n % 60} {n % 24} 1 1 *"},
+            kwargs={"tenant": n},
+            queue="reports",
+        )
         yield spec.name, json.dumps(spec.to_json())
 
 
@@ -98,18 +103,38 @@ def tenants(store_kind: str, url: str, count: int) -> dict[str, Any]:
     populated_s = time.monotonic() - started
     folder = Path(tempfile.mkdtemp(prefix="bench-tenants-"))
     parts = urlsplit(url)
-    proxies = [CountingProxy(parts.hostname or "127.0.0.1", parts.port or 0)
-               for _ in range(REPLICAS)]  # fmt: skip
+    proxies = [
+        CountingProxy(parts.hostname or "127.0.0.1", parts.port or 0) for _ in range(REPLICAS)
+    ]
     procs = [
-        Proc(f"beat{i}", [sys.executable, "-m", "cron_bridge", "beat", "-A", "bench.apps",
-                          "--replica-id", f"beat{i}"],
-             env(CRON_BRIDGE_STORE=_through(url, proxies[i]), BENCH_N="0",
-                 CRON_BRIDGE_STORED_TASKS="bench.apps.*", RQ_REDIS_URL="redis://127.0.0.1:1/0"),
-             folder / f"beat{i}.log")
+        Proc(
+            f"beat{i}",
+            [
+                sys.executable,
+                "-m",
+                "cron_bridge",
+                "beat",
+                "-A",
+                "bench.apps",
+                "--replica-id",
+                f"beat{i}",
+            ],
+            env(
+                CRON_BRIDGE_STORE=_through(url, proxies[i]),
+                BENCH_N="0",
+                CRON_BRIDGE_STORED_TASKS="bench.apps.*",
+                RQ_REDIS_URL="redis://127.0.0.1:1/0",
+            ),
+            folder / f"beat{i}.log",
+        )
         for i in range(REPLICAS)
-    ]  # fmt: skip
-    result: dict[str, Any] = {"store": store_kind, "schedules": count, "replicas": REPLICAS,
-                              "populate_s": round(populated_s, 1)}  # fmt: skip
+    ]
+    result: dict[str, Any] = {
+        "store": store_kind,
+        "schedules": count,
+        "replicas": REPLICAS,
+        "populate_s": round(populated_s, 1),
+    }
     try:
         for proc in procs:
             proc.start()
@@ -142,10 +167,13 @@ def tenants(store_kind: str, url: str, count: int) -> dict[str, Any]:
             if all(s is not None for s in seen):
                 follow.append(max(s for s in seen if s is not None) - at)
         n = len(changes)
-        cpu_ms = [((b[0] - i[0]) - (i[0] - s[0])) / n * 1000
-                  for s, i, b in zip(before, idle, busy, strict=True)]  # fmt: skip
-        read_b = [((b[1] - i[1]) - (i[1] - s[1])) / n
-                  for s, i, b in zip(before, idle, busy, strict=True)]  # fmt: skip
+        cpu_ms = [
+            ((b[0] - i[0]) - (i[0] - s[0])) / n * 1000
+            for s, i, b in zip(before, idle, busy, strict=True)
+        ]
+        read_b = [
+            ((b[1] - i[1]) - (i[1] - s[1])) / n for s, i, b in zip(before, idle, busy, strict=True)
+        ]
         result.update(
             complete=len(follow) == n,
             changes=n,

@@ -28,9 +28,15 @@ QUEUE = "chaos"
 
 
 def write(event: str, ctx: JobContext, **extra: object) -> None:
-    line = {"event": event, "job": ctx.name, "occurrence_id": ctx.occurrence_id,
-            "replica": ctx.replica, "at": time.time(), "mono": time.monotonic(),
-            **extra}  # fmt: skip
+    line = {
+        "event": event,
+        "job": ctx.name,
+        "occurrence_id": ctx.occurrence_id,
+        "replica": ctx.replica,
+        "at": time.time(),
+        "mono": time.monotonic(),
+        **extra,
+    }
     fd = os.open(JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (json.dumps(line) + "\n").encode())
@@ -54,8 +60,13 @@ def handler(ctx: JobContext) -> None:
 
 
 for number in range(COUNT):
-    cluster_task(every="1s", name=f"chaos.job{number:02d}", target="inline", lock_ttl="3s",
-                 misfire_grace="10s")(handler)  # fmt: skip
+    cluster_task(
+        every="1s",
+        name=f"chaos.job{number:02d}",
+        target="inline",
+        lock_ttl="3s",
+        misfire_grace="10s",
+    )(handler)
 
 
 # One module-level function per queued job: RQ runs a job by its function's dotted path, and
@@ -92,24 +103,35 @@ if LIBRARY == "celery":
     # worker lost mid-run given back; unacknowledged messages come back after 10 s, not 1 h.
     app = Celery("chaos", broker=BROKER)
     app.conf.update(
-        task_serializer="json", accept_content=["json"], task_default_queue=QUEUE,
-        task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
-        broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
+        task_serializer="json",
+        accept_content=["json"],
+        task_default_queue=QUEUE,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
         broker_transport_options={"visibility_timeout": 10, "unacked_restore_interval": 2},
-    )  # fmt: skip
+    )
 elif LIBRARY == "dramatiq":
     import dramatiq
     from dramatiq.brokers.redis import RedisBroker
 
     # A dead worker's messages come back once its heartbeat is 5 s old (default 60 s), looked
     # for on every fetch (default: one in a thousand), so they come back within the run.
-    dramatiq.set_broker(RedisBroker(url=BROKER, namespace="dramatiq-chaos",
-                                    heartbeat_timeout=5000,
-                                    maintenance_chance=1_000_000))  # fmt: skip
+    dramatiq.set_broker(
+        RedisBroker(
+            url=BROKER,
+            namespace="dramatiq-chaos",
+            heartbeat_timeout=5000,
+            maintenance_chance=1_000_000,
+        )
+    )
 
 QUEUED_MAX = 4
 for number in range(min(QUEUED, QUEUED_MAX)):
     name = f"queued{number:02d}"
-    declare = cluster_task(every="1s", name=f"chaos.{name}", queue=QUEUE, lock_ttl="3s",
-                           misfire_grace="10s")  # fmt: skip
+    declare = cluster_task(
+        every="1s", name=f"chaos.{name}", queue=QUEUE, lock_ttl="3s", misfire_grace="10s"
+    )
     globals()[name] = declare(_on_library(name, globals()[name]))

@@ -22,8 +22,10 @@ LOCK_TTL = 3.0  # the jobs' lock_ttl (chaos/app.py)
 MISFIRE_GRACE = 10.0  # the jobs' misfire_grace (chaos/app.py)
 # What a send fails with when the broker is down, paused or just back: redis-py's and kombu's
 # connection errors and timeouts, Redis loading its AOF.
-BROKER_ERROR = re.compile(r"^failed on [\w.-]+: \w*(Connection\w*|Timeout|Operational|Loading)"
-                          r"Error: ")  # fmt: skip
+BROKER_ERROR = re.compile(
+    r"^failed on [\w.-]+: \w*(Connection\w*|Timeout|Operational|Loading)"
+    r"Error: "
+)
 # The runner's lease: the TTL less its margin, counted from before the acquire request (so
 # before the handler wrote its start line).
 LEASE = LOCK_TTL - min(LOCK_TTL / 10, MARGIN_MAX)
@@ -48,10 +50,15 @@ def touched(replica: str, disrupted: set[str]) -> bool:
 
 
 def allowed(
-    why: str, disrupted: set[str], runs: dict[str, Run], at: float | None,
-    killed: dict[str, float], faults: list[float] | None = None,
-    broker_faults: list[float] | None = None, fetches_cut: list[float] | None = None,
-) -> bool:  # fmt: skip
+    why: str,
+    disrupted: set[str],
+    runs: dict[str, Run],
+    at: float | None,
+    killed: dict[str, float],
+    faults: list[float] | None = None,
+    broker_faults: list[float] | None = None,
+    fetches_cut: list[float] | None = None,
+) -> bool:
     """Whether the guarantee allows this loss: a claim lost only with a replica that died or
     froze; a message only with a worker killed after it was enqueued, or the broker crashed
     then (``fetches_cut``: when; what becomes of a fetch it cut is in chaos/brokers.py); a
@@ -67,10 +74,12 @@ def allowed(
         return touched(why.removeprefix("claimed by ").split(",")[0], disrupted)
     if why.startswith("enqueued by "):  # RQ does not redeliver the job of a killed worker
         return at is not None and (
-            any(name.startswith("worker") and at - 1 <= died <= at + 30
-                for name, died in killed.items())
+            any(
+                name.startswith("worker") and at - 1 <= died <= at + 30
+                for name, died in killed.items()
+            )
             or any(at - 1 <= crashed <= at + 30 for crashed in fetches_cut or ())
-        )  # fmt: skip
+        )
     if why.startswith("failed on "):
         if "StoreUnavailable" in why:
             return True
@@ -88,8 +97,12 @@ def allowed(
         going = run is not None and at is not None and run[0] - 0.5 <= at <= run[1] + 0.5
         # Behind a lock its run could not release: the store failed around the run's end,
         # and the skip came before the lock expired.
-        held_up = (run is not None and at is not None and run[1] <= at <= run[1] + LOCK_TTL + 0.5
-                   and any(run[1] - LOCK_TTL <= f <= at for f in faults or ()))  # fmt: skip
+        held_up = (
+            run is not None
+            and at is not None
+            and run[1] <= at <= run[1] + LOCK_TTL + 0.5
+            and any(run[1] - LOCK_TTL <= f <= at for f in faults or ())
+        )
         # Behind a run that was going, or late because the skipper (or the holder) froze.
         return going or held_up or touched(replica, disrupted) or touched(skipper, disrupted)
     return why.startswith(ALLOWED)
@@ -113,10 +126,18 @@ class Findings:
 
 
 def check(
-    journal: Path, store: Store, jobs: list[str], start: float, end: float, *,
-    disrupted: set[str], killed: dict[str, float], faults: list[float] | None = None,
-    broker_faults: list[float] | None = None, fetches_cut: list[float] | None = None,
-) -> Findings:  # fmt: skip
+    journal: Path,
+    store: Store,
+    jobs: list[str],
+    start: float,
+    end: float,
+    *,
+    disrupted: set[str],
+    killed: dict[str, float],
+    faults: list[float] | None = None,
+    broker_faults: list[float] | None = None,
+    fetches_cut: list[float] | None = None,
+) -> Findings:
     """Judge every occurrence of ``jobs`` due in ``(start, end]`` (epoch seconds);
     ``disrupted`` are the replicas and workers that were killed or frozen, ``killed`` when
     each of the killed ones died (monotonic; a run it died in ended then), ``faults`` when
@@ -126,16 +147,18 @@ def check(
     lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     starts: dict[str, list[dict[str, object]]] = defaultdict(list)
     by_job: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
-    ends = {(line["occurrence_id"], line["replica"]): line for line in lines
-            if line["event"] == "end"}  # fmt: skip
+    ends = {
+        (line["occurrence_id"], line["replica"]): line for line in lines if line["event"] == "end"
+    }
     for line in lines:
         if line["event"] != "start":
             continue
         starts[str(line["occurrence_id"])].append(line)
         finished = ends.get((line["occurrence_id"], line["replica"]))
         runner = str(line["replica"])
-        died = min((at for name, at in killed.items() if touched(runner, {name})),
-                   default=float("inf"))  # fmt: skip
+        died = min(
+            (at for name, at in killed.items() if touched(runner, {name})), default=float("inf")
+        )
         began = _mono(line)
         stop = _mono(finished) if finished else died  # died in the handler
         if finished and finished.get("reason") == "lock-lost":
@@ -171,10 +194,12 @@ def check(
             else:
                 records = kept.get(occurrence.id, [])
                 why = explain(store, occurrence, records)
-                tried = max((r.started_at.timestamp() + to_monotonic for r in records),
-                            default=None)  # fmt: skip
-                if allowed(why, disrupted, by_occurrence, tried, killed, faults, broker_faults,
-                           fetches_cut):  # fmt: skip
+                tried = max(
+                    (r.started_at.timestamp() + to_monotonic for r in records), default=None
+                )
+                if allowed(
+                    why, disrupted, by_occurrence, tried, killed, faults, broker_faults, fetches_cut
+                ):
                     found.allowed[occurrence.id] = why
                 else:
                     found.not_allowed[occurrence.id] = why + _timing(why, tried, by_occurrence)
@@ -182,9 +207,10 @@ def check(
 
 
 def died_in(
-    runs: list[dict[str, object]], ends: dict[tuple[object, object], dict[str, object]],
+    runs: list[dict[str, object]],
+    ends: dict[tuple[object, object], dict[str, object]],
     killed: dict[str, float],
-) -> str | None:  # fmt: skip
+) -> str | None:
     """Who died in each run of an occurrence but its last (``worker0-1, ...``), when each of
     those runs' workers was killed while in it, before it wrote its end (or within a second
     after: before its completion mark), and the next run started after that death; else None,
@@ -197,8 +223,11 @@ def died_in(
             return None  # only a queue redelivers
         finished = ends.get((run["occurrence_id"], run["replica"]))
         until = _mono(finished) + 1.0 if finished else float("inf")
-        deaths = [(name, at) for name, at in killed.items() if touched(replica, {name})
-                  and _mono(run) <= at <= until and at <= _mono(following)]  # fmt: skip
+        deaths = [
+            (name, at)
+            for name, at in killed.items()
+            if touched(replica, {name}) and _mono(run) <= at <= until and at <= _mono(following)
+        ]
         if not deaths:
             return None
         dead.append(deaths[0][0])

@@ -39,13 +39,21 @@ COOL_DOWN = 8.0  # seconds after the window before the replicas stop (queues dra
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m chaos.run", description=__doc__)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--store", choices=sorted(STORES), default="redis",
-                        help="the store under chaos, with its own faults")  # fmt: skip
+    parser.add_argument(
+        "--store",
+        choices=sorted(STORES),
+        default="redis",
+        help="the store under chaos, with its own faults",
+    )
     parser.add_argument("--duration", type=float, default=120.0)
     parser.add_argument("--replicas", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=12, help="inline jobs, every second")
-    parser.add_argument("--queue", choices=["rq", "celery", "dramatiq"], default="rq",
-                        help="the queue library of the queued jobs and their workers")  # fmt: skip
+    parser.add_argument(
+        "--queue",
+        choices=["rq", "celery", "dramatiq"],
+        default="rq",
+        help="the queue library of the queued jobs and their workers",
+    )
     parser.add_argument("--queued", type=int, default=3, help="queued jobs, every second (0-4)")
     parser.add_argument("--workers", type=int, default=2, help="workers of the queue library")
     parser.add_argument(
@@ -74,19 +82,37 @@ def main(argv: list[str] | None = None) -> int:
         "RQ_REDIS_URL": broker.url,
         "CRON_BRIDGE_STORE": url,
     }
-    beats = [BeatProcess(f"beat{i}", folder, command_env(**base, **skewed(i, args.skew)),
-                         app="chaos.app", store_url=url)
-             for i in range(args.replicas)]  # fmt: skip
-    workers = [Worker(f"worker{i}", folder, command_env(**base), library=args.queue,
-                      queue=QUEUE, broker=broker.url, app="chaos.app")
-               for i in range(args.workers if args.queued else 0)]  # fmt: skip
+    beats = [
+        BeatProcess(
+            f"beat{i}",
+            folder,
+            command_env(**base, **skewed(i, args.skew)),
+            app="chaos.app",
+            store_url=url,
+        )
+        for i in range(args.replicas)
+    ]
+    workers = [
+        Worker(
+            f"worker{i}",
+            folder,
+            command_env(**base),
+            library=args.queue,
+            queue=QUEUE,
+            broker=broker.url,
+            app="chaos.app",
+        )
+        for i in range(args.workers if args.queued else 0)
+    ]
     disrupted: set[str] = set()
     killed: dict[str, float] = {}
     faults = Faults()
-    print(f"chaos: seed {args.seed}, {args.store} store, {args.replicas} replicas "
-          f"({skew_note(args)}), {args.jobs} inline and {args.queued} {LIBRARIES[args.queue]} "
-          f"jobs every second on {len(workers)} workers, {args.duration:.0f} s; "
-          f"logs in {folder}")  # fmt: skip
+    print(
+        f"chaos: seed {args.seed}, {args.store} store, {args.replicas} replicas "
+        f"({skew_note(args)}), {args.jobs} inline and {args.queued} {LIBRARIES[args.queue]} "
+        f"jobs every second on {len(workers)} workers, {args.duration:.0f} s; "
+        f"logs in {folder}"
+    )
     watch = Supervisor(beats, workers, killed, disrupted)
     try:
         for beat in beats:
@@ -115,9 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         jobs = [f"chaos.job{n:02d}" for n in range(args.jobs)]
         jobs += [f"chaos.queued{n:02d}" for n in range(args.queued)]
-        found = check(journal, store, jobs, start, end, disrupted=disrupted, killed=killed,
-                      faults=faults.store, broker_faults=faults.broker,
-                      fetches_cut=broker.crashed)  # fmt: skip
+        found = check(
+            journal,
+            store,
+            jobs,
+            start,
+            end,
+            disrupted=disrupted,
+            killed=killed,
+            faults=faults.store,
+            broker_faults=faults.broker,
+            fetches_cut=broker.crashed,
+        )
     finally:
         store.close()
         server.remove()
@@ -126,8 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in watch.beats_exited:
         print(f"  BEAT EXITED by itself: {name} (see its log)")
     if broker.crashed:
-        print(f"  a {LIBRARIES[args.queue]} worker's fetch the broker's crash cut: "
-              f"{FETCH_CUT[args.queue]} (docs/guarantee.md)")  # fmt: skip
+        print(
+            f"  a {LIBRARIES[args.queue]} worker's fetch the broker's crash cut: "
+            f"{FETCH_CUT[args.queue]} (docs/guarantee.md)"
+        )
     return 0 if found.ok and not watch.beats_exited else 1
 
 
@@ -147,8 +184,13 @@ class Supervisor:
     container (RQ's worker quits on some broker connection errors); a beat that exits by
     itself is a bug, noted for the verdict."""
 
-    def __init__(self, beats: list[BeatProcess], workers: list[Worker], killed: dict[str, float],
-                 disrupted: set[str]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        beats: list[BeatProcess],
+        workers: list[Worker],
+        killed: dict[str, float],
+        disrupted: set[str],
+    ) -> None:
         self.beats, self.workers = beats, workers
         self.killed, self.disrupted = killed, disrupted
         self.beats_exited: list[str] = []
@@ -164,21 +206,27 @@ class Supervisor:
         for worker in self.workers:
             if worker.process is not None and worker.process.poll() is not None:
                 name = f"{worker.name}-{worker.starts}"
-                print(f"  {time.strftime('%H:%M:%S')} {name} exited by itself "
-                      f"({worker.process.returncode}), restarted")  # fmt: skip
+                print(
+                    f"  {time.strftime('%H:%M:%S')} {name} exited by itself "
+                    f"({worker.process.returncode}), restarted"
+                )
                 self.killed[name] = time.monotonic()  # what it had taken died with it
                 self.disrupted.add(name)
                 start_worker(worker)
         for beat in self.beats:
             name = f"{beat.name}-{beat.starts}"
-            if (beat.process is not None and beat.process.poll() is not None
-                    and name not in self.beats_exited):  # fmt: skip
+            if (
+                beat.process is not None
+                and beat.process.poll() is not None
+                and name not in self.beats_exited
+            ):
                 print(f"  {time.strftime('%H:%M:%S')} BEAT EXITED by itself: {name}")
                 self.beats_exited.append(name)
 
 
-def drain(broker: ChaosBroker, workers: list[Worker], watch: Supervisor,
-          timeout: float = 90.0) -> None:  # fmt: skip
+def drain(
+    broker: ChaosBroker, workers: list[Worker], watch: Supervisor, timeout: float = 90.0
+) -> None:
     """Let the workers finish what the beats enqueued (a backlog after a worker was killed,
     Dramatiq's messages of a killed worker, given back after its heartbeat), so what is still
     queued is not judged lost; bounded."""
@@ -202,8 +250,12 @@ def skewed(index: int, skew: float) -> dict[str, str]:
         raise SystemExit("chaos: --skew needs the libfaketime wheel (pip install libfaketime)")
     library = Path(next(iter(spec.submodule_search_locations)))
     preload = library / "vendor" / "libfaketime" / "src" / "libfaketime.so.1"
-    return {"LD_PRELOAD": str(preload), "FAKETIME": f"{'+' if index == 1 else '-'}{skew:g}s",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1", "FAKETIME_NO_CACHE": "1"}  # fmt: skip
+    return {
+        "LD_PRELOAD": str(preload),
+        "FAKETIME": f"{'+' if index == 1 else '-'}{skew:g}s",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "FAKETIME_NO_CACHE": "1",
+    }
 
 
 def skew_note(args: argparse.Namespace) -> str:
@@ -219,9 +271,13 @@ def start_worker(worker: Worker) -> None:
 
 
 def disrupt(
-    rng: random.Random, beats: list[BeatProcess], workers: list[Worker],
-    servers: tuple[ChaosStore, ChaosBroker], killed: dict[str, float], faults: Faults,
-) -> set[str]:  # fmt: skip
+    rng: random.Random,
+    beats: list[BeatProcess],
+    workers: list[Worker],
+    servers: tuple[ChaosStore, ChaosBroker],
+    killed: dict[str, float],
+    faults: Faults,
+) -> set[str]:
     """One event of the schedule; the replicas and workers it touched (and when the killed
     ones died, and when the store or the broker failed, in monotonic time)."""
     kinds = ["kill", "kill", "stop", "stop", "store"] + (["worker", "broker"] if workers else [])
@@ -256,11 +312,13 @@ def disrupt(
 
 
 def report(found: Findings) -> None:
-    print(f"occurrences {found.occurrences}, ran once {found.ran_once}, "
-          f"duplicates {len(found.duplicates)}, overlaps {len(found.overlaps)}, "
-          f"lost as the guarantee allows {len(found.allowed)}, "
-          f"lost otherwise {len(found.not_allowed)}, "
-          f"run again after their worker died in them {len(found.rerun)}")  # fmt: skip
+    print(
+        f"occurrences {found.occurrences}, ran once {found.ran_once}, "
+        f"duplicates {len(found.duplicates)}, overlaps {len(found.overlaps)}, "
+        f"lost as the guarantee allows {len(found.allowed)}, "
+        f"lost otherwise {len(found.not_allowed)}, "
+        f"run again after their worker died in them {len(found.rerun)}"
+    )
     kinds: dict[str, int] = {}
     for why in found.allowed.values():
         kind = why.split(":")[0].split(" on ")[0].split(",")[0]

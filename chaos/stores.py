@@ -81,8 +81,10 @@ class _Postgres(_Served):
     name = "postgres"
     # Commits wait for the standby (a claim survives a promotion); fsync stays off: a crash of
     # the server, not of the host, loses nothing the OS was given.
-    SETTINGS: ClassVar[dict[str, str]] = {"synchronous_commit": "on",
-                                          "synchronous_standby_names": "*"}  # fmt: skip
+    SETTINGS: ClassVar[dict[str, str]] = {
+        "synchronous_commit": "on",
+        "synchronous_standby_names": "*",
+    }
 
     def __init__(self, seed: int) -> None:
         super().__init__(seed)
@@ -93,8 +95,10 @@ class _Postgres(_Served):
     @property
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.ports)
-        return (f"postgresql://postgres@{hosts}/postgres?schema=chaos{self.seed}"
-                "&target_session_attrs=read-write&connect_timeout=1")  # fmt: skip
+        return (
+            f"postgresql://postgres@{hosts}/postgres?schema=chaos{self.seed}"
+            "&target_session_attrs=read-write&connect_timeout=1"
+        )
 
     def start(self) -> None:
         self.server.start()
@@ -111,8 +115,9 @@ class _Postgres(_Served):
             cut = self.server.terminate_backends()
             return f"store connections cut: pg_terminate_backend ended {cut}"
         if chosen < 2 / 3:
-            return self._down(rng, self.server.crash,
-                              ": crashed (immediate shutdown), back from its WAL")  # fmt: skip
+            return self._down(
+                rng, self.server.crash, ": crashed (immediate shutdown), back from its WAL"
+            )
         return self._fail_over()
 
     def _fail_over(self) -> str:

@@ -37,8 +37,9 @@ def _the_loop() -> asyncio.AbstractEventLoop:
     with _lock:
         if _loop is None or _pid != os.getpid():
             loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="cron-bridge-asyncio",
-                                      daemon=True)  # fmt: skip
+            thread = threading.Thread(
+                target=loop.run_forever, name="cron-bridge-asyncio", daemon=True
+            )
             thread.start()
             _loop, _pid = loop, os.getpid()
         return _loop

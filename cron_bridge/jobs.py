@@ -73,8 +73,9 @@ class Backoff:
             raise ConfigError("unknown backoff kind", option="backoff", value=self.kind)
         numbers = (self.base,) if self.max is None else (self.base, self.max)
         if not all(isinstance(n, int | float) and math.isfinite(n) for n in numbers):
-            raise ConfigError("the backoff needs finite numbers of seconds", option="backoff",
-                              value=self)  # fmt: skip
+            raise ConfigError(
+                "the backoff needs finite numbers of seconds", option="backoff", value=self
+            )
         if self.base < 0 or (self.max is not None and self.max < self.base):
             raise ConfigError(
                 "the backoff needs base >= 0 and max >= base", option="backoff", value=self
@@ -350,9 +351,11 @@ def declare(
         schedule = _schedule(cron=cron, every=every, at=at, tz=tz, offset=offset, day_or=day_or)
         if start is not None or end is not None:
             if at is not None:
-                raise ConfigError("a one-off run (at=) takes no start or end",
-                                  option="start" if start is not None else "end",
-                                  value=start if start is not None else end)  # fmt: skip
+                raise ConfigError(
+                    "a one-off run (at=) takes no start or end",
+                    option="start" if start is not None else "end",
+                    value=start if start is not None else end,
+                )
             schedule = Window(schedule, start=start, end=end)
         grace = parse_duration(misfire_grace, option="misfire_grace")
         lock_lifetime = parse_duration(lock_ttl, option="lock_ttl")
@@ -395,15 +398,22 @@ def _schedule(
     offset: str | float | timedelta,
     day_or: bool = True,
 ) -> Schedule:
-    given = {name: value for name, value in (("cron", cron), ("every", every), ("at", at))
-             if value is not None}  # fmt: skip
+    given = {
+        name: value
+        for name, value in (("cron", cron), ("every", every), ("at", at))
+        if value is not None
+    }
     if len(given) > 1:
         first = next(iter(given))
-        raise ConfigError(f"give one of cron=, every= or at=, not {' and '.join(given)}",
-                          option=first, value=given[first])  # fmt: skip
+        raise ConfigError(
+            f"give one of cron=, every= or at=, not {' and '.join(given)}",
+            option=first,
+            value=given[first],
+        )
     if day_or is not True and (cron is None or day_or is not False):
-        raise ConfigError("day_or= is True or False, for a cron= schedule", option="day_or",
-                          value=day_or)  # fmt: skip
+        raise ConfigError(
+            "day_or= is True or False, for a cron= schedule", option="day_or", value=day_or
+        )
     if cron is not None:
         return Cron(cron, tz=tz, day_or=day_or)
     if at is not None:

@@ -22,12 +22,29 @@ __all__ = [
     "redact_url",
 ]
 
-SECRET_PARAMS = {"password", "pass", "passwd", "secret", "token", "sslpassword",
-                 "sentinel_password", "authorization"}  # fmt: skip
+SECRET_PARAMS = {
+    "password",
+    "pass",
+    "passwd",
+    "secret",
+    "token",
+    "sslpassword",
+    "sentinel_password",
+    "authorization",
+}
 # Names that mark a secret wherever they are in a name (``DB_PASSWORD``, ``PGPASSWORD``,
 # ``api_token``, ``client_secret``, ``AWS_SECRET_ACCESS_KEY``); the others only as a word.
-_PART_NAMES = ("password", "passwd", "secret", "token", "api_key", "apikey", "access_key",
-               "private_key", "credential")  # fmt: skip
+_PART_NAMES = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "api_key",
+    "apikey",
+    "access_key",
+    "private_key",
+    "credential",
+)
 
 
 def is_secret_name(name: str) -> bool:

@@ -51,8 +51,12 @@ def refuse(name: str, source: str, reason: str) -> Refusal:
         new = refusal not in _refused
         _refused[refusal] = None
     if new:
-        log.error("%s registration %r is refused and will not run: %s", refusal.source,
-                  refusal.name, refusal.reason)  # fmt: skip
+        log.error(
+            "%s registration %r is refused and will not run: %s",
+            refusal.source,
+            refusal.name,
+            refusal.reason,
+        )
     return refusal
 
 

@@ -157,8 +157,9 @@ def cluster_task(
             )
         adapter = find_adapter(obj, queue, job=shown)
         ref = adapter.describe(obj, queue)
-        _check_home(obj, ref.home, caller=sys._getframe(1).f_globals.get("__name__"),
-                    job=name or ref.name)  # fmt: skip
+        _check_home(
+            obj, ref.home, caller=sys._getframe(1).f_globals.get("__name__"), job=name or ref.name
+        )
         job = declare(
             ref.name if name is None else name,
             target="queue",

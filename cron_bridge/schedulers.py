@@ -28,8 +28,10 @@ class _Forward:
         for point in entry_points(group=GROUP):
             if point.name == cls.name:
                 return point.load()(*args, **kwargs)
-        sys.stderr.write(f"cron-bridge: celery beat -S {cls.name} needs the Celery adapter, "
-                         "which is not installed: pip install cron-bridge-celery\n")  # fmt: skip
+        sys.stderr.write(
+            f"cron-bridge: celery beat -S {cls.name} needs the Celery adapter, "
+            "which is not installed: pip install cron-bridge-celery\n"
+        )
         raise SystemExit(2)
 
 

@@ -103,8 +103,9 @@ def parse_duration(value: object, *, option: str = "duration") -> timedelta:
             )
     if seconds is not None:
         if not math.isfinite(seconds) or abs(seconds) > _MAX_SECONDS:
-            raise ConfigError("expected a finite duration of at most 100 years", option=option,
-                              value=value)  # fmt: skip
+            raise ConfigError(
+                "expected a finite duration of at most 100 years", option=option, value=value
+            )
         return timedelta(seconds=seconds)
     raise ConfigError(
         "expected a duration such as '90s', '5m', '1h' or a timedelta", option=option, value=value
@@ -193,7 +194,7 @@ class Cron:
         "expr",
         "seconds",
         "tz",
-    )  # fmt: skip
+    )
 
     def __init__(
         self, expr: str, *, tz: str = "UTC", day_or: bool = True, seconds: bool = False
@@ -218,8 +219,11 @@ class Cron:
         if any(_RANDOM.fullmatch(item) for item in re.split(r"[\s,]+", fields)):
             # croniter draws R again for every iterator: each replica (and RQ at each run)
             # would pick another time, so no two would agree on an occurrence.
-            raise ConfigError("a random field (R) is drawn again by every process; write the "
-                              "value", option="cron", value=expr)  # fmt: skip
+            raise ConfigError(
+                "a random field (R) is drawn again by every process; write the value",
+                option="cron",
+                value=expr,
+            )
         try:
             # Parsed (and checked to fire) once per expression, then moved with set_current
             # for each look: parsing is half of what a look would cost.

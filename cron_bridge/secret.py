@@ -8,8 +8,20 @@ from cron_bridge.errors import ConfigError
 __all__ = ["HOW_TO_MAKE_ONE", "MIN_SECRET_BYTES", "check_secret"]
 
 MIN_SECRET_BYTES = 16
-PLACEHOLDERS = {"change-me", "changeme", "change_me", "secret", "s3cret", "password", "token",
-                "your-secret", "your-secret-here", "replace-me", "test", "example"}  # fmt: skip
+PLACEHOLDERS = {
+    "change-me",
+    "changeme",
+    "change_me",
+    "secret",
+    "s3cret",
+    "password",
+    "token",
+    "your-secret",
+    "your-secret-here",
+    "replace-me",
+    "test",
+    "example",
+}
 HOW_TO_MAKE_ONE = (
     "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))', and pass it "
     "as CRON_BRIDGE_SECRET or --secret-file"
@@ -23,11 +35,15 @@ def check_secret(secret: str | None) -> bytes:
         ConfigError: no secret, a known placeholder, or fewer than 16 bytes.
     """
     if not secret:
-        raise ConfigError(f"the HTTP trigger refuses to start without a secret; {HOW_TO_MAKE_ONE}",
-                          option="secret", value="")  # fmt: skip
+        raise ConfigError(
+            f"the HTTP trigger refuses to start without a secret; {HOW_TO_MAKE_ONE}",
+            option="secret",
+            value="",
+        )
     if secret.strip().lower() in PLACEHOLDERS:
-        raise ConfigError(f"that is a placeholder, not a secret; {HOW_TO_MAKE_ONE}",
-                          option="secret", value="***")  # fmt: skip
+        raise ConfigError(
+            f"that is a placeholder, not a secret; {HOW_TO_MAKE_ONE}", option="secret", value="***"
+        )
     raw = secret.encode("utf-8")
     if len(raw) < MIN_SECRET_BYTES:
         reason = f"a secret needs at least {MIN_SECRET_BYTES} bytes, this one has {len(raw)}"

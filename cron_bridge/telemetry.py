@@ -33,8 +33,15 @@ if TYPE_CHECKING:
     from cron_bridge.stores.base import RunRecord
 
 __all__ = [
-    "NO_SPAN", "RunSpan", "count", "inject", "observe", "run_span", "serve_metrics", "tracing",
-]  # fmt: skip
+    "NO_SPAN",
+    "RunSpan",
+    "count",
+    "inject",
+    "observe",
+    "run_span",
+    "serve_metrics",
+    "tracing",
+]
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +150,14 @@ def run_span(
 ) -> Iterator[RunSpan]:
     """``start_span`` as the current span for the block (a handler's own spans nest in it)."""
     span = start_span(
-        job, occurrence, trigger=trigger, replica=replica, attempt=attempt, parent=parent,
+        job,
+        occurrence,
+        trigger=trigger,
+        replica=replica,
+        attempt=attempt,
+        parent=parent,
         kind="consumer" if parent else "internal",
-    )  # fmt: skip
+    )
     if span._span is None:
         yield span
         return
@@ -195,18 +207,26 @@ class _Instruments:
         with self._lock:
             self._prometheus = (
                 Counter(
-                    "cron_bridge_runs", "Run records by job and outcome, skips included.",
-                    ["job", "outcome"], registry=registry,
+                    "cron_bridge_runs",
+                    "Run records by job and outcome, skips included.",
+                    ["job", "outcome"],
+                    registry=registry,
                 ),
                 Histogram(
-                    "cron_bridge_duration_ms", "How long runs took, in milliseconds.",
-                    ["job"], registry=registry, buckets=buckets,
+                    "cron_bridge_duration_ms",
+                    "How long runs took, in milliseconds.",
+                    ["job"],
+                    registry=registry,
+                    buckets=buckets,
                 ),
                 Histogram(
-                    "cron_bridge_lag_ms", "How late runs started after their occurrence, in ms.",
-                    ["job"], registry=registry, buckets=buckets,
+                    "cron_bridge_lag_ms",
+                    "How late runs started after their occurrence, in ms.",
+                    ["job"],
+                    registry=registry,
+                    buckets=buckets,
                 ),
-            )  # fmt: skip
+            )
 
     def observe(self, record: RunRecord) -> None:
         lag = None
@@ -342,10 +362,16 @@ class _ReplicaGauges:
             family.add_metric([replica], value)
             return family
 
-        yield gauge("cron_bridge_up", "1 while this replica's timer loop runs.",
-                    1.0 if found.get("running") else 0.0)  # fmt: skip
-        yield gauge("cron_bridge_store_up", "1 when the store answered this replica last.",
-                    1.0 if found.get("store_reachable") else 0.0)  # fmt: skip
+        yield gauge(
+            "cron_bridge_up",
+            "1 while this replica's timer loop runs.",
+            1.0 if found.get("running") else 0.0,
+        )
+        yield gauge(
+            "cron_bridge_store_up",
+            "1 when the store answered this replica last.",
+            1.0 if found.get("store_reachable") else 0.0,
+        )
         offset = found.get("clock_offset_ms")
         if isinstance(offset, int | float) and math.isfinite(offset):
             text = "How far the store's clock is ahead of this replica's."

@@ -92,9 +92,12 @@ class Window:
     __slots__ = ("end", "inner", "start")
 
     def __init__(
-        self, inner: Schedule, *, start: datetime | str | None = None,
+        self,
+        inner: Schedule,
+        *,
+        start: datetime | str | None = None,
         end: datetime | str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.inner = inner
         self.start = None if start is None else parse_instant(start, option="start")
         self.end = None if end is None else parse_instant(end, option="end")
@@ -106,7 +109,10 @@ class Window:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Window) and (other.inner, other.start, other.end) == (
-            self.inner, self.start, self.end)  # fmt: skip
+            self.inner,
+            self.start,
+            self.end,
+        )
 
     def __hash__(self) -> int:
         return hash((Window, self.inner, self.start, self.end))

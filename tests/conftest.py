@@ -172,10 +172,17 @@ def make_kit(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store
     raise ValueError(kind)
 
 
-ALL_STORES = ["memory", "sqlite", "redis", "valkey", "redis-cluster", "redis-sentinel", "postgres",
-              "nats"]  # fmt: skip
-SHARED_STORES = ["sqlite", "redis", "valkey", "redis-cluster", "redis-sentinel", "postgres",
-                 "nats"]  # fmt: skip
+ALL_STORES = [
+    "memory",
+    "sqlite",
+    "redis",
+    "valkey",
+    "redis-cluster",
+    "redis-sentinel",
+    "postgres",
+    "nats",
+]
+SHARED_STORES = ["sqlite", "redis", "valkey", "redis-cluster", "redis-sentinel", "postgres", "nats"]
 
 
 @pytest.fixture(params=ALL_STORES)

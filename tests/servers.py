@@ -133,9 +133,13 @@ class RedisServer:
     """
 
     def __init__(
-        self, *, port: int | None = None, extra: list[str] | None = None, persist: bool = False,
+        self,
+        *,
+        port: int | None = None,
+        extra: list[str] | None = None,
+        persist: bool = False,
         binary: str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.persist = persist
         self.binary = binary or redis_server_binary()
         self.dir = Path(tempfile.mkdtemp(prefix="cron-bridge-redis-"))
@@ -151,14 +155,19 @@ class RedisServer:
         log = self.dir / "redis.log"
         args = [
             self.binary,
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.dir),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.dir),
             *(["--save", "3600", "1"] if self.persist else ["--save", ""]),
-            "--appendonly", "no",
-            "--logfile", str(log),
+            "--appendonly",
+            "no",
+            "--logfile",
+            str(log),
             *self.extra,
-        ]  # fmt: skip
+        ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         _wait_for_port(self.port, self.process, 10, log)
 
@@ -208,10 +217,19 @@ class NatsServer:
         log = self.dir / "nats.log"
         with open(log, "ab") as out:
             self.process = subprocess.Popen(
-                [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js",
-                 "-sd", str(self.dir / "js")],
-                stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                [
+                    nats_server_binary(),
+                    "-a",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-js",
+                    "-sd",
+                    str(self.dir / "js"),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         _wait_for_port(self.port, self.process, 30, log)
 
     def crash(self) -> None:
@@ -337,8 +355,10 @@ class RedisSentinel:
                 with redis.Redis(port=self.primary.port) as primary:
                     info = primary.info("replication")
                 states = [info.get(f"slave{n}", {}).get("state") for n in range(2)]
-                seen = (f"primary {self.primary.port} ({info.get('role')}), replica states "
-                        f"{states}, Sentinels {[_sentinel_view(m) for m in known]}")  # fmt: skip
+                seen = (
+                    f"primary {self.primary.port} ({info.get('role')}), replica states "
+                    f"{states}, Sentinels {[_sentinel_view(m) for m in known]}"
+                )
                 if states == ["online", "online"] and all(
                     int(m.get("num-slaves", 0)) == 2 and int(m.get("num-other-sentinels", 0)) == 2
                     for m in known
@@ -425,8 +445,10 @@ class RedisSentinel:
 
 
 def _sentinel_view(master: dict[str, object]) -> str:
-    return (f"{master.get('port')}: flags {master.get('flags')}, {master.get('num-slaves')} "
-            f"replicas, {master.get('num-other-sentinels')} other Sentinels")  # fmt: skip
+    return (
+        f"{master.get('port')}: flags {master.get('flags')}, {master.get('num-slaves')} "
+        f"replicas, {master.get('num-other-sentinels')} other Sentinels"
+    )
 
 
 def _cluster_ok(info: object) -> bool:
@@ -461,9 +483,11 @@ class PostgresServer:
 
     # Set on the command line; ``settings`` overrides them (a failover test commits for real).
     SETTINGS: ClassVar[dict[str, str]] = {
-        "fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
+        "fsync": "off",
+        "synchronous_commit": "off",
+        "full_page_writes": "off",
         "max_connections": "200",
-    }  # fmt: skip
+    }
 
     def __init__(self, settings: dict[str, str] | None = None) -> None:
         self.bindir = postgres_binaries()
@@ -488,26 +512,52 @@ class PostgresServer:
         log = self.dir / "postgres.log"
         if not data.exists():
             self._init(data)
-        settings = [arg for name, value in self.settings.items()
-                    for arg in ("-c", f"{name}={value}")]  # fmt: skip
+        settings = [
+            arg for name, value in self.settings.items() for arg in ("-c", f"{name}={value}")
+        ]
         with open(log, "ab") as out:
             if self.user:
                 entry = pwd.getpwnam(self.user)
                 os.chown(log, entry.pw_uid, entry.pw_gid)
             self.process = subprocess.Popen(
-                [str(self.bindir / "postgres"), "-D", str(data), "-k", str(self.dir),
-                 "-h", "127.0.0.1", "-p", str(self.port), *settings],
-                user=self.user, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                [
+                    str(self.bindir / "postgres"),
+                    "-D",
+                    str(data),
+                    "-k",
+                    str(self.dir),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    *settings,
+                ],
+                user=self.user,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         _wait_for_port(self.port, self.process, 30, log)
         self._wait_ready(log)
 
     def _init(self, data: Path) -> None:
         init = subprocess.run(
-            [str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-             "-E", "UTF8", "--no-sync", "--no-instructions"],
-            user=self.user, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                str(self.bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-instructions",
+            ],
+            user=self.user,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if init.returncode != 0:
             raise ServerUnavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
 
@@ -568,10 +618,27 @@ class PostgresStandby(PostgresServer):
 
     def _init(self, data: Path) -> None:
         backup = subprocess.run(
-            [str(self.bindir / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary.port),
-             "-U", "postgres", "-D", str(data), "-R", "-X", "stream", "--no-sync"],
-            user=self.user, capture_output=True, text=True, check=False, timeout=60,
-        )  # fmt: skip
+            [
+                str(self.bindir / "pg_basebackup"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.primary.port),
+                "-U",
+                "postgres",
+                "-D",
+                str(data),
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ],
+            user=self.user,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
         if backup.returncode != 0:
             raise ServerUnavailable(f"pg_basebackup failed: {backup.stderr.strip()[-300:]}")
 
@@ -589,8 +656,10 @@ class PostgresStandby(PostgresServer):
             (target,) = conn.execute("SELECT pg_current_wal_lsn()").fetchone() or (None,)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
-                row = conn.execute("SELECT count(*) FROM pg_stat_replication WHERE replay_lsn"
-                                   " >= %s::pg_lsn", (target,)).fetchone()  # fmt: skip
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_replication WHERE replay_lsn >= %s::pg_lsn",
+                    (target,),
+                ).fetchone()
                 if row and row[0]:
                     return
                 time.sleep(0.05)
@@ -638,9 +707,13 @@ class RabbitMQServer:
         log = self.dir / "out.log"
         with open(log, "wb") as out:
             self.process = subprocess.Popen(
-                [self.binary], env=self.env, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT,
+                [self.binary],
+                env=self.env,
+                cwd=self.dir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         _wait_for_port(self.port, self.process, 90, log)
 
     def remove(self) -> None:

@@ -40,8 +40,11 @@ def test_a_celery_task_becomes_a_queue_job_named_after_the_task() -> None:
     job = registry.get("billing.close_day")
     assert job is not None
     assert (job.adapter, job.task, job.queue, job.target) == (
-        "celery", "billing.close_day", "billing", "queue",
-    )  # fmt: skip
+        "celery",
+        "billing.close_day",
+        "billing",
+        "queue",
+    )
 
 
 def test_a_dramatiq_actor_becomes_a_queue_job() -> None:
@@ -98,8 +101,10 @@ def test_a_queue_target_with_instance_scope_is_refused_at_import() -> None:
             pass
 
     assert (caught.value.job, caught.value.option, caught.value.value) == (
-        "reports.local", "scope", "instance",
-    )  # fmt: skip
+        "reports.local",
+        "scope",
+        "instance",
+    )
 
 
 def test_the_lazy_proxy_of_an_unfinalized_app_is_wrapped_once_built() -> None:
@@ -180,10 +185,14 @@ def test_rq_sends_a_batch_in_one_pipeline_and_refuses_a_duplicate_sent_again(
     (declared,) = registry.jobs()
     at = datetime(2026, 5, 1, 12, tzinfo=UTC)
     dispatches = [
-        Dispatch(job=declared, occurrence=Occurrence(job=declared.name,
-                 scheduled_at=at + timedelta(minutes=n)), trigger="schedule", replica="r1")
+        Dispatch(
+            job=declared,
+            occurrence=Occurrence(job=declared.name, scheduled_at=at + timedelta(minutes=n)),
+            trigger="schedule",
+            replica="r1",
+        )
         for n in range(50)
-    ]  # fmt: skip
+    ]
     adapter = get_adapter("rq")
     before = connection.info("commandstats").get("cmdstat_exec", {}).get("calls", 0)
     assert adapter.enqueue_many(dispatches) == [None] * 50
@@ -191,8 +200,12 @@ def test_rq_sends_a_batch_in_one_pipeline_and_refuses_a_duplicate_sent_again(
     assert after - before == 1  # one MULTI/EXEC pipeline for the 50
     assert queue.count == 50
     assert set(queue.job_ids) == {rq_job_id(d.occurrence) for d in dispatches}
-    again = [Dispatch(job=d.job, occurrence=d.occurrence, trigger=d.trigger,
-                      replica=d.replica, again=True) for d in dispatches[:3]]  # fmt: skip
+    again = [
+        Dispatch(
+            job=d.job, occurrence=d.occurrence, trigger=d.trigger, replica=d.replica, again=True
+        )
+        for d in dispatches[:3]
+    ]
     assert adapter.enqueue_many(again) == [None] * 3  # already there: refused, counted as sent
     assert queue.count == 50
 
@@ -209,11 +222,14 @@ def _a_batch(jobs: dict[str, Any], good: str, bad: str, every: int) -> tuple[lis
     size = 3 * SENDERS * SPLIT_MIN
     failing = {n for n in range(size) if n % every == every // 2}
     dispatches = [
-        Dispatch(job=jobs[bad if n in failing else good],
-                 occurrence=Occurrence(job=good, scheduled_at=at + timedelta(minutes=n)),
-                 trigger="schedule", replica="r1")
+        Dispatch(
+            job=jobs[bad if n in failing else good],
+            occurrence=Occurrence(job=good, scheduled_at=at + timedelta(minutes=n)),
+            trigger="schedule",
+            replica="r1",
+        )
         for n in range(size)
-    ]  # fmt: skip
+    ]
     return dispatches, failing
 
 
@@ -282,14 +298,17 @@ def test_rq_one_function_declared_for_two_queues_sends_to_each(redis_server: Any
     from cron_bridge.plugins import Dispatch
 
     connection = Redis.from_url(redis_server.url)
-    first, second = (Queue(f"rq-{n}-{uuid.uuid4().hex[:6]}", connection=connection)
-                     for n in ("first", "second"))  # fmt: skip
+    first, second = (
+        Queue(f"rq-{n}-{uuid.uuid4().hex[:6]}", connection=connection) for n in ("first", "second")
+    )
     registry = Registry()
     cluster_task(every="1m", queue=first, name="to-first", registry=registry)(report)
     cluster_task(every="1m", queue=second, name="to-second", registry=registry)(report)
     at = datetime(2026, 5, 1, 12, tzinfo=UTC)
-    dispatches = [Dispatch(job=job, occurrence=job.occurrence(at), trigger="schedule",
-                           replica="r1") for job in registry.jobs()]  # fmt: skip
+    dispatches = [
+        Dispatch(job=job, occurrence=job.occurrence(at), trigger="schedule", replica="r1")
+        for job in registry.jobs()
+    ]
     assert get_adapter("rq").enqueue_many(dispatches) == [None, None]
     assert (first.count, second.count) == (1, 1)
 
@@ -315,12 +334,25 @@ def test_celery_sends_in_publish_batches_and_a_failed_batch_fails_its_messages(
     good, refused, user = f"celery-good-{tag}", f"celery-refused-{tag}", f"sender-{tag}"
     client = Redis.from_url(redis_server.url)
     try:  # reads anywhere, writes all but the refused queue (key permissions: Redis 7)
-        client.execute_command("ACL", "SETUSER", user, "on", "nopass", "+@all", "&*", "%R~*",
-                               f"%W~{good}*", "%W~_kombu*")  # fmt: skip
+        client.execute_command(
+            "ACL",
+            "SETUSER",
+            user,
+            "on",
+            "nopass",
+            "+@all",
+            "&*",
+            "%R~*",
+            f"%W~{good}*",
+            "%W~_kombu*",
+        )
     except redis.ResponseError as exc:
         pytest.skip(f"this redis-server has no key permissions in its ACLs: {exc}")
-    app = Celery("batched", set_as_current=False,
-                 broker=redis_server.url.replace("redis://", f"redis://{user}:@"))  # fmt: skip
+    app = Celery(
+        "batched",
+        set_as_current=False,
+        broker=redis_server.url.replace("redis://", f"redis://{user}:@"),
+    )
     registry = Registry()
     cluster_task(every="1m", queue=good, registry=registry)(app.task(name="good.task")(report))
     cluster_task(every="1m", queue=refused, registry=registry)(app.task(name="bad.task")(report))
@@ -329,16 +361,22 @@ def test_celery_sends_in_publish_batches_and_a_failed_batch_fails_its_messages(
     size = 4 * BATCHED
     poisoned = size // 2
     dispatches = [
-        Dispatch(job=jobs["bad.task" if n == poisoned else "good.task"],
-                 occurrence=Occurrence(job="good.task", scheduled_at=at + timedelta(minutes=n)),
-                 trigger="schedule", replica="r1")
+        Dispatch(
+            job=jobs["bad.task" if n == poisoned else "good.task"],
+            occurrence=Occurrence(job="good.task", scheduled_at=at + timedelta(minutes=n)),
+            trigger="schedule",
+            replica="r1",
+        )
         for n in range(size)
-    ]  # fmt: skip
+    ]
     answers = get_adapter("celery").enqueue_many(dispatches)
-    landed = {json.loads(raw)["headers"]["cron_bridge"]["occurrence_id"]
-              for raw in client.lrange(good, 0, -1)}  # fmt: skip
-    answered_sent = {d.occurrence.id for d, answer in zip(dispatches, answers, strict=True)
-                     if answer is None}  # fmt: skip
+    landed = {
+        json.loads(raw)["headers"]["cron_bridge"]["occurrence_id"]
+        for raw in client.lrange(good, 0, -1)
+    }
+    answered_sent = {
+        d.occurrence.id for d, answer in zip(dispatches, answers, strict=True) if answer is None
+    }
     assert answered_sent <= landed  # never "sent" for a message that is not there
     assert answers[poisoned] is not None
     assert len(landed) == size - 1  # Redis ran the rest of the refused batch's pipeline
@@ -402,12 +440,20 @@ def test_the_senders_of_other_schedulers_take_no_cluster_task() -> None:
     from cron_bridge_dramatiq.periodiq import PeriodiqSender
     from cron_bridge_rq.rq_cron import RQCronSender
 
-    senders = [BeatScheduleSender(Celery("s", set_as_current=False), {}), CrontabSender({}),
-               PeriodiqSender({}, "UTC"), RQCronSender(Redis(), {})]  # fmt: skip
+    senders = [
+        BeatScheduleSender(Celery("s", set_as_current=False), {}),
+        CrontabSender({}),
+        PeriodiqSender({}, "UTC"),
+        RQCronSender(Redis(), {}),
+    ]
     for sender in senders:
         assert isinstance(sender, Sender) and sender.declares is False
         assert sender.accepts(report, None) is False
         with pytest.raises(ConfigError, match="are not declared with @cluster_task"):
             sender.describe(report, None)
-    assert {s.name for s in senders} == {"celery-beat-schedule", "dramatiq-crontab", "periodiq",
-                                         "rq-cron"}  # fmt: skip
+    assert {s.name for s in senders} == {
+        "celery-beat-schedule",
+        "dramatiq-crontab",
+        "periodiq",
+        "rq-cron",
+    }

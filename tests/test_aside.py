@@ -40,9 +40,14 @@ class CountingStore(MemoryStore):
 
 
 def enqueued(job: str, at: datetime, replica: str) -> RunRecord:
-    return RunRecord(job=job, occurrence_id=Occurrence(job=job, scheduled_at=at).id,
-                     outcome="enqueued", trigger="schedule", replica=replica,
-                     started_at=at + timedelta(milliseconds=3))  # fmt: skip
+    return RunRecord(
+        job=job,
+        occurrence_id=Occurrence(job=job, scheduled_at=at).id,
+        outcome="enqueued",
+        trigger="schedule",
+        replica=replica,
+        started_at=at + timedelta(milliseconds=3),
+    )
 
 
 def ledger(replica: str, names: list[str], store: MemoryStore, *, start: int = 0) -> aside.Ledger:
@@ -68,8 +73,11 @@ def test_a_lost_occurrence_is_shown_stood_aside_from_the_ledger(clock: FakeClock
         by_occurrence.setdefault(record.occurrence_id, []).append((record.outcome, record.replica))
     assert len(by_occurrence) == 60
     for found in by_occurrence.values():
-        assert sorted(found) == [("enqueued", "beat-a"), ("skipped-claimed", "beat-b"),
-                                 ("skipped-claimed", "beat-c")]  # fmt: skip
+        assert sorted(found) == [
+            ("enqueued", "beat-a"),
+            ("skipped-claimed", "beat-b"),
+            ("skipped-claimed", "beat-c"),
+        ]
     assert {r.reason for r in shown if r.outcome == "skipped-claimed"} == {aside.REASON}
     assert len(store.history("tick", 1000)) == 60
     assert len(aside.history(store, "tick", 10)) == 10  # n counts what is shown

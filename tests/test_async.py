@@ -32,14 +32,18 @@ def test_an_async_inline_handler_is_awaited_and_its_failure_recorded(
         raise RuntimeError("the ledger is locked")
 
     store = MemoryStore(clock=clock)
-    jobs = [declare("async.tick", every="1s", target="inline", handler=tick),
-            declare("async.broken", every="1s", target="inline", handler=broken)]  # fmt: skip
+    jobs = [
+        declare("async.tick", every="1s", target="inline", handler=tick),
+        declare("async.broken", every="1s", target="inline", handler=broken),
+    ]
     beats.append(Beat(store, jobs, clock=clock))
     beats[0].start()
     clock.advance(1)
     # Both recorded (the handler appends to seen before its run is recorded).
-    eventually(lambda: all(len(store.history(j)) == 1 for j in ("async.tick", "async.broken")),
-               "both runs recorded")  # fmt: skip
+    eventually(
+        lambda: all(len(store.history(j)) == 1 for j in ("async.tick", "async.broken")),
+        "both runs recorded",
+    )
     assert len(seen) == 1
     assert [r.outcome for r in store.history("async.tick")] == ["completed"]
     (failed,) = store.history("async.broken")
@@ -79,8 +83,7 @@ def test_an_async_task_on_a_worker_is_awaited_under_the_guard(worker_store: Memo
         await asyncio.sleep(0.01)
         return f"{ctx.name} for tenant {tenant}"
 
-    job = declare("async.report", every="1m", adapter="test", task="async.report",
-                  handler=report)  # fmt: skip
+    job = declare("async.report", every="1m", adapter="test", task="async.report", handler=report)
     delivery = worker.run_delivery(job, None, attempt=1, call=lambda ctx: report(ctx, tenant=7))
     assert delivery.value == "async.report for tenant 7"
     assert delivery.record.outcome == "completed"

@@ -27,10 +27,14 @@ def fill(store: Store, base: datetime) -> dict[str, Occurrence]:
     def record(name: str, outcome: str, replica: str, after: float, **extra: object) -> RunRecord:
         occurrence = made[name]
         return RunRecord(
-            job=JOB, occurrence_id=occurrence.id, outcome=outcome, trigger="queue",  # type: ignore[arg-type]
-            replica=replica, started_at=occurrence.scheduled_at + timedelta(seconds=after),
+            job=JOB,
+            occurrence_id=occurrence.id,
+            outcome=outcome,
+            trigger="queue",  # type: ignore[arg-type]
+            replica=replica,
+            started_at=occurrence.scheduled_at + timedelta(seconds=after),
             **extra,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
 
     for name in ("once", "twice", "retried"):
         store.claim(made[name], "beat-a")
@@ -97,14 +101,16 @@ def test_the_cli_prints_the_occurrence_and_the_audit(tmp_path: Path) -> None:
     base = now - timedelta(minutes=10)
     made = fill(SQLiteStore(tmp_path / "s.db"), base)
     env = command_env()
-    shown = cli("history", JOB, "--store", url, "--occurrence", made["retried"].id,
-                env=env, cwd=tmp_path)  # fmt: skip
+    shown = cli(
+        "history", JOB, "--store", url, "--occurrence", made["retried"].id, env=env, cwd=tmp_path
+    )
     assert shown.returncode == 0, shown.stderr
     assert "claimed by  beat-a" in shown.stdout
     assert "final       completed" in shown.stdout
     assert "ConnectionError: down" in shown.stdout
-    audited = cli("history", JOB, "--store", url, "--audit", "--since", "1h", "--json",
-                  env=env, cwd=tmp_path)  # fmt: skip
+    audited = cli(
+        "history", JOB, "--store", url, "--audit", "--since", "1h", "--json", env=env, cwd=tmp_path
+    )
     assert audited.returncode == 1, audited.stderr
     body = json.loads(audited.stdout)
     assert (body["occurrences"], body["completed_once"]) == (4, 2)
@@ -112,13 +118,32 @@ def test_the_cli_prints_the_occurrence_and_the_audit(tmp_path: Path) -> None:
     # A window around the retried occurrence only: 30 s either side of it.
     ago = datetime.now(UTC) - made["retried"].scheduled_at
     since, grace = int(ago.total_seconds()) + 30, int(ago.total_seconds()) - 30
-    clean = cli("history", JOB, "--store", url, "--audit", "--since", f"{since}s", "--grace",
-                f"{grace}s", env=env, cwd=tmp_path)  # fmt: skip
+    clean = cli(
+        "history",
+        JOB,
+        "--store",
+        url,
+        "--audit",
+        "--since",
+        f"{since}s",
+        "--grace",
+        f"{grace}s",
+        env=env,
+        cwd=tmp_path,
+    )
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "OCCURRENCES" in clean.stdout
     assert clean.stdout.splitlines()[2].split() == ["1", "1", "0", "0", "0"]
-    wrong = cli("history", "other.job", "--store", url, "--occurrence", made["once"].id,
-                env=env, cwd=tmp_path)  # fmt: skip
+    wrong = cli(
+        "history",
+        "other.job",
+        "--store",
+        url,
+        "--occurrence",
+        made["once"].id,
+        env=env,
+        cwd=tmp_path,
+    )
     assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1
 
 
@@ -132,19 +157,27 @@ def test_the_audit_says_what_became_of_each_occurrence_that_never_completed() ->
     made = {name: Occurrence(job=JOB, scheduled_at=at(base, i)) for i, name in enumerate(names)}
 
     def record(name: str, outcome: str, replica: str, **extra: object) -> RunRecord:
-        return RunRecord(job=JOB, occurrence_id=made[name].id, outcome=outcome, trigger="queue",  # type: ignore[arg-type]
-                         replica=replica, started_at=made[name].scheduled_at, **extra)  # type: ignore[arg-type]  # fmt: skip
+        return RunRecord(
+            job=JOB,
+            occurrence_id=made[name].id,
+            outcome=outcome,
+            trigger="queue",  # type: ignore[arg-type]
+            replica=replica,
+            started_at=made[name].scheduled_at,
+            **extra,
+        )  # type: ignore[arg-type]
 
     store.claim(made["died"], "beat-dead")
-    store.record_many([
-        record("died", "skipped-claimed", "beat-b"),
-        record("queued", "enqueued", "beat-a"),
-        record("failed", "failed", "worker-1", error="ValueError: no ledger"),
-        record("held", "skipped-overlap", "worker-2", reason="held by x@y on worker-1"),
-        record("missed", "missed", "beat-a"),
-    ])  # fmt: skip
-    found = audit(store, JOB, base - timedelta(minutes=1), at(base, 10),
-                  Every("1m"))  # fmt: skip
+    store.record_many(
+        [
+            record("died", "skipped-claimed", "beat-b"),
+            record("queued", "enqueued", "beat-a"),
+            record("failed", "failed", "worker-1", error="ValueError: no ledger"),
+            record("held", "skipped-overlap", "worker-2", reason="held by x@y on worker-1"),
+            record("missed", "missed", "beat-a"),
+        ]
+    )
+    found = audit(store, JOB, base - timedelta(minutes=1), at(base, 10), Every("1m"))
     why = {name: found.why[made[name].id] for name in names}
     assert (
         why["died"] == "claimed by beat-dead, which recorded nothing (it died before it enqueued)"
@@ -174,8 +207,14 @@ def test_the_audit_leaves_out_the_occurrences_before_a_replica_first_declared_th
     end = now - timedelta(minutes=1)  # the CLI's --grace
     whole_day = audit(store, job.name, now - timedelta(hours=24), end, job.schedule)
     assert whole_day.occurrences == 47 and len(whole_day.never) == 47  # what it said before
-    found = audit(store, job.name, now - timedelta(hours=24), end, job.schedule,
-                  first_seen=catalog.first_seen(store, job.name))  # fmt: skip
+    found = audit(
+        store,
+        job.name,
+        now - timedelta(hours=24),
+        end,
+        job.schedule,
+        first_seen=catalog.first_seen(store, job.name),
+    )
     assert (found.occurrences, found.first_seen, found.clean) == (0, deployed, True)
     assert found.to_json()["first_seen"] == deployed.isoformat()
     assert catalog.first_seen(store, "never.declared") is None

@@ -213,8 +213,9 @@ def test_replace_takes_over_where_the_old_schedule_stopped(clock: FakeClock) -> 
     store = MemoryStore(clock=clock)
     beat = Beat(store, [], clock=clock, replica_id="r0", stored_schedules=False)
     seen: list[str] = []
-    first = declare("swap", every="2s", target="inline", handler=lambda ctx: seen.append(
-        ctx.occurrence_id))  # fmt: skip
+    first = declare(
+        "swap", every="2s", target="inline", handler=lambda ctx: seen.append(ctx.occurrence_id)
+    )
     beat.add(first)
     beat.run_pending()  # armed at 12:00:02
     clock.set(START.replace(second=2, microsecond=0))
@@ -227,8 +228,10 @@ def test_replace_takes_over_where_the_old_schedule_stopped(clock: FakeClock) -> 
     beat.run_pending()
     eventually(lambda: len(seen) == 2, "the run of the new schedule")
     # Its lock is freed before its record is written: 12:00:04 must not meet it.
-    eventually(lambda: len([r for r in store.history("swap", 10) if r.outcome == "completed"])
-               == 2, "the second run's record")  # fmt: skip
+    eventually(
+        lambda: len([r for r in store.history("swap", 10) if r.outcome == "completed"]) == 2,
+        "the second run's record",
+    )
     beat.replace(first)  # back to 2 s before 12:00:04 came: fired once, by the new job
     clock.set(START.replace(second=4, microsecond=0))
     beat.run_pending()
@@ -246,13 +249,21 @@ def test_add_since_arms_from_that_time(clock: FakeClock) -> None:
     beat = Beat(store, [], clock=clock, replica_id="r0", stored_schedules=False)
     seen: list[str] = []
     past = START - timedelta(seconds=5)
-    job = declare("once", at=past + timedelta(seconds=2), target="inline",
-                  handler=lambda ctx: seen.append(ctx.occurrence_id))  # fmt: skip
+    job = declare(
+        "once",
+        at=past + timedelta(seconds=2),
+        target="inline",
+        handler=lambda ctx: seen.append(ctx.occurrence_id),
+    )
     beat.add(job, since=past)
     assert beat.run_pending() is None  # due at once
     eventually(lambda: len(seen) == 1, "the run armed in the past")
-    late = declare("late", at=past + timedelta(seconds=3), target="inline",
-                   handler=lambda ctx: seen.append(ctx.occurrence_id))  # fmt: skip
+    late = declare(
+        "late",
+        at=past + timedelta(seconds=3),
+        target="inline",
+        handler=lambda ctx: seen.append(ctx.occurrence_id),
+    )
     beat.add(late)  # without since: armed from now, so its one time has passed
     beat.run_pending()
     time.sleep(0.1)
@@ -276,8 +287,9 @@ def test_a_queue_target_is_enqueued_by_name_with_json_metadata(
     # The beat's trace context travels too once an OpenTelemetry provider is set (the
     # telemetry tests set one for the whole process): a W3C traceparent.
     trace = meta.pop("trace", None)
-    assert trace is None or re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-0[0-3]",
-                                         trace["traceparent"])  # fmt: skip
+    assert trace is None or re.fullmatch(
+        r"00-[0-9a-f]{32}-[0-9a-f]{16}-0[0-3]", trace["traceparent"]
+    )
     assert meta == {
         "job": "report",
         "occurrence_id": "report@2026-05-01T12:00:01.000Z",
@@ -406,8 +418,11 @@ def test_a_claim_made_whose_answer_was_lost_is_run_once_when_asked_again(
     time.sleep(0.3)
     assert len({ctx.occurrence_id for ctx in seen}) == len(seen) == 2, seen
     first = seen[0].occurrence_id
-    assert [r.outcome for r in store.history("lost.answer", 50) if r.occurrence_id == first
-            and r.outcome != "skipped-claimed"] == ["completed"]  # fmt: skip
+    assert [
+        r.outcome
+        for r in store.history("lost.answer", 50)
+        if r.occurrence_id == first and r.outcome != "skipped-claimed"
+    ] == ["completed"]
 
 
 def test_a_manual_run_of_an_occurrence_whose_claim_went_unanswered_never_runs_it_twice(
@@ -519,8 +534,15 @@ def test_timeout_aborts_the_run(clock: FakeClock) -> None:
         ctx.signal.wait(30)
         ctx.signal.raise_if_aborted()
 
-    beat = Beat(store, [declare("slow", every="1h", timeout="200ms", external=True,
-                                target="inline", handler=slow)], clock=clock)  # fmt: skip
+    beat = Beat(
+        store,
+        [
+            declare(
+                "slow", every="1h", timeout="200ms", external=True, target="inline", handler=slow
+            )
+        ],
+        clock=clock,
+    )
     result = beat.trigger("slow")
     assert (result.outcome, result.reason) == ("aborted", "timeout")
 
@@ -534,14 +556,17 @@ def test_inline_attempts_retry_with_the_backoff(clock: FakeClock) -> None:
         attempts.append(ctx.attempt)
         raise ValueError(f"try {ctx.attempt}")
 
-    job = declare("flaky", every="1h", attempts=3, external=True, target="inline", handler=flaky,
-                  backoff=None)  # fmt: skip
+    job = declare(
+        "flaky", every="1h", attempts=3, external=True, target="inline", handler=flaky, backoff=None
+    )
     result = Beat(store, [job], clock=clock).trigger("flaky")
     assert attempts == [1, 2, 3]
     assert (result.outcome, result.error) == ("failed", "ValueError: try 3")
     assert [(r.attempt, r.outcome) for r in store.history("flaky")] == [
-        (3, "failed"), (2, "failed"), (1, "failed"),
-    ]  # fmt: skip
+        (3, "failed"),
+        (2, "failed"),
+        (1, "failed"),
+    ]
 
 
 def test_several_beats_in_one_process_keep_to_their_stores(
@@ -556,8 +581,10 @@ def test_several_beats_in_one_process_keep_to_their_stores(
     clock.advance(1)
     eventually(lambda: len(seen) == 2, "a run in each store")
     # the record is written after the handler returns: wait for it, then compare
-    eventually(lambda: first.history("shared.name") and second.history("shared.name"),
-               "a record in each store")  # fmt: skip
+    eventually(
+        lambda: first.history("shared.name") and second.history("shared.name"),
+        "a record in each store",
+    )
     time.sleep(0.1)
     assert [r.outcome for r in first.history("shared.name")] == ["completed"]
     assert [r.outcome for r in second.history("shared.name")] == ["completed"]

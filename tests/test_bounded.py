@@ -22,18 +22,28 @@ T = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
 @pytest.mark.parametrize(
     "value",
-    ["2026-12-01T09:00:00+01:00", "2026-12-01T08:00:00Z", "2026-12-01T08:00:00.000+00:00",
-     datetime(2026, 12, 1, 3, 0, tzinfo=timezone(timedelta(hours=-5)))],
-)  # fmt: skip
+    [
+        "2026-12-01T09:00:00+01:00",
+        "2026-12-01T08:00:00Z",
+        "2026-12-01T08:00:00.000+00:00",
+        datetime(2026, 12, 1, 3, 0, tzinfo=timezone(timedelta(hours=-5))),
+    ],
+)
 def test_an_instant_is_any_aware_form_of_the_same_moment(value: object) -> None:
     assert parse_instant(value, option="at") == T
 
 
 @pytest.mark.parametrize(
     "value",
-    ["2026-12-01T09:00:00", datetime(2026, 12, 1, 9), "tomorrow", 1764576000, "1969-12-31T00:00Z",
-     "9999-06-01T00:00Z"],
-)  # fmt: skip
+    [
+        "2026-12-01T09:00:00",
+        datetime(2026, 12, 1, 9),
+        "tomorrow",
+        1764576000,
+        "1969-12-31T00:00Z",
+        "9999-06-01T00:00Z",
+    ],
+)
 def test_a_naive_or_unreadable_instant_is_a_config_error(value: object) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_instant(value, option="at")
@@ -84,8 +94,9 @@ def test_a_one_off_runs_once_across_replicas_and_a_window_only_inside_it(
 ) -> None:
     store = MemoryStore(clock=clock)
     once, ran_once = inline("once", every=None, at=START + timedelta(seconds=2))
-    windowed, ran_window = inline("window", start=START + timedelta(seconds=1.5),
-                                  end=START + timedelta(seconds=3.4))  # fmt: skip
+    windowed, ran_window = inline(
+        "window", start=START + timedelta(seconds=1.5), end=START + timedelta(seconds=3.4)
+    )
     beats += [Beat(store, [once, windowed], clock=clock, replica_id=f"r{i}") for i in range(3)]
     for beat in beats:
         beat.start()
@@ -101,7 +112,9 @@ def test_a_one_off_runs_once_across_replicas_and_a_window_only_inside_it(
         time.sleep(0.2)
     assert total(store, "once", beats) == 3 and total(store, "window", beats) == 6
     assert [ctx.occurrence_id for ctx in ran_once] == ["once@2026-05-01T12:00:02.500Z"]
-    assert sorted(ctx.occurrence_id[-13:] for ctx in ran_window) == ["12:00:02.000Z",
-                                                                     "12:00:03.000Z"]  # fmt: skip
+    assert sorted(ctx.occurrence_id[-13:] for ctx in ran_window) == [
+        "12:00:02.000Z",
+        "12:00:03.000Z",
+    ]
     for counts in outcomes(store, "once", beats).values():
         assert counts["completed"] == 1 and counts["skipped-claimed"] == 2

@@ -27,8 +27,10 @@ WARSAW = ZoneInfo("Europe/Warsaw")
 def local_times(schedule: Cron, start: str, end: str) -> list[str]:
     begin = datetime.fromisoformat(start).replace(tzinfo=UTC)
     until = datetime.fromisoformat(end).replace(tzinfo=UTC)
-    return [t.astimezone(WARSAW).isoformat(timespec="minutes")
-            for t in schedule.occurrences(begin, until)]  # fmt: skip
+    return [
+        t.astimezone(WARSAW).isoformat(timespec="minutes")
+        for t in schedule.occurrences(begin, until)
+    ]
 
 
 def test_crontab_entries_follow_the_dst_rules_in_the_app_timezone() -> None:
@@ -39,18 +41,22 @@ def test_crontab_entries_follow_the_dst_rules_in_the_app_timezone() -> None:
     daily = to_schedule(crontab(minute=30, hour=2, app=app), app_zone=app.timezone)
     assert isinstance(daily, Cron) and daily.tz == "Europe/Warsaw"
     assert local_times(daily, "2026-03-28T00:00", "2026-03-30T00:00") == [
-        "2026-03-28T02:30+01:00", "2026-03-29T03:00+02:00",
-    ]  # fmt: skip
+        "2026-03-28T02:30+01:00",
+        "2026-03-29T03:00+02:00",
+    ]
     assert local_times(daily, "2026-10-24T12:00", "2026-10-26T12:00") == [
-        "2026-10-25T02:30+02:00", "2026-10-26T02:30+01:00",
-    ]  # fmt: skip
+        "2026-10-25T02:30+02:00",
+        "2026-10-26T02:30+01:00",
+    ]
     hourly = to_schedule(crontab(minute=0, app=app), app_zone=app.timezone)
     assert isinstance(hourly, Cron)
     assert local_times(hourly, "2026-10-24T23:30", "2026-10-25T01:30") == [
-        "2026-10-25T02:00+02:00", "2026-10-25T02:00+01:00",
-    ]  # fmt: skip
-    weekdays = to_schedule(crontab(minute="*/15", hour="9-17", day_of_week="mon-fri", app=app),
-                           app_zone=app.timezone)  # fmt: skip
+        "2026-10-25T02:00+02:00",
+        "2026-10-25T02:00+01:00",
+    ]
+    weekdays = to_schedule(
+        crontab(minute="*/15", hour="9-17", day_of_week="mon-fri", app=app), app_zone=app.timezone
+    )
     assert weekdays.describe() == "0,15,30,45 9-17 * * 1-5"
 
 
@@ -120,10 +126,18 @@ def test_the_alias_is_registered_for_celery_beat() -> None:
 def test_schedule_entries_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """The scheduler reads args, kwargs and options of each entry."""
     app = Celery("proj", broker="memory://", set_as_current=False)
-    app.conf.update(cron_bridge_store="memory://", beat_schedule={
-        "x": {"task": "proj.noop", "schedule": 5, "args": (1,), "kwargs": {"a": 1},
-              "options": {"queue": "q", "priority": 3}},
-    })  # fmt: skip
+    app.conf.update(
+        cron_bridge_store="memory://",
+        beat_schedule={
+            "x": {
+                "task": "proj.noop",
+                "schedule": 5,
+                "args": (1,),
+                "kwargs": {"a": 1},
+                "options": {"queue": "q", "priority": 3},
+            },
+        },
+    )
     scheduler = ClusterScheduler(app)
     entry = scheduler.schedule["x"]
     assert isinstance(entry, ScheduleEntry)
@@ -145,9 +159,12 @@ def test_celerys_default_entries_are_scheduled_as_celery_beat_schedules_them(
     """With a result backend that does not expire results, celery beat adds
     celery.backend_cleanup (04:00 daily, expires 12 h); so do we, with the same entries."""
     app = Celery("proj", broker="memory://", set_as_current=False)
-    app.conf.update(cron_bridge_store="memory://", timezone="Europe/Warsaw",
-                    result_backend=f"file://{tmp_path}",
-                    beat_schedule={"x": {"task": "proj.noop", "schedule": 5}})  # fmt: skip
+    app.conf.update(
+        cron_bridge_store="memory://",
+        timezone="Europe/Warsaw",
+        result_backend=f"file://{tmp_path}",
+        beat_schedule={"x": {"task": "proj.noop", "schedule": 5}},
+    )
     stock = PersistentScheduler(app, schedule_filename=str(tmp_path / "schedule"))
     expected = set(stock.schedule)
     stock.close()
@@ -161,13 +178,15 @@ def test_celerys_default_entries_are_scheduled_as_celery_beat_schedules_them(
 @pytest.mark.parametrize(
     ("entry", "says"),
     [
-        ({"task": "proj.noop", "schedule": "every 5 minutes"},
-         "'nightly': schedule='every 5 minutes'"),
+        (
+            {"task": "proj.noop", "schedule": "every 5 minutes"},
+            "'nightly': schedule='every 5 minutes'",
+        ),
         ({"schedule": 5}, "'nightly': task=None"),
         ({"task": "proj.noop", "schedule": 5, "shedule": 3}, "'nightly'"),
         ({"task": "proj.noop", "schedule": timedelta(0)}, "schedule=datetime.timedelta(0)"),
     ],
-)  # fmt: skip
+)
 def test_an_entry_celery_cannot_run_is_one_line_naming_it_and_exit_2(
     entry: dict[str, Any], says: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -199,8 +218,7 @@ def test_a_cluster_task_is_sent_through_its_own_apply_async_to_its_own_queue() -
     default_registry.remove("mail.digest")
     assert job is not None
     now = datetime.now(UTC)
-    dispatch = Dispatch(job=job, occurrence=job.occurrence(now), trigger="schedule",
-                        replica="r1")  # fmt: skip
+    dispatch = Dispatch(job=job, occurrence=job.occurrence(now), trigger="schedule", replica="r1")
     assert CeleryAdapter().enqueue_many([dispatch]) == [None]
     with app.connection_for_read() as connection:
         message = connection.SimpleQueue("mail").get(timeout=5)

@@ -124,8 +124,9 @@ def test_crontab_fire_times_match_celerys_own(spec: dict[str, Any], zone: str) -
 
 def test_the_and_rule_is_celerys_not_crons() -> None:
     """ "The 10th, if it is a Sunday" fires only on Sundays that are the 10th."""
-    fired = to_schedule(crontab(minute=0, hour=12, day_of_month=10, day_of_week="sunday"),
-                        app_zone=UTC)  # fmt: skip
+    fired = to_schedule(
+        crontab(minute=0, hour=12, day_of_month=10, day_of_week="sunday"), app_zone=UTC
+    )
     times = list(
         fired.occurrences(datetime(2026, 1, 1, tzinfo=UTC), datetime(2028, 1, 1, tzinfo=UTC))
     )

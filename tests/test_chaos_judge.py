@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from chaos.check import LOCK_TTL, MISFIRE_GRACE, allowed, died_in
 
-WHY = ("skipped-overlap on worker0-1-1-a: held by chaos.queued01@2026-12-01T23:03:12.000Z "
-       "on worker1-1-2-b")  # fmt: skip
+WHY = (
+    "skipped-overlap on worker0-1-1-a: held by chaos.queued01@2026-12-01T23:03:12.000Z "
+    "on worker1-1-2-b"
+)
 RUNS = {"chaos.queued01@2026-12-01T23:03:12.000Z": (100.0, 101.0, "chaos.queued01@...")}
 
 
@@ -28,8 +30,10 @@ def test_a_skip_behind_a_run_still_going_is_allowed_as_before() -> None:
     assert allowed(WHY, {"worker1-1"}, RUNS, 150.0, {})  # its holder was killed or frozen
 
 
-FAILED = ("failed on beat1-1: ConnectionError: Error 111 connecting to 127.0.0.1:40001. "
-          "Connection refused.")  # fmt: skip
+FAILED = (
+    "failed on beat1-1: ConnectionError: Error 111 connecting to 127.0.0.1:40001. "
+    "Connection refused."
+)
 
 
 def test_a_failed_send_is_allowed_only_for_a_broker_connection_error_while_it_was_down() -> None:
@@ -39,8 +43,9 @@ def test_a_failed_send_is_allowed_only_for_a_broker_connection_error_while_it_wa
     down = [200.0, 205.0]
     assert allowed(FAILED, set(), {}, 203.0, {}, broker_faults=down)
     assert allowed(FAILED, set(), {}, 205.0 + MISFIRE_GRACE, {}, broker_faults=down)
-    assert allowed(FAILED.replace("ConnectionError", "TimeoutError"), set(), {}, 210.0, {},
-                   broker_faults=down)  # fmt: skip
+    assert allowed(
+        FAILED.replace("ConnectionError", "TimeoutError"), set(), {}, 210.0, {}, broker_faults=down
+    )
     assert not allowed(FAILED, set(), {}, 150.0, {}, broker_faults=down)
     assert not allowed(FAILED, set(), {}, 205.0 + MISFIRE_GRACE + 5, {}, broker_faults=down)
     assert not allowed(FAILED, set(), {}, 203.0, {}, broker_faults=[])

@@ -95,6 +95,9 @@ def test_a_replica_whose_clock_runs_ahead_fires_on_the_stores_time(
     for occurrence_id, started in starts:
         scheduled = Occurrence.parse(occurrence_id).scheduled_at
         assert started >= scheduled - timedelta(milliseconds=300), (occurrence_id, started)
-    early = [r.occurrence_id for r in store.history("clock.tick", 100)
-             if r.outcome == "missed" and r.scheduled_at > joined]  # fmt: skip
+    early = [
+        r.occurrence_id
+        for r in store.history("clock.tick", 100)
+        if r.outcome == "missed" and r.scheduled_at > joined
+    ]
     assert early == [], "caught up on occurrences that were not yet due"

@@ -130,7 +130,9 @@ def test_every_pause_and_resume_is_in_the_change_log_newest_first_and_bounded(
     control.pause(store, "other", by="dashboard:10.0.0.8")
     found = control.changes(store, "tick")
     assert [(c.action, c.by, c.reason) for c in found] == [
-        ("resumed", "http:10.0.0.7", "INC-1"), ("paused", "cli:ana@laptop", "INC-1")]  # fmt: skip
+        ("resumed", "http:10.0.0.7", "INC-1"),
+        ("paused", "cli:ana@laptop", "INC-1"),
+    ]
     monkeypatch.setattr(control, "CHANGES_KEPT", 3)
     for n in range(4):
         control.pause(store, "tick", reason=f"again {n}", by="cli:ana@laptop")

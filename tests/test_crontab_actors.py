@@ -36,8 +36,9 @@ def test_cron_and_interval_registrations_become_jobs_in_djangos_zone() -> None:
     scheduler = BlockingScheduler()
     office_hours = CronTrigger.from_crontab("*/15 9-17 * * mon-fri", timezone=WARSAW)
     scheduler.add_job(report.send, office_hours, name="report")
-    scheduler.add_job(report.send, CronTrigger.from_crontab("0 3 * * sun", timezone=WARSAW),
-                      name="report")  # fmt: skip
+    scheduler.add_job(
+        report.send, CronTrigger.from_crontab("0 3 * * sun", timezone=WARSAW), name="report"
+    )
     scheduler.add_job(pulse.send, IntervalTrigger(seconds=30, timezone=WARSAW), name="pulse")
     jobs, refused = crontab_jobs(scheduler.get_jobs())
     assert list(jobs) == ["report", "report-2", "pulse"] and refused == {}
@@ -110,10 +111,12 @@ def test_a_trigger_that_never_fires_is_refused_alone() -> None:
         pass
 
     scheduler = BlockingScheduler()
-    scheduler.add_job(never.send, CronTrigger.from_crontab("0 0 30 2 *", timezone=WARSAW),
-                      name="never")  # fmt: skip
-    scheduler.add_job(daily.send, CronTrigger.from_crontab("0 0 * * *", timezone=WARSAW),
-                      name="daily")  # fmt: skip
+    scheduler.add_job(
+        never.send, CronTrigger.from_crontab("0 0 30 2 *", timezone=WARSAW), name="never"
+    )
+    scheduler.add_job(
+        daily.send, CronTrigger.from_crontab("0 0 * * *", timezone=WARSAW), name="daily"
+    )
     jobs, refused = crontab_jobs(scheduler.get_jobs())
     assert list(jobs) == ["daily"]
     error = refused["never"]
@@ -175,8 +178,9 @@ def test_a_triggers_start_and_end_dates_bound_its_sends_as_apscheduler_reads_the
 ) -> None:
     """``CronTrigger(hour=3, end_date=2020-01-01)`` never fires in APScheduler; the drop-in
     sent it daily, and one with ``start_date=2030-01-01`` from now on."""
-    trigger = CronTrigger(hour=3, minute=0, timezone=WARSAW, start_date=start_date,
-                          end_date=end_date)  # fmt: skip
+    trigger = CronTrigger(
+        hour=3, minute=0, timezone=WARSAW, start_date=start_date, end_date=end_date
+    )
     jobs, refused = _one(trigger)
     assert refused == {}
     schedule = jobs["nightly"][0].schedule  # type: ignore[index]
@@ -198,14 +202,23 @@ def test_an_interval_triggers_end_date_ends_its_sends() -> None:
 
 
 def test_an_end_date_before_the_start_date_is_refused_naming_it() -> None:
-    trigger = CronTrigger(hour=3, timezone=WARSAW, start_date=datetime(2030, 1, 1, tzinfo=UTC),
-                          end_date=datetime(2020, 1, 1, tzinfo=UTC))  # fmt: skip
+    trigger = CronTrigger(
+        hour=3,
+        timezone=WARSAW,
+        start_date=datetime(2030, 1, 1, tzinfo=UTC),
+        end_date=datetime(2020, 1, 1, tzinfo=UTC),
+    )
     jobs, refused = _one(trigger)
     assert jobs == {} and refused["nightly"].option == "end_date"  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("trigger", [CronTrigger(hour=3, minute=0, timezone=WARSAW, jitter=600),
-                                     IntervalTrigger(hours=1, jitter=600)])  # fmt: skip
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        CronTrigger(hour=3, minute=0, timezone=WARSAW, jitter=600),
+        IntervalTrigger(hours=1, jitter=600),
+    ],
+)
 def test_a_triggers_jitter_delays_each_send_by_up_to_that_many_seconds(trigger: object) -> None:
     """APScheduler adds ``random.uniform(0, jitter)`` seconds to each fire; the job adds a
     share of it every replica draws alike from the occurrence id. It was dropped."""
@@ -214,8 +227,10 @@ def test_a_triggers_jitter_delays_each_send_by_up_to_that_many_seconds(trigger: 
     job = jobs["nightly"][0]
     assert job.jitter == timedelta(seconds=600)  # type: ignore[attr-defined]
     due = job.schedule.next_after(datetime(2026, 6, 1, tzinfo=UTC))  # type: ignore[attr-defined]
-    delays = {job.fire_at(due + timedelta(days=day)) - due - timedelta(days=day)  # type: ignore[attr-defined]
-              for day in range(20)}  # fmt: skip
+    delays = {
+        job.fire_at(due + timedelta(days=day)) - due - timedelta(days=day)  # type: ignore[attr-defined]
+        for day in range(20)
+    }
     assert all(timedelta(0) <= delay < timedelta(seconds=600) for delay in delays)
     assert len(delays) > 1
 
@@ -279,8 +294,10 @@ def test_an_actor_of_any_name_runs_each_registration_as_its_own_job(
     with caplog.at_level("INFO", logger="cron_bridge_dramatiq.crontab"):
         jobs, refused = crontab_jobs(scheduler.get_jobs())
     assert refused == {} and len(jobs) == 2
-    assert all(len(name) <= 200 and call.actor is odd and job.task == shown
-               for name, (job, call) in jobs.items())  # fmt: skip
+    assert all(
+        len(name) <= 200 and call.actor is odd and job.task == shown
+        for name, (job, call) in jobs.items()
+    )
     first = name_for(shown, fallback="dramatiq-crontab")
     assert next(iter(jobs)) == first
     if first != shown:

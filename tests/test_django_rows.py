@@ -156,7 +156,10 @@ def test_an_interval_counts_from_start_time_like_database_scheduler(db: Path, ap
     row = row_job(task("every 10m", interval=interval(10, "minutes"), start_time=start), app)
     assert row is not None
     assert times(row, start - timedelta(hours=1), 3) == [
-        start, start + timedelta(minutes=10), start + timedelta(minutes=20)]  # fmt: skip
+        start,
+        start + timedelta(minutes=10),
+        start + timedelta(minutes=20),
+    ]
     plain = row_job(task("every 90s", interval=interval(90)), app)
     assert plain is not None
     assert times(plain, START, 2) == [START + timedelta(seconds=60), START + timedelta(seconds=150)]
@@ -167,10 +170,19 @@ def test_the_entry_sent_is_database_schedulers_own(db: Path, app: Celery) -> Non
     options (queue, exchange, routing key, priority, headers, expires) for each."""
     from django_celery_beat.schedulers import DatabaseScheduler
 
-    task("full", interval=interval(5), args=json.dumps([1, "two"]),
-         kwargs=json.dumps({"x": {"y": [1]}}), queue="reports", exchange="ex",
-         routing_key="rk", priority=7, headers=json.dumps({"team": "ops"}),
-         expire_seconds=30, description="all the fields")  # fmt: skip
+    task(
+        "full",
+        interval=interval(5),
+        args=json.dumps([1, "two"]),
+        kwargs=json.dumps({"x": {"y": [1]}}),
+        queue="reports",
+        exchange="ex",
+        routing_key="rk",
+        priority=7,
+        headers=json.dumps({"team": "ops"}),
+        expire_seconds=30,
+        description="all the fields",
+    )
     task("expires", interval=interval(5), expires=datetime(2099, 1, 1, tzinfo=UTC))
     theirs = DatabaseScheduler(app=app, lazy=True).all_as_schedule()
     for name in ("full", "expires"):
@@ -190,8 +202,9 @@ def test_one_offs_run_once_never_before_the_row_was_saved(db: Path, app: Celery)
     from django_celery_beat.models import ClockedSchedule
 
     later = datetime.now(UTC) + timedelta(hours=1)
-    clocked = task("later", clocked=ClockedSchedule.objects.create(clocked_time=later),
-                   one_off=True)  # fmt: skip
+    clocked = task(
+        "later", clocked=ClockedSchedule.objects.create(clocked_time=later), one_off=True
+    )
     row = row_job(clocked, app)
     assert row is not None and row.one_off and row.job.misfire == "run-once"
     assert row.job.schedule == At(later) and row.since == At(later).when - timedelta(milliseconds=1)
@@ -275,18 +288,32 @@ def test_the_ledger_counts_once_disables_one_offs_and_waits_out_an_outage(
 @pytest.mark.parametrize(
     ("db_settings", "url"),
     [
-        ({"ENGINE": "django.db.backends.sqlite3", "NAME": "/srv/app/db.sqlite3"},
-         "sqlite:////srv/app/db.sqlite3"),
-        ({"ENGINE": "django.db.backends.postgresql", "NAME": "app", "USER": "web",
-          "PASSWORD": "p@ss/word", "HOST": "db", "PORT": "5432"},
-         "postgresql://web:p%40ss%2Fword@db:5432/app"),
-        ({"ENGINE": "django.contrib.gis.db.backends.postgis", "NAME": "geo", "HOST": ""},
-         "postgresql://localhost/geo"),
-        ({"ENGINE": "django.db.backends.postgresql", "NAME": "app", "HOST": "::1"},
-         "postgresql://[::1]/app"),
+        (
+            {"ENGINE": "django.db.backends.sqlite3", "NAME": "/srv/app/db.sqlite3"},
+            "sqlite:////srv/app/db.sqlite3",
+        ),
+        (
+            {
+                "ENGINE": "django.db.backends.postgresql",
+                "NAME": "app",
+                "USER": "web",
+                "PASSWORD": "p@ss/word",
+                "HOST": "db",
+                "PORT": "5432",
+            },
+            "postgresql://web:p%40ss%2Fword@db:5432/app",
+        ),
+        (
+            {"ENGINE": "django.contrib.gis.db.backends.postgis", "NAME": "geo", "HOST": ""},
+            "postgresql://localhost/geo",
+        ),
+        (
+            {"ENGINE": "django.db.backends.postgresql", "NAME": "app", "HOST": "::1"},
+            "postgresql://[::1]/app",
+        ),
         ({"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}, None),
         ({"ENGINE": "django.db.backends.mysql", "NAME": "app"}, None),
     ],
-)  # fmt: skip
+)
 def test_the_projects_database_as_the_store(db_settings: dict[str, str], url: str | None) -> None:
     assert django_store_url(db_settings) == url

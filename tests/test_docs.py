@@ -96,8 +96,13 @@ def test_python_samples_run(page: Path, tmp_path: Path) -> None:
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO)])
     done = subprocess.run(
         [sys.executable, "-W", "error", "-c", runner],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
 
 
@@ -141,8 +146,11 @@ def check_command(words: list[str]) -> None:
         assert args[:1] == ["install"], args
         for requirement in args[1:]:
             # A published name, or a folder of the checkout (".", "./adapters/rq"), with extras.
-            found = re.fullmatch(r"(cron-bridge(?:-celery|-rq|-dramatiq)?|\.|\./adapters/\w+)"
-                                 r"(?:\[([\w,-]+)\])?", requirement)  # fmt: skip
+            found = re.fullmatch(
+                r"(cron-bridge(?:-celery|-rq|-dramatiq)?|\.|\./adapters/\w+)"
+                r"(?:\[([\w,-]+)\])?",
+                requirement,
+            )
             assert found, f"not one of our packages: {requirement}"
             name = found[1]
             if name.startswith("."):
@@ -211,11 +219,16 @@ def test_the_site_builds_and_needs_no_network(tmp_path: Path) -> None:
     site = tmp_path / "site"
     built = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(site)],
-        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert built.returncode == 0, built.stderr[-4000:]
-    remote = re.compile(r"<(?:script|img|link|iframe)\b[^>]*\b(?:src|href)=\"(?:https?:)?//",
-                        re.IGNORECASE)  # fmt: skip
+    remote = re.compile(
+        r"<(?:script|img|link|iframe)\b[^>]*\b(?:src|href)=\"(?:https?:)?//", re.IGNORECASE
+    )
     pages = list(site.rglob("*.html"))
     assert len(pages) > 20
     for page in pages:

@@ -583,8 +583,15 @@ def test_any_record_text_is_shown_only_as_escaped_text() -> None:
 
 # Shown as escapes, as the logs and the CLI write them: bidirectional marks and overrides,
 # the Unicode line separators, lone surrogates.
-_ESCAPED_AS_U = {0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F),
-                 *range(0x2066, 0x206A)}  # fmt: skip
+_ESCAPED_AS_U = {
+    0x061C,
+    0x200E,
+    0x200F,
+    0x2028,
+    0x2029,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+}
 
 
 def _visible(text: str) -> str:

@@ -37,8 +37,14 @@ def test_every_replica_computes_the_same_delay_within_the_window() -> None:
 
 
 def test_lateness_counts_from_the_jittered_time() -> None:
-    job = declare("late.ok", every="1m", jitter="50s", misfire_grace="30s", target="inline",
-                  handler=lambda ctx: None)  # fmt: skip
+    job = declare(
+        "late.ok",
+        every="1m",
+        jitter="50s",
+        misfire_grace="30s",
+        target="inline",
+        handler=lambda ctx: None,
+    )
     fired = job.fire_at(T)
     on_time = plan(job, [T], fired + timedelta(seconds=29)).items
     assert [(p.run, p.trigger) for p in on_time] == [(True, "schedule")]
@@ -72,4 +78,5 @@ def test_a_jittered_occurrence_fires_at_its_time_once_with_the_scheduled_id(
     assert [ctx.occurrence_id for ctx in seen] == [job.occurrence(scheduled).id]
     occurrence_id = job.occurrence(scheduled).id
     assert outcomes(store, "spread", beats) == {
-        occurrence_id: Counter({"completed": 1, "skipped-claimed": 1})}  # fmt: skip
+        occurrence_id: Counter({"completed": 1, "skipped-claimed": 1})
+    }

@@ -28,24 +28,35 @@ def handler(ctx: Any) -> None:
 BAD_DECLARATIONS = [
     pytest.param({"cron": "61 * * * *"}, "cron", "61 * * * *", id="invalid-cron"),
     pytest.param({"cron": "0 0 30 2 *"}, "cron", "0 0 30 2 *", id="never-firing-cron"),
-    pytest.param({"cron": "0 3 * * *", "tz": "Mars/Olympus"}, "tz", "Mars/Olympus",
-                 id="unknown-tz"),
-    pytest.param({"cron": "0 3 * * *", "every": "5m"}, "cron", "0 3 * * *",
-                 id="both-cron-and-every"),
+    pytest.param(
+        {"cron": "0 3 * * *", "tz": "Mars/Olympus"}, "tz", "Mars/Olympus", id="unknown-tz"
+    ),
+    pytest.param(
+        {"cron": "0 3 * * *", "every": "5m"}, "cron", "0 3 * * *", id="both-cron-and-every"
+    ),
     pytest.param({}, "cron", None, id="neither-cron-nor-every"),
     pytest.param({"every": "5m", "attempts": 0}, "attempts", 0, id="attempts-below-one"),
-    pytest.param({"every": "5m", "kwargs": {"when": datetime(2026, 1, 1)}}, "kwargs",
-                 {"when": datetime(2026, 1, 1)}, id="non-json-kwargs"),
+    pytest.param(
+        {"every": "5m", "kwargs": {"when": datetime(2026, 1, 1)}},
+        "kwargs",
+        {"when": datetime(2026, 1, 1)},
+        id="non-json-kwargs",
+    ),
     pytest.param({"every": "5m", "scope": "everywhere"}, "scope", "everywhere", id="unknown-scope"),
     pytest.param({"every": "5m", "overlap": "queue"}, "overlap", "queue", id="unknown-overlap"),
     pytest.param({"every": "5m", "misfire": "always"}, "misfire", "always", id="unknown-misfire"),
     pytest.param({"every": "soon"}, "every", "soon", id="bad-interval"),
-    pytest.param({"every": "5m", "lock_ttl": -5}, "lock_ttl", timedelta(seconds=-5),
-                 id="negative-lock-ttl"),
-    pytest.param({"every": "5m", "misfire_grace": "-1s"}, "misfire_grace", "-1s",
-                 id="unreadable-misfire-grace"),
+    pytest.param(
+        {"every": "5m", "lock_ttl": -5}, "lock_ttl", timedelta(seconds=-5), id="negative-lock-ttl"
+    ),
+    pytest.param(
+        {"every": "5m", "misfire_grace": "-1s"},
+        "misfire_grace",
+        "-1s",
+        id="unreadable-misfire-grace",
+    ),
     pytest.param({"every": "5m", "timeout": "nope"}, "timeout", "nope", id="bad-timeout"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("options", "option", "value"), BAD_DECLARATIONS)

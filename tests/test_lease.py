@@ -60,8 +60,7 @@ def test_a_lease_that_ran_out_before_the_handler_starts_never_starts_it(
     calls: list[str] = []
     store = frozen()
     job = job_of("frozen.job", lambda ctx: calls.append(ctx.occurrence_id))
-    record = Guard(store, "r1").run(job, Occurrence(job=job.name, scheduled_at=AT),
-                                    trigger=trigger)  # fmt: skip
+    record = Guard(store, "r1").run(job, Occurrence(job=job.name, scheduled_at=AT), trigger=trigger)
     assert calls == []
     assert (record.outcome, record.reason) == ("aborted", "lock-lost")
     assert store.holder(lock_key(job.name)) is None
@@ -175,8 +174,9 @@ def test_a_skipped_overlap_record_names_the_run_holding_the_lock() -> None:
 
     job = job_of("held.job", slow, lock_ttl="5s")
     first = Occurrence(job=job.name, scheduled_at=AT)
-    runner = threading.Thread(target=Guard(store, "beat-a").run, args=(job, first),
-                              kwargs={"trigger": "schedule"})  # fmt: skip
+    runner = threading.Thread(
+        target=Guard(store, "beat-a").run, args=(job, first), kwargs={"trigger": "schedule"}
+    )
     runner.start()
     assert started.wait(10)
     second = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
@@ -262,8 +262,11 @@ def test_a_retry_that_meets_a_later_occurrences_lock_waits_for_it_and_runs() -> 
     (within misfire_grace) and runs once the lock is freed, instead of being skipped."""
     store = MemoryStore()
     ran: list[int] = []
-    job = replace(job_of("retry.job", lambda ctx: ran.append(ctx.attempt), lock_ttl="5s"),
-                  attempts=3, misfire_grace=timedelta(seconds=10))  # fmt: skip
+    job = replace(
+        job_of("retry.job", lambda ctx: ran.append(ctx.attempt), lock_ttl="5s"),
+        attempts=3,
+        misfire_grace=timedelta(seconds=10),
+    )
     retried = Occurrence(job=job.name, scheduled_at=AT)
     later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
     owner = _hold_lock(store, job, later, "worker-a")
@@ -278,8 +281,11 @@ def test_a_retry_that_meets_a_later_occurrences_lock_waits_for_it_and_runs() -> 
 def test_a_retry_held_back_past_misfire_grace_names_the_run_it_yielded_to() -> None:
     store = MemoryStore()
     ran: list[int] = []
-    job = replace(job_of("retry.job", lambda ctx: ran.append(ctx.attempt), lock_ttl="5s"),
-                  attempts=3, misfire_grace=timedelta(seconds=1))  # fmt: skip
+    job = replace(
+        job_of("retry.job", lambda ctx: ran.append(ctx.attempt), lock_ttl="5s"),
+        attempts=3,
+        misfire_grace=timedelta(seconds=1),
+    )
     retried = Occurrence(job=job.name, scheduled_at=AT)
     later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
     _hold_lock(store, job, later, "worker-a")
@@ -299,8 +305,11 @@ def test_a_first_attempt_or_a_redelivery_beside_itself_is_skipped_at_once(case: 
     """overlap="skip" skips a first attempt behind another run at once; a retry that meets its
     own occurrence's lock (a redelivery while it runs) must not wait to run beside itself."""
     store = MemoryStore()
-    job = replace(job_of("retry.job", lambda ctx: None, lock_ttl="5s"), attempts=3,
-                  misfire_grace=timedelta(seconds=10))  # fmt: skip
+    job = replace(
+        job_of("retry.job", lambda ctx: None, lock_ttl="5s"),
+        attempts=3,
+        misfire_grace=timedelta(seconds=10),
+    )
     occurrence = Occurrence(job=job.name, scheduled_at=AT)
     other = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
     holder = other if case == "first-attempt" else occurrence
@@ -319,16 +328,20 @@ def test_a_held_back_retry_stops_waiting_when_its_run_is_aborted() -> None:
     """A beat shutting down aborts an inline retry that waits for the lock: it gives up at
     once, with the run it yielded to."""
     store = MemoryStore()
-    job = replace(job_of("retry.job", lambda ctx: None, lock_ttl="5s"), attempts=3,
-                  misfire_grace=timedelta(seconds=30))  # fmt: skip
+    job = replace(
+        job_of("retry.job", lambda ctx: None, lock_ttl="5s"),
+        attempts=3,
+        misfire_grace=timedelta(seconds=30),
+    )
     occurrence = Occurrence(job=job.name, scheduled_at=AT)
     later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
     _hold_lock(store, job, later, "worker-a")
     signal = AbortSignal()
     threading.Timer(0.3, signal.abort, args=("shutdown",)).start()
     began = time.monotonic()
-    record = Guard(store, "beat-b").run(job, occurrence, trigger="schedule", attempt=2,
-                                        signal=signal)  # fmt: skip
+    record = Guard(store, "beat-b").run(
+        job, occurrence, trigger="schedule", attempt=2, signal=signal
+    )
     assert time.monotonic() - began < 5
     assert (record.outcome, record.reason) == (
         "skipped-overlap",
@@ -380,6 +393,9 @@ def test_a_failed_run_keeps_its_traceback_in_its_record_without_the_password() -
     assert record.traceback.endswith("ConnectionError: redis://:***@cache:6379/0 refused\n")
     assert "hunter2" not in record.traceback + str(record.error)
     assert store.history(job.name) == [record]
-    done = guard.run(job_of("fine.job", lambda ctx: None, lock_ttl="5s"),
-                     Occurrence(job="fine.job", scheduled_at=AT), trigger="schedule")  # fmt: skip
+    done = guard.run(
+        job_of("fine.job", lambda ctx: None, lock_ttl="5s"),
+        Occurrence(job="fine.job", scheduled_at=AT),
+        trigger="schedule",
+    )
     assert done.outcome == "completed" and done.traceback is None

@@ -123,8 +123,7 @@ def test_a_year_one_occurrence_written_by_a_worker_is_read_by_the_audit(
 def bypassing_validation(**fields: Any) -> RunRecord:
     """A record as a hostile peer with write access to the store could write it."""
     record = object.__new__(RunRecord)
-    defaults = {"attempt": 1, "reason": None, "duration_ms": None, "error": None,
-                "traceback": None}  # fmt: skip
+    defaults = {"attempt": 1, "reason": None, "duration_ms": None, "error": None, "traceback": None}
     for name, value in {**defaults, **fields}.items():
         object.__setattr__(record, name, value)
     return record
@@ -133,18 +132,44 @@ def bypassing_validation(**fields: Any) -> RunRecord:
 def test_every_reader_survives_a_malformed_record(shared_kit: StoreKit) -> None:
     """History skips what it cannot read; the audit and the dashboard carry on."""
     store: Store = shared_kit.open()
-    good = RunRecord(job="reports.daily", occurrence_id="reports.daily@2026-11-30T11:00:00.000Z",
-                     outcome="completed", trigger="queue", replica="w1",
-                     started_at=NOW - timedelta(hours=1))  # fmt: skip
-    store.record_many([
-        good,
-        bypassing_validation(job="reports.daily", occurrence_id="reports.daily@1-01-01T00:00Z",
-                             outcome="completed", trigger="queue", replica="w1", started_at=NOW),
-        bypassing_validation(job="reports.daily", occurrence_id="x", outcome="exploded",
-                             trigger="queue", replica="w1", started_at=NOW),
-        bypassing_validation(job="reports.daily", occurrence_id="y", outcome="completed",
-                             trigger="queue", replica="w1", started_at=NOW, attempt=-4),
-    ])  # fmt: skip
+    good = RunRecord(
+        job="reports.daily",
+        occurrence_id="reports.daily@2026-11-30T11:00:00.000Z",
+        outcome="completed",
+        trigger="queue",
+        replica="w1",
+        started_at=NOW - timedelta(hours=1),
+    )
+    store.record_many(
+        [
+            good,
+            bypassing_validation(
+                job="reports.daily",
+                occurrence_id="reports.daily@1-01-01T00:00Z",
+                outcome="completed",
+                trigger="queue",
+                replica="w1",
+                started_at=NOW,
+            ),
+            bypassing_validation(
+                job="reports.daily",
+                occurrence_id="x",
+                outcome="exploded",
+                trigger="queue",
+                replica="w1",
+                started_at=NOW,
+            ),
+            bypassing_validation(
+                job="reports.daily",
+                occurrence_id="y",
+                outcome="completed",
+                trigger="queue",
+                replica="w1",
+                started_at=NOW,
+                attempt=-4,
+            ),
+        ]
+    )
     history = store.history("reports.daily", 10)
     assert good in history
     assert all(r.outcome != "exploded" and r.attempt >= 1 for r in history)
@@ -185,8 +210,14 @@ def test_a_worker_gives_the_failure_to_the_queue_after_the_grace() -> None:
     worker.configure(store)
     RAN.clear()
     try:
-        job = declare("reports.daily", every="1m", adapter="test", task="reports.daily",
-                      handler=handler, misfire_grace="1s")  # fmt: skip
+        job = declare(
+            "reports.daily",
+            every="1m",
+            adapter="test",
+            task="reports.daily",
+            handler=handler,
+            misfire_grace="1s",
+        )
         with pytest.raises(StoreUnavailable):
             deliver(job, meta_for("reports.daily", NOW))
     finally:

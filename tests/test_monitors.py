@@ -25,15 +25,20 @@ def config_of(**options: Any) -> dict[str, Any]:
 
 
 def test_the_sentry_monitor_config_comes_from_the_schedule_grace_and_timeout() -> None:
-    assert config_of(cron="30 2 * * 1-5", tz="Europe/Berlin", misfire_grace="5m",
-                     timeout="90s") == {
-        "schedule": {"type": "crontab", "value": "30 2 * * 1-5"}, "timezone": "Europe/Berlin",
-        "checkin_margin": 5, "max_runtime": 2,
-    }  # fmt: skip
-    assert config_of(every="1h") == {"schedule": {"type": "interval", "value": 1, "unit": "hour"},
-                                     "timezone": "UTC", "checkin_margin": 1}  # fmt: skip
-    assert config_of(every="90m")["schedule"] == {"type": "interval", "value": 90,
-                                                   "unit": "minute"}  # fmt: skip
+    assert config_of(
+        cron="30 2 * * 1-5", tz="Europe/Berlin", misfire_grace="5m", timeout="90s"
+    ) == {
+        "schedule": {"type": "crontab", "value": "30 2 * * 1-5"},
+        "timezone": "Europe/Berlin",
+        "checkin_margin": 5,
+        "max_runtime": 2,
+    }
+    assert config_of(every="1h") == {
+        "schedule": {"type": "interval", "value": 1, "unit": "hour"},
+        "timezone": "UTC",
+        "checkin_margin": 1,
+    }
+    assert config_of(every="90m")["schedule"] == {"type": "interval", "value": 90, "unit": "minute"}
     assert config_of(every="2d")["schedule"] == {"type": "interval", "value": 2, "unit": "day"}
     assert config_of(cron="@daily", start="2026-12-01T00:00:00Z")["schedule"]["value"] == "@daily"
 
@@ -50,22 +55,29 @@ def test_the_sentry_monitor_config_comes_from_the_schedule_grace_and_timeout() -
         ({"every": "1m", "monitor": Ping()}, "Ping()"),
         ({"every": "1m", "monitor": Ping("https://hc.example/x", timeout=0)}, 0),
     ],
-)  # fmt: skip
+)
 def test_a_monitor_that_cannot_watch_the_job_fails_at_declaration(
     options: dict[str, Any], value: object
 ) -> None:
     with pytest.raises(ConfigError) as caught:
         declare("pay.out", target="inline", handler=lambda ctx: None, **options)
-    assert (caught.value.job, caught.value.option, caught.value.value) == ("pay.out", "monitor",
-                                                                           value)  # fmt: skip
+    assert (caught.value.job, caught.value.option, caught.value.value) == (
+        "pay.out",
+        "monitor",
+        value,
+    )
 
 
 def test_a_ping_url_as_healthchecks_takes_it_or_three_urls() -> None:
     assert Ping("https://hc.example/u/").urls == {
-        "start": "https://hc.example/u/start", "success": "https://hc.example/u",
-        "fail": "https://hc.example/u/fail"}  # fmt: skip
-    given = Ping(start="https://cronitor.example/p/k/job?state=run",
-                 fail="https://cronitor.example/p/k/job?state=fail")  # fmt: skip
+        "start": "https://hc.example/u/start",
+        "success": "https://hc.example/u",
+        "fail": "https://hc.example/u/fail",
+    }
+    given = Ping(
+        start="https://cronitor.example/p/k/job?state=run",
+        fail="https://cronitor.example/p/k/job?state=fail",
+    )
     assert given.urls["success"] is None and given.urls["start"].endswith("state=run")
 
 
@@ -92,8 +104,9 @@ class Recording:
         self.said: list[tuple[str, str, int, bool | None]] = []
         self.fails = fails
 
-    def check(self, job: str, schedule: Any, misfire_grace: timedelta,
-              timeout: timedelta | None) -> None:  # fmt: skip
+    def check(
+        self, job: str, schedule: Any, misfire_grace: timedelta, timeout: timedelta | None
+    ) -> None:
         pass
 
     def started(self, check_in: CheckIn) -> None:
@@ -118,8 +131,9 @@ def test_the_guard_checks_in_each_attempt_that_runs_and_nothing_that_does_not() 
         if next(outcomes) == "fail":
             raise RuntimeError("first attempt fails")
 
-    job = declare("mon.job", every="1m", target="inline", handler=handler, attempts=2,
-                  monitor=monitor)  # fmt: skip
+    job = declare(
+        "mon.job", every="1m", target="inline", handler=handler, attempts=2, monitor=monitor
+    )
     occurrence = Occurrence(job=job.name, scheduled_at=AT)
     guard = Guard(store, "worker-a")
     assert guard.run(job, occurrence, trigger="queue", attempt=1).outcome == "failed"
@@ -130,17 +144,21 @@ def test_the_guard_checks_in_each_attempt_that_runs_and_nothing_that_does_not() 
     assert guard.run(job, later, trigger="queue").outcome == "skipped-overlap"
     first, second = monitor.said[0][1], monitor.said[2][1]
     assert monitor.said == [
-        ("started", first, 1, None), ("finished", first, 1, False),
-        ("started", second, 2, None), ("finished", second, 2, True),
-    ]  # fmt: skip
+        ("started", first, 1, None),
+        ("finished", first, 1, False),
+        ("started", second, 2, None),
+        ("finished", second, 2, True),
+    ]
     assert first != second
 
 
 def test_a_monitor_that_fails_never_fails_the_run() -> None:
     monitor = Recording(fails=True)
-    job = declare("mon.down", every="1m", target="inline", handler=lambda ctx: None,
-                  monitor=monitor)  # fmt: skip
-    record = Guard(MemoryStore(), "r1").run(job, Occurrence(job=job.name, scheduled_at=AT),
-                                            trigger="schedule")  # fmt: skip
+    job = declare(
+        "mon.down", every="1m", target="inline", handler=lambda ctx: None, monitor=monitor
+    )
+    record = Guard(MemoryStore(), "r1").run(
+        job, Occurrence(job=job.name, scheduled_at=AT), trigger="schedule"
+    )
     assert record.outcome == "completed"
     assert [said[0] for said in monitor.said] == ["started", "finished"]

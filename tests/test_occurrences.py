@@ -20,9 +20,16 @@ def record(minute: int, outcome: Any, replica: str, attempt: int = 1, **extra: A
     after it was due (an enqueue: right when it was due)."""
     due = T0 + timedelta(minutes=minute)
     started = due + timedelta(seconds=0 if outcome == "enqueued" else attempt)
-    return RunRecord(job="j", occurrence_id=Occurrence(job="j", scheduled_at=due).id,
-                     outcome=outcome, trigger="schedule", replica=replica, started_at=started,
-                     attempt=attempt, **extra)  # fmt: skip
+    return RunRecord(
+        job="j",
+        occurrence_id=Occurrence(job="j", scheduled_at=due).id,
+        outcome=outcome,
+        trigger="schedule",
+        replica=replica,
+        started_at=started,
+        attempt=attempt,
+        **extra,
+    )
 
 
 class Ledgers:
@@ -33,9 +40,18 @@ class Ledgers:
 
     def records(self, occurrence: Occurrence, written: Any) -> list[RunRecord]:
         besides = {r.replica for r in written}
-        return [RunRecord(job="j", occurrence_id=occurrence.id, outcome="skipped-claimed",
-                          trigger="schedule", replica=r, started_at=occurrence.scheduled_at)
-                for r in self.who if r not in besides]  # fmt: skip
+        return [
+            RunRecord(
+                job="j",
+                occurrence_id=occurrence.id,
+                outcome="skipped-claimed",
+                trigger="schedule",
+                replica=r,
+                started_at=occurrence.scheduled_at,
+            )
+            for r in self.who
+            if r not in besides
+        ]
 
 
 def test_an_occurrence_is_one_row_with_its_attempts_and_who_stood_aside() -> None:
@@ -50,7 +66,10 @@ def test_an_occurrence_is_one_row_with_its_attempts_and_who_stood_aside() -> Non
     assert [row.mark.state for row in found] == ["failed", "completed"]  # newest first
     first = found[1]
     assert [(r.outcome, r.replica) for r in first.attempts] == [
-        ("enqueued", "beat-a"), ("failed", "worker-1"), ("completed", "worker-2")]  # fmt: skip
+        ("enqueued", "beat-a"),
+        ("failed", "worker-1"),
+        ("completed", "worker-2"),
+    ]
     assert first.stood_aside == {"beat-b"} and first.ran_by == "worker-2"
     counted = occurrences.with_stood_aside(found, Ledgers(["beat-a", "beat-b", "beat-c"]))  # type: ignore[arg-type]
     # beat-a wrote the enqueue, beat-b its own skipped-claimed: only beat-c is added.

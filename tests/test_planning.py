@@ -31,8 +31,10 @@ def test_skip_records_every_misfire_missed() -> None:
     due = [T, T + timedelta(minutes=1), T + timedelta(minutes=2)]
     decided = plan(job(), due, T + timedelta(minutes=2, seconds=40))
     assert summary(decided.items) == [
-        ("12:00", "schedule", False), ("12:01", "schedule", False), ("12:02", "schedule", False),
-    ]  # fmt: skip
+        ("12:00", "schedule", False),
+        ("12:01", "schedule", False),
+        ("12:02", "schedule", False),
+    ]
 
 
 def test_run_once_runs_the_latest_misfire_only() -> None:
@@ -40,8 +42,10 @@ def test_run_once_runs_the_latest_misfire_only() -> None:
     due = [T, T + timedelta(minutes=1), T + timedelta(minutes=2)]
     decided = plan(job("run-once"), due, T + timedelta(minutes=2, seconds=40))
     assert summary(decided.items) == [
-        ("12:00", "schedule", False), ("12:01", "schedule", False), ("12:02", "misfire", True),
-    ]  # fmt: skip
+        ("12:00", "schedule", False),
+        ("12:01", "schedule", False),
+        ("12:02", "misfire", True),
+    ]
 
 
 def test_an_on_time_occurrence_supersedes_the_misfire() -> None:
@@ -49,8 +53,10 @@ def test_an_on_time_occurrence_supersedes_the_misfire() -> None:
     due = [T, T + timedelta(minutes=1), T + timedelta(minutes=2)]
     decided = plan(job("run-once"), due, T + timedelta(minutes=2, seconds=10))
     assert summary(decided.items) == [
-        ("12:00", "schedule", False), ("12:01", "schedule", False), ("12:02", "schedule", True),
-    ]  # fmt: skip
+        ("12:00", "schedule", False),
+        ("12:01", "schedule", False),
+        ("12:02", "schedule", True),
+    ]
 
 
 def test_only_the_newest_misfires_are_listed() -> None:
@@ -77,8 +83,7 @@ def test_catch_up_covers_the_last_day_and_only_known_jobs() -> None:
 
 
 def seconds_job(**options: object) -> Job:
-    return declare("s", every="1s", misfire_grace="30s", target="inline", handler=print,
-                   **options)  # type: ignore[arg-type]  # fmt: skip
+    return declare("s", every="1s", misfire_grace="30s", target="inline", handler=print, **options)  # type: ignore[arg-type]
 
 
 def test_a_late_batch_is_coalesced_into_its_latest_occurrence() -> None:
@@ -88,8 +93,10 @@ def test_a_late_batch_is_coalesced_into_its_latest_occurrence() -> None:
     decided = plan(seconds_job(), due, T + timedelta(seconds=3))
     latest = decided.items[-1].occurrence.id
     assert [(i.run, i.reason) for i in decided.items] == [
-        (False, f"coalesced into {latest}"), (False, f"coalesced into {latest}"), (True, None),
-    ]  # fmt: skip
+        (False, f"coalesced into {latest}"),
+        (False, f"coalesced into {latest}"),
+        (True, None),
+    ]
 
 
 def test_without_coalesce_or_with_overlap_allowed_every_occurrence_of_a_batch_runs() -> None:
@@ -104,14 +111,23 @@ def test_plan_one_decides_as_plan_does_for_a_single_occurrence() -> None:
     """The beat plans a lone due occurrence with ``plan_one``: for every misfire rule, grace,
     jitter and lateness it decides what ``plan`` decides for a list of that one occurrence."""
     jobs = [
-        declare("j", every="1m", misfire=misfire, misfire_grace=grace, jitter=jitter,
-                target="inline", handler=print)
+        declare(
+            "j",
+            every="1m",
+            misfire=misfire,
+            misfire_grace=grace,
+            jitter=jitter,
+            target="inline",
+            handler=print,
+        )
         for misfire in ("skip", "run-once")
         for grace in ("1ms", "1s", "30s")
         for jitter in ("0s", "20s")
-    ]  # fmt: skip
-    lateness = [timedelta(milliseconds=ms) for ms in (0, 1, 999, 1000, 1001, 29_999, 30_000,
-                                                      30_001, 50_001, 3_600_000)]  # fmt: skip
+    ]
+    lateness = [
+        timedelta(milliseconds=ms)
+        for ms in (0, 1, 999, 1000, 1001, 29_999, 30_000, 30_001, 50_001, 3_600_000)
+    ]
     compared = 0
     for each in jobs:
         for late in lateness:

@@ -40,15 +40,18 @@ def test_a_library_retry_is_an_attempt_that_is_not_the_last(
 ) -> None:
     """Whatever the job's attempts: recorded failed with the cause, logged as attempts remain,
     no retry of the guard's own, and the library's signal raised again."""
-    job = declare("reports.own", every="1m", adapter="test", task="t", attempts=attempts,
-                  handler=retried)  # fmt: skip
+    job = declare(
+        "reports.own", every="1m", adapter="test", task="t", attempts=attempts, handler=retried
+    )
     occurrence = Occurrence(job=job.name, scheduled_at=datetime(2026, 12, 1, tzinfo=UTC))
     meta = {"job": job.name, "occurrence_id": occurrence.id, "attempts": attempts}
     with caplog.at_level(logging.WARNING, logger="cron_bridge"):
         delivery = worker.run_delivery(job, meta, attempt=attempts, call=retried)
     assert delivery.retry_in is None
     assert (delivery.record.outcome, delivery.record.error) == (
-        "failed", f"RuntimeError: try {attempts} fails")  # fmt: skip
+        "failed",
+        f"RuntimeError: try {attempts} fails",
+    )
     assert "RuntimeError" in (delivery.record.traceback or "")
     with pytest.raises(LibraryRetry):
         delivery.raise_if_failed()

@@ -23,8 +23,14 @@ __all__ = ["beats", "clock"]  # fixtures
 
 
 def _record(n: int) -> RunRecord:
-    return RunRecord(job="j", occurrence_id=f"j@2026-01-01T00:00:0{n}.000Z", outcome="completed",
-                     trigger="schedule", replica="r", started_at=START)  # fmt: skip
+    return RunRecord(
+        job="j",
+        occurrence_id=f"j@2026-01-01T00:00:0{n}.000Z",
+        outcome="completed",
+        trigger="schedule",
+        replica="r",
+        started_at=START,
+    )
 
 
 def test_records_the_store_refused_are_written_with_the_next_ones() -> None:
@@ -35,8 +41,11 @@ def test_records_the_store_refused_are_written_with_the_next_ones() -> None:
             recorder.write([_record(n)])
     assert recorder.pending == 2 and store.history("j") == []
     recorder.write([_record(3)])
-    assert [r.occurrence_id[-13:-5] for r in store.history("j")] == ["00:00:03", "00:00:02",
-                                                                     "00:00:01"]  # fmt: skip
+    assert [r.occurrence_id[-13:-5] for r in store.history("j")] == [
+        "00:00:03",
+        "00:00:02",
+        "00:00:01",
+    ]
     assert recorder.pending == 0
 
 
@@ -92,9 +101,14 @@ def test_a_burst_of_records_is_logged_a_line_per_outcome_and_each_record_at_debu
     at debug level only."""
 
     def made(n: int, outcome: str, replica: str) -> RunRecord:
-        return RunRecord(job=f"j{n}", occurrence_id=f"j{n}@2026-01-01T00:00:00.000Z",
-                         outcome=outcome, trigger="schedule", replica=replica,  # type: ignore[arg-type]
-                         started_at=START)  # fmt: skip
+        return RunRecord(
+            job=f"j{n}",
+            occurrence_id=f"j{n}@2026-01-01T00:00:00.000Z",
+            outcome=outcome,
+            trigger="schedule",
+            replica=replica,  # type: ignore[arg-type]
+            started_at=START,
+        )
 
     few = [made(n, "enqueued", "r") for n in range(recording.LOGGED_EACH)]
     with caplog.at_level("INFO", logger="cron_bridge.run.recording"):
@@ -144,8 +158,13 @@ def test_a_worker_process_keeps_what_one_delivery_could_not_record_for_the_next(
     store = RecordBlips(1)
     worker.configure(store)
     try:
-        job = declare("reports.kept", every="1m", adapter="test", task="reports.kept",
-                      handler=lambda ctx: None)  # fmt: skip
+        job = declare(
+            "reports.kept",
+            every="1m",
+            adapter="test",
+            task="reports.kept",
+            handler=lambda ctx: None,
+        )
         meta = {"job": job.name, "occurrence_id": f"{job.name}@2026-01-01T00:00:00.000Z"}
         worker.run_delivery(job, meta, attempt=1, call=lambda ctx: None)
         assert store.history(job.name) == [] and worker.worker_recorder().pending == 1

@@ -36,10 +36,13 @@ SECRET = "hunter2hunter2"
     [
         ("redis://:s3cret@h:6379/0?prefix=a:", "redis://:***@h:6379/0?prefix=a:"),
         ("redis://user:s3cret@h/0", "redis://user:***@h/0"),
-        ("postgresql://u@h/db?password=s3cret&schema=ops", "postgresql://u@h/db?password=***&schema=ops"),
+        (
+            "postgresql://u@h/db?password=s3cret&schema=ops",
+            "postgresql://u@h/db?password=***&schema=ops",
+        ),
         ("sqlite:///tmp/x.db", "sqlite:///tmp/x.db"),
     ],
-)  # fmt: skip
+)
 def test_a_url_is_printed_without_its_password(url: str, shown: str) -> None:
     """The user-info password and password= parameters are masked; the rest stays."""
     assert redact_url(url) == shown

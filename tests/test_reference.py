@@ -20,8 +20,9 @@ def test_the_option_tables_are_the_ones_the_code_has() -> None:
 def test_every_environment_variable_the_code_reads_is_listed_with_its_default() -> None:
     text = PAGE.read_text()
     listed = set(re.findall(r"^\| `(CRON_BRIDGE_[A-Z_]+)` \|", text, re.MULTILINE))
-    read = {name for path in SOURCES for name in re.findall(r"CRON_BRIDGE_[A-Z_]+",
-                                                             path.read_text())}  # fmt: skip
+    read = {
+        name for path in SOURCES for name in re.findall(r"CRON_BRIDGE_[A-Z_]+", path.read_text())
+    }
     assert read == listed, (sorted(read - listed), sorted(listed - read))
 
 

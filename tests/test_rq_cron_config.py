@@ -68,8 +68,10 @@ def test_a_refused_registration_takes_no_name_and_given_names_stay_where_they_ar
     with caplog.at_level(logging.ERROR):
         jobs = jobs_of(registrations, "UTC", strict=False)
     assert {name: registration for name, (_, registration) in jobs.items()} == {
-        base: registrations[0], f"{base}-3": registrations[2], f"{base}-2": registrations[3],
-    }  # fmt: skip
+        base: registrations[0],
+        f"{base}-3": registrations[2],
+        f"{base}-2": registrations[3],
+    }
     assert [(r.name, r.source) for r in refusals.refused()] == [(base, "rq cron")]
     refusals.clear()
 
@@ -97,8 +99,10 @@ def test_without_strict_a_refused_registration_is_refused_alone_logged_once_and_
     assert list(jobs) == ["good"]
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 2 and "'bad'" in errors[0] and "'random'" in errors[1]
-    assert [(r.name, r.source) for r in refusals.refused()] == [("bad", "rq cron"),
-                                                                 ("random", "rq cron")]  # fmt: skip
+    assert [(r.name, r.source) for r in refusals.refused()] == [
+        ("bad", "rq cron"),
+        ("random", "rq cron"),
+    ]
     health = Beat(store_from_url("memory://"), []).health()
     assert [entry["name"] for entry in health["refused"]] == ["bad", "random"]
     assert "interval=-5" in health["refused"][0]["reason"]
@@ -129,7 +133,12 @@ def test_six_field_strings_fire_on_the_seconds_croniter_gives_rq() -> None:
     start = datetime(2026, 3, 29, 0, 59, 50, tzinfo=UTC)  # the spring gap begins at 01:00 UTC
     fires = list(job.schedule.occurrences(start, start + timedelta(seconds=70)))
     assert [f.strftime("%H:%M:%S") for f in fires] == [
-        "01:00:00", "01:00:15", "01:00:30", "01:00:45", "01:01:00"]  # fmt: skip
+        "01:00:00",
+        "01:00:15",
+        "01:00:30",
+        "01:00:45",
+        "01:01:00",
+    ]
     with pytest.raises(ConfigError):  # elsewhere a sixth field is still a typo
         Cron("* * * * * */15")
 
@@ -155,8 +164,9 @@ def test_interval_registrations_are_anchored_where_the_cluster_first_saw_them() 
     other = CronJob("sync", func=cleanup, interval=3600, name="daily")  # its interval changed
     changed = jobs_of([other], "UTC")
     three_days = first_seen + timedelta(days=3)
-    moved, _ = anchored(store, [j for j, _ in changed.values()],
-                        {n: r for n, (_, r) in changed.items()}, three_days)  # fmt: skip
+    moved, _ = anchored(
+        store, [j for j, _ in changed.values()], {n: r for n, (_, r) in changed.items()}, three_days
+    )
     assert moved[0].schedule.next_after(first_seen + timedelta(days=3, seconds=-1)) == (
         first_seen + timedelta(days=3)
     )
@@ -184,14 +194,19 @@ def test_a_send_again_after_a_lost_answer_lands_once(redis_server: Any) -> None:
     with the occurrence's id; the second send is counted as sent."""
     connection = Redis.from_url(redis_server.url)
     queue_name = f"q-{uuid.uuid4().hex[:8]}"
-    registration = CronJob(queue_name, func=send_report, interval=5, args=("x",),
-                           meta={"owner": "ops"}, name=f"n{uuid.uuid4().hex[:6]}")  # fmt: skip
+    registration = CronJob(
+        queue_name,
+        func=send_report,
+        interval=5,
+        args=("x",),
+        meta={"owner": "ops"},
+        name=f"n{uuid.uuid4().hex[:6]}",
+    )
     ((job, _),) = jobs_of([registration], "UTC").values()
     sender = RQCronSender(connection, {job.name: registration})
     occurrence = Occurrence(job=job.name, scheduled_at=datetime(2026, 12, 1, 12, tzinfo=UTC))
     first = Dispatch(job=job, occurrence=occurrence, trigger="schedule", replica="r0")
-    again = Dispatch(job=job, occurrence=occurrence, trigger="schedule", replica="r0",
-                     again=True)  # fmt: skip
+    again = Dispatch(job=job, occurrence=occurrence, trigger="schedule", replica="r0", again=True)
     assert sender.enqueue_many([first]) == [None]
     assert sender.enqueue_many([again]) == [None]
     jobs = Queue(queue_name, connection=connection).get_jobs()
@@ -204,8 +219,14 @@ def test_a_send_again_after_a_lost_answer_lands_once(redis_server: Any) -> None:
 def test_list_shows_the_registrations_rq_refuses_as_refused_beside_the_others(
     tmp_path: Path,
 ) -> None:
-    listed = cli("list", "-A", "tests.apps.rq_cron_mixed", "--json",
-                 env=command_env(tmp_path / "j.jsonl"), cwd=REPO)  # fmt: skip
+    listed = cli(
+        "list",
+        "-A",
+        "tests.apps.rq_cron_mixed",
+        "--json",
+        env=command_env(tmp_path / "j.jsonl"),
+        cwd=REPO,
+    )
     assert listed.returncode == 0, listed.stderr
     rows = {row["name"]: row for row in json.loads(listed.stdout)}
     assert {n for n, r in rows.items() if r.get("refused")} == {"no interval", "both", "minute 61"}
@@ -216,8 +237,17 @@ def test_list_shows_the_registrations_rq_refuses_as_refused_beside_the_others(
 
 def test_strict_refuses_to_start_in_one_line(tmp_path: Path, redis_server: Any) -> None:
     env = command_env(tmp_path / "j.jsonl")
-    run = cli("rq-cron", "-u", redis_server.url, "--store", "memory://", "--strict",
-              "tests.apps.rq_cron_mixed", env=env, cwd=REPO)  # fmt: skip
+    run = cli(
+        "rq-cron",
+        "-u",
+        redis_server.url,
+        "--store",
+        "memory://",
+        "--strict",
+        "tests.apps.rq_cron_mixed",
+        env=env,
+        cwd=REPO,
+    )
     assert run.returncode == 2, run.stderr
     assert "no interval" in run.stderr and "Traceback" not in run.stderr
 
@@ -231,8 +261,7 @@ def test_list_shows_an_interval_registration_at_its_anchor_or_at_first_deploy(
     url = f"sqlite:///{tmp_path}/s.db"
 
     def daily_row(*store: str) -> dict[str, Any]:
-        listed = cli("list", "-A", "tests.apps.rq_cron_mixed", "--json", *store, env=env,
-                     cwd=REPO)  # fmt: skip
+        listed = cli("list", "-A", "tests.apps.rq_cron_mixed", "--json", *store, env=env, cwd=REPO)
         assert listed.returncode == 0, listed.stderr
         return {row["name"]: row for row in json.loads(listed.stdout)}[name]
 

@@ -42,14 +42,23 @@ NEXT_AT = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 
 def job_hash(
-    *, func: Any = TASK, args: Any = ("daily",), kwargs: Any = None, meta: Any = None,
-    data: bytes | None = None, **fields: bytes,
-) -> dict[bytes, bytes]:  # fmt: skip
+    *,
+    func: Any = TASK,
+    args: Any = ("daily",),
+    kwargs: Any = None,
+    meta: Any = None,
+    data: bytes | None = None,
+    **fields: bytes,
+) -> dict[bytes, bytes]:
     """A job hash as rq-scheduler writes one: pickled, compressed data and pickled meta."""
     meta = {"cron_string": "*/10 * * * *"} if meta is None else meta
     body = data if data is not None else zlib.compress(pickle.dumps((func, None, args, kwargs)))
-    found = {b"data": body, b"meta": pickle.dumps(meta), b"origin": b"reports",
-             b"result_ttl": b"-1"}  # fmt: skip
+    found = {
+        b"data": body,
+        b"meta": pickle.dumps(meta),
+        b"origin": b"reports",
+        b"result_ttl": b"-1",
+    }
     found.update({key.encode(): value for key, value in fields.items()})
     return found
 
@@ -151,10 +160,25 @@ def test_each_malformed_job_stays_with_its_reason_in_one_line_and_the_good_one_m
     for apply in ([], ["--apply"]):
         began = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "cron_bridge", "import", "rq-scheduler", "-u", url,
-             "--store", store_url, *apply],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "cron_bridge",
+                "import",
+                "rq-scheduler",
+                "-u",
+                url,
+                "--store",
+                store_url,
+                *apply,
+            ],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         took = time.monotonic() - began
         assert done.returncode == 0, done.stderr[-3000:]
         assert took < 30, took
@@ -189,8 +213,14 @@ def test_a_shared_reference_bomb_is_refused_in_bounded_time(
 
 # Generated job hashes: plain values and the kinds no JSON holds, meta keys rq-scheduler reads
 # with values of every type and the edges of their ranges, bytes that are no pickle at all.
-_scalars = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
-            | st.binary(max_size=8))  # fmt: skip
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=12)
+    | st.binary(max_size=8)
+)
 _values = st.recursive(
     _scalars | st.sets(st.integers(), max_size=3),
     lambda inner: (
@@ -200,8 +230,27 @@ _values = st.recursive(
     ),
     max_leaves=10,
 )
-_edges = st.sampled_from(["0", "60", "-1", "1e3", "*/5 * * * *", "61 * * * *", "", 0, -5, 1, 60,
-                          2.5, 10**9, 10**30, 5000, float("inf"), True])  # fmt: skip
+_edges = st.sampled_from(
+    [
+        "0",
+        "60",
+        "-1",
+        "1e3",
+        "*/5 * * * *",
+        "61 * * * *",
+        "",
+        0,
+        -5,
+        1,
+        60,
+        2.5,
+        10**9,
+        10**30,
+        5000,
+        float("inf"),
+        True,
+    ]
+)
 _meta = st.dictionaries(
     st.sampled_from(["interval", "cron_string", "repeat", "use_local_timezone", "owner"]),
     _edges | _values,
@@ -219,14 +268,16 @@ _data = st.one_of(
 _fields = st.fixed_dictionaries(
     {b"data": _data},
     optional={
-        b"meta": _meta.map(pickle.dumps) | st.builds(pickle.dumps, _values) | st.binary(max_size=30)
+        b"meta": _meta.map(pickle.dumps)
+        | st.builds(pickle.dumps, _values)
+        | st.binary(max_size=30)
         | st.just(shared_bomb()),
         b"origin": st.binary(max_size=8),
         b"timeout": st.sampled_from([b"180", b"-1", b"0", b"99999999999", b"\xff", b"1.5"]),
         b"result_ttl": st.sampled_from([b"-1", b"500"]),
         b"dependency_ids": st.binary(max_size=4),
     },
-)  # fmt: skip
+)
 _jobs = st.dictionaries(
     st.binary(min_size=1, max_size=12).filter(lambda m: m != GOOD_ID.encode()),
     st.tuples(_fields, st.floats(allow_nan=False) | st.just(NEXT_AT)),
@@ -235,8 +286,15 @@ _jobs = st.dictionaries(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-          HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])  # fmt: skip
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.data_too_large,
+    ],
+)
 @given(jobs=_jobs)
 def test_any_job_hashes_beside_a_good_one_the_import_finishes_and_moves_the_good_one(
     rq_redis: tuple[redis.Redis, str, str],
@@ -275,15 +333,26 @@ def test_timeout_result_ttl_ttl_meta_and_at_front_go_to_rq_as_rq_scheduler_gave_
     put(client, {b"report": job_hash(meta=meta, timeout=b"5", ttl=b"600", enqueue_at_front=b"1")})
     (move,) = plan(client, "Europe/Warsaw")
     assert not move.left, move.left
-    assert move.spec["send"] == {"job_timeout": 5, "result_ttl": -1, "ttl": 600,
-                                 "meta": {"owner": "ops"}, "at_front": True}  # fmt: skip
+    assert move.spec["send"] == {
+        "job_timeout": 5,
+        "result_ttl": -1,
+        "ttl": 600,
+        "meta": {"owner": "ops"},
+        "at_front": True,
+    }
     assert "timeout" not in move.spec
     fields = ("task", "library", "queue", "args", "kwargs")
     options = {key: value for key, value in move.spec.items() if key not in fields}
     stored = StoredSchedule(name="report", options=options, **{f: move.spec[f] for f in fields})
     job = stored.job()
-    sent = RQAdapter()._data(Dispatch(job=job, occurrence=job.occurrence(
-        datetime(2026, 3, 1, 1, tzinfo=UTC)), trigger="schedule", replica="r1"))  # fmt: skip
+    sent = RQAdapter()._data(
+        Dispatch(
+            job=job,
+            occurrence=job.occurrence(datetime(2026, 3, 1, 1, tzinfo=UTC)),
+            trigger="schedule",
+            replica="r1",
+        )
+    )
     assert (sent.timeout, sent.result_ttl, sent.ttl, sent.at_front) == (5, -1, 600, True)
     assert sent.meta["owner"] == "ops" and META_KEY in sent.meta
 
@@ -329,15 +398,24 @@ def test_cron_strings_are_read_in_the_hosts_zone_whatever_use_local_timezone_say
     monkeypatch.setenv("TZ", "Europe/Warsaw")
     monkeypatch.setenv(ENV, "tests.apps.rq_cron_tasks.*")
     for flag in (False, True):
-        put(client, {f"nightly-{flag}".encode(): job_hash(
-            meta={"cron_string": "0 2 * * *", "use_local_timezone": flag})})  # fmt: skip
+        put(
+            client,
+            {
+                f"nightly-{flag}".encode(): job_hash(
+                    meta={"cron_string": "0 2 * * *", "use_local_timezone": flag}
+                )
+            },
+        )
     runner = CliRunner()
     done = runner.invoke(rq_scheduler, ["-u", url, "--store", store_url])
     assert done.exit_code == 0, done.output
     assert "(cron strings read in Europe/Warsaw)" in done.output
     for move in plan(client, "Europe/Warsaw"):
         assert (move.spec["cron"], move.spec["tz"], move.spec["day_or"]) == (
-            "0 2 * * *", "Europe/Warsaw", False)  # fmt: skip
+            "0 2 * * *",
+            "Europe/Warsaw",
+            False,
+        )
     done = runner.invoke(rq_scheduler, ["-u", url, "--store", store_url, "--tz", "America/Chicago"])
     assert "(cron strings read in America/Chicago)" in done.output, done.output
 
@@ -355,8 +433,13 @@ def test_apply_without_a_store_is_refused_and_moves_nothing(
     env[ENV] = "tests.apps.rq_cron_tasks.*"
     done = subprocess.run(
         [sys.executable, "-m", "cron_bridge", "import", "rq-scheduler", "-u", url, "--apply"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0 and "--apply needs the store" in done.stderr
     assert not list(tmp_path.iterdir())  # no cron-bridge.db
@@ -373,14 +456,21 @@ def _overdue_jobs(client: redis.Redis, now: datetime) -> None:
     schedule's first run depends on the moment of the move, and one that is not."""
     put(client, {b"overdue-int": job_hash(meta={"interval": 600})}, score=now.timestamp() - 30)
     put(client, {b"overdue-once": job_hash(meta={})}, score=now.timestamp() - 5)
-    put(client, {b"overdue-cron2": job_hash(meta={"cron_string": "0 * * * *", "repeat": 2})},
-        score=now.replace(minute=0, second=0, microsecond=0).timestamp())  # fmt: skip
-    put(client, {b"future-int": job_hash(meta={"interval": 3600, "repeat": 3})},
-        score=now.timestamp() + 3600)  # fmt: skip
+    put(
+        client,
+        {b"overdue-cron2": job_hash(meta={"cron_string": "0 * * * *", "repeat": 2})},
+        score=now.replace(minute=0, second=0, microsecond=0).timestamp(),
+    )
+    put(
+        client,
+        {b"future-int": job_hash(meta={"interval": 3600, "repeat": 3})},
+        score=now.timestamp() + 3600,
+    )
 
 
-@pytest.mark.parametrize("killed_after", ["overdue-int", "overdue-once", "overdue-cron2",
-                                          "future-int"])  # fmt: skip
+@pytest.mark.parametrize(
+    "killed_after", ["overdue-int", "overdue-once", "overdue-cron2", "future-int"]
+)
 def test_an_apply_killed_between_writing_and_deleting_is_completed_by_the_next(
     rq_redis: tuple[redis.Redis, str, str], monkeypatch: pytest.MonkeyPatch, killed_after: str
 ) -> None:
@@ -405,18 +495,25 @@ def test_an_apply_killed_between_writing_and_deleting_is_completed_by_the_next(
         return written
 
     with monkeypatch.context() as killed:
-        killed.setattr(importer, "plan", lambda client, zone: real_plan(
-            client, zone, now=now - timedelta(minutes=5)))  # fmt: skip
+        killed.setattr(
+            importer,
+            "plan",
+            lambda client, zone: real_plan(client, zone, now=now - timedelta(minutes=5)),
+        )
         killed.setattr(Schedules, "add", add)
         with pytest.raises(Killed):
-            CliRunner().invoke(rq_scheduler, ["-u", url, "--store", store_url, "--apply",
-                                              "--tz", "UTC"], catch_exceptions=False)  # fmt: skip
+            CliRunner().invoke(
+                rq_scheduler,
+                ["-u", url, "--store", store_url, "--apply", "--tz", "UTC"],
+                catch_exceptions=False,
+            )
     assert killed_after in schedules.list()
     assert client.zscore(SCHEDULED, killed_after) is not None  # both: the state to complete
     first = schedules.list()[killed_after].to_json()
 
-    done = CliRunner().invoke(rq_scheduler, ["-u", url, "--store", store_url, "--apply",
-                                             "--tz", "UTC"])  # fmt: skip
+    done = CliRunner().invoke(
+        rq_scheduler, ["-u", url, "--store", store_url, "--apply", "--tz", "UTC"]
+    )
     assert done.exit_code == 0, done.output
     (line,) = [line for line in done.output.splitlines() if line.startswith(killed_after + " ")]
     assert line.rstrip().endswith("moved"), done.output
@@ -441,10 +538,13 @@ def test_a_different_stored_schedule_of_the_name_stays_and_the_job_with_it(
     (every,) = [m for m in plan(client, "UTC", now=now) if m.job_id == "overdue-int"]
     schedules.add("overdue-once", **{**once.spec, "args": ["weekly"]})
     early = (now - timedelta(minutes=1)).replace(microsecond=0)  # before its rq-scheduler score
-    schedules.add("overdue-int", **{**every.spec, "start": early.isoformat(),
-                                    "offset": f"{early.timestamp() % 600:g}s"})  # fmt: skip
-    done = CliRunner().invoke(rq_scheduler, ["-u", url, "--store", store_url, "--apply",
-                                             "--tz", "UTC"])  # fmt: skip
+    schedules.add(
+        "overdue-int",
+        **{**every.spec, "start": early.isoformat(), "offset": f"{early.timestamp() % 600:g}s"},
+    )
+    done = CliRunner().invoke(
+        rq_scheduler, ["-u", url, "--store", store_url, "--apply", "--tz", "UTC"]
+    )
     assert done.exit_code == 0, done.output
     for job_id in ("overdue-once", "overdue-int"):
         (line,) = [line for line in done.output.splitlines() if line.startswith(job_id + " ")]
@@ -463,9 +563,15 @@ def test_an_overdue_cron_job_with_repeat_keeps_all_its_runs(
     client, _, _ = rq_redis
     now = datetime(2026, 3, 1, 12, 20, 30, tzinfo=UTC)
     for repeat in (2, 5):
-        put(client, {f"hourly{repeat}".encode(): job_hash(
-            meta={"cron_string": "0 * * * *", "repeat": repeat})},
-            score=datetime(2026, 3, 1, 12, tzinfo=UTC).timestamp())  # fmt: skip
+        put(
+            client,
+            {
+                f"hourly{repeat}".encode(): job_hash(
+                    meta={"cron_string": "0 * * * *", "repeat": repeat}
+                )
+            },
+            score=datetime(2026, 3, 1, 12, tzinfo=UTC).timestamp(),
+        )
     for move in plan(client, "UTC", now=now):
         fields = ("task", "library", "queue", "args", "kwargs")
         options = {key: value for key, value in move.spec.items() if key not in fields}

@@ -33,63 +33,106 @@ def fire_times(expr: str, tz: str, start: str, end: str) -> list[str]:
 
 DST_TABLE = [
     pytest.param(
-        "30 2 * * *", "Europe/Warsaw", "2026-03-27T12:00", "2026-03-30T12:00",
+        "30 2 * * *",
+        "Europe/Warsaw",
+        "2026-03-27T12:00",
+        "2026-03-30T12:00",
         ["2026-03-28T02:30+01:00", "2026-03-29T03:00+02:00", "2026-03-30T02:30+02:00"],
         id="warsaw-spring-fixed-hour-fires-at-the-end-of-the-gap",
     ),
     pytest.param(
-        "30 2 * * *", "Europe/Warsaw", "2026-10-23T12:00", "2026-10-26T12:00",
+        "30 2 * * *",
+        "Europe/Warsaw",
+        "2026-10-23T12:00",
+        "2026-10-26T12:00",
         ["2026-10-24T02:30+02:00", "2026-10-25T02:30+02:00", "2026-10-26T02:30+01:00"],
         id="warsaw-fall-fixed-hour-fires-once-in-the-first-pass",
     ),
     pytest.param(
-        "0 * * * *", "Europe/Warsaw", "2026-10-24T22:30", "2026-10-25T02:30",
-        ["2026-10-25T01:00+02:00", "2026-10-25T02:00+02:00", "2026-10-25T02:00+01:00",
-         "2026-10-25T03:00+01:00"],
+        "0 * * * *",
+        "Europe/Warsaw",
+        "2026-10-24T22:30",
+        "2026-10-25T02:30",
+        [
+            "2026-10-25T01:00+02:00",
+            "2026-10-25T02:00+02:00",
+            "2026-10-25T02:00+01:00",
+            "2026-10-25T03:00+01:00",
+        ],
         id="warsaw-fall-hourly-fires-in-both-passes",
     ),
     pytest.param(
-        "0 */1 * * *", "Europe/Warsaw", "2026-10-24T23:30", "2026-10-25T01:30",
+        "0 */1 * * *",
+        "Europe/Warsaw",
+        "2026-10-24T23:30",
+        "2026-10-25T01:30",
         ["2026-10-25T02:00+02:00", "2026-10-25T02:00+01:00"],
         id="warsaw-fall-step-over-every-hour-counts-as-wildcard",
     ),
     pytest.param(
-        "0 1-3 * * *", "Europe/Warsaw", "2026-10-24T22:30", "2026-10-25T03:30",
+        "0 1-3 * * *",
+        "Europe/Warsaw",
+        "2026-10-24T22:30",
+        "2026-10-25T03:30",
         ["2026-10-25T01:00+02:00", "2026-10-25T02:00+02:00", "2026-10-25T03:00+01:00"],
         id="warsaw-fall-hour-range-is-a-fixed-hour",
     ),
     pytest.param(
-        "0 * * * *", "Europe/Warsaw", "2026-03-28T23:30", "2026-03-29T02:30",
+        "0 * * * *",
+        "Europe/Warsaw",
+        "2026-03-28T23:30",
+        "2026-03-29T02:30",
         ["2026-03-29T01:00+01:00", "2026-03-29T03:00+02:00", "2026-03-29T04:00+02:00"],
         id="warsaw-spring-hourly-skips-the-missing-hour-once",
     ),
     pytest.param(
-        "*/20 2 * * *", "Europe/Warsaw", "2026-03-28T12:00", "2026-03-29T12:00",
+        "*/20 2 * * *",
+        "Europe/Warsaw",
+        "2026-03-28T12:00",
+        "2026-03-29T12:00",
         ["2026-03-29T03:00+02:00"],
         id="warsaw-spring-several-missing-times-fire-once",
     ),
     pytest.param(
-        "0 2 * * *", "America/New_York", "2026-03-07T12:00", "2026-03-09T12:00",
+        "0 2 * * *",
+        "America/New_York",
+        "2026-03-07T12:00",
+        "2026-03-09T12:00",
         ["2026-03-08T03:00-04:00", "2026-03-09T02:00-04:00"],
         id="new-york-spring-fixed-hour-fires-at-the-end-of-the-gap",
     ),
     pytest.param(
-        "30 1 * * *", "America/New_York", "2026-10-31T12:00", "2026-11-02T12:00",
+        "30 1 * * *",
+        "America/New_York",
+        "2026-10-31T12:00",
+        "2026-11-02T12:00",
         ["2026-11-01T01:30-04:00", "2026-11-02T01:30-05:00"],
         id="new-york-fall-fixed-hour-fires-once-in-the-first-pass",
     ),
     pytest.param(
-        "*/30 * * * *", "America/New_York", "2026-11-01T04:15", "2026-11-01T07:15",
-        ["2026-11-01T00:30-04:00", "2026-11-01T01:00-04:00", "2026-11-01T01:30-04:00",
-         "2026-11-01T01:00-05:00", "2026-11-01T01:30-05:00", "2026-11-01T02:00-05:00"],
+        "*/30 * * * *",
+        "America/New_York",
+        "2026-11-01T04:15",
+        "2026-11-01T07:15",
+        [
+            "2026-11-01T00:30-04:00",
+            "2026-11-01T01:00-04:00",
+            "2026-11-01T01:30-04:00",
+            "2026-11-01T01:00-05:00",
+            "2026-11-01T01:30-05:00",
+            "2026-11-01T02:00-05:00",
+        ],
         id="new-york-fall-wildcard-hour-fires-in-both-passes",
     ),
     pytest.param(
-        "0 * * * *", "America/New_York", "2026-03-08T05:30", "2026-03-08T08:30",
+        "0 * * * *",
+        "America/New_York",
+        "2026-03-08T05:30",
+        "2026-03-08T08:30",
         ["2026-03-08T01:00-05:00", "2026-03-08T03:00-04:00", "2026-03-08T04:00-04:00"],
         id="new-york-spring-hourly-skips-the-missing-hour-once",
     ),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("expr", "tz", "start", "end", "expected"), DST_TABLE)
@@ -182,9 +225,20 @@ def test_occurrences_are_after_start_up_to_and_including_end() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90s", 90), ("5m", 300), ("1h", 3600), ("1d", 86400), ("1h30m", 5400), ("250ms", 0.25),
-     (12, 12), (1.5, 1.5), (timedelta(minutes=2), 120), ("5", 5), ("2.5", 2.5)],
-)  # fmt: skip
+    [
+        ("90s", 90),
+        ("5m", 300),
+        ("1h", 3600),
+        ("1d", 86400),
+        ("1h30m", 5400),
+        ("250ms", 0.25),
+        (12, 12),
+        (1.5, 1.5),
+        (timedelta(minutes=2), 120),
+        ("5", 5),
+        ("2.5", 2.5),
+    ],
+)
 def test_durations(text: object, seconds: float) -> None:
     """Durations read as strings, numbers of seconds (as text too: ``--shutdown-timeout 5``)
     or timedeltas."""
@@ -215,10 +269,15 @@ MONTHS = ["*", "3", "10,11", "*/3", "4,9,10"]
 WEEKDAYS = ["*", "0", "1-5", "6"]
 # Windows around the 2026 transitions of the zones above, and one quiet week.
 STARTS = [
-    utc("2026-03-07T00:00"), utc("2026-03-28T00:00"), utc("2026-04-04T00:00"),
-    utc("2026-09-05T00:00"), utc("2026-10-03T00:00"), utc("2026-10-24T00:00"),
-    utc("2026-10-31T00:00"), utc("2026-06-10T00:00"),
-]  # fmt: skip
+    utc("2026-03-07T00:00"),
+    utc("2026-03-28T00:00"),
+    utc("2026-04-04T00:00"),
+    utc("2026-09-05T00:00"),
+    utc("2026-10-03T00:00"),
+    utc("2026-10-24T00:00"),
+    utc("2026-10-31T00:00"),
+    utc("2026-06-10T00:00"),
+]
 
 
 @settings(max_examples=80, deadline=None)
@@ -278,8 +337,9 @@ def test_one_cron_shared_by_threads_answers_each_as_it_would_alone() -> None:
     what each would get alone. It pickles as its expression, zone and day rule."""
     cron = Cron("7,37 */2 * * 1-5", tz="Europe/Warsaw")
     starts = [datetime(2026, 3, 1, tzinfo=UTC) + timedelta(hours=7 * n) for n in range(8)]
-    alone = [list(itertools.islice(cron.occurrences(s, s + timedelta(days=60)), 200))
-             for s in starts]  # fmt: skip
+    alone = [
+        list(itertools.islice(cron.occurrences(s, s + timedelta(days=60)), 200)) for s in starts
+    ]
     results: dict[int, list[datetime]] = {}
     barrier = threading.Barrier(len(starts))
 
@@ -288,8 +348,9 @@ def test_one_cron_shared_by_threads_answers_each_as_it_would_alone() -> None:
         assert fresh == cron
         barrier.wait()
         start = starts[index]
-        results[index] = list(itertools.islice(cron.occurrences(start, start + timedelta(days=60)),
-                                               200))  # fmt: skip
+        results[index] = list(
+            itertools.islice(cron.occurrences(start, start + timedelta(days=60)), 200)
+        )
 
     threads = [threading.Thread(target=walk, args=(i,)) for i in range(len(starts))]
     switch = sys.getswitchinterval()

@@ -28,9 +28,15 @@ class App:
         self.app = asgi_app(Beat(store, [JOB]), secret=secret)
 
     def __call__(
-        self, path: str, *, method: str = "GET", headers: dict[str, str] | None = None,
-        body: bytes = b"", scheme: str = "http", client: str = "10.0.0.1",
-    ) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+        self,
+        path: str,
+        *,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+        scheme: str = "http",
+        client: str = "10.0.0.1",
+    ) -> tuple[int, dict[str, str], bytes]:
         sent: list[dict[str, Any]] = []
 
         async def receive() -> dict[str, Any]:
@@ -40,16 +46,27 @@ class App:
             sent.append(message)
 
         raw = [(k.lower().encode(), v.encode("utf-8")) for k, v in (headers or {}).items()]
-        scope = {"type": "http", "method": method, "path": path, "headers": raw,
-                 "scheme": scheme, "client": (client, 50000)}  # fmt: skip
+        scope = {
+            "type": "http",
+            "method": method,
+            "path": path,
+            "headers": raw,
+            "scheme": scheme,
+            "client": (client, 50000),
+        }
         asyncio.run(self.app(scope, receive, send))
         head = {k.decode(): v.decode("latin-1") for k, v in sent[0]["headers"]}
         return int(sent[0]["status"]), head, sent[1]["body"]
 
     def login(self, secret: str = SECRET, **options: Any) -> tuple[int, dict[str, str], bytes]:
         form = {"content-type": "application/x-www-form-urlencoded"}
-        return self("/_scheduler/login", method="POST", headers=form,
-                    body=b"secret=" + secret.encode(), **options)  # fmt: skip
+        return self(
+            "/_scheduler/login",
+            method="POST",
+            headers=form,
+            body=b"secret=" + secret.encode(),
+            **options,
+        )
 
 
 def cookie_of(response: tuple[int, dict[str, str], bytes]) -> str:
@@ -141,8 +158,9 @@ def test_a_utf8_secret_works_as_a_bearer_token() -> None:
     """Header bytes are compared as sent: a non-ASCII secret opens the trigger."""
     secret = "zażółć-gęślą-jaźń-sekret"
     app = App(MemoryStore(), secret=secret)
-    status = app("/_scheduler/run/asgi.job", method="POST",
-                 headers={"authorization": f"Bearer {secret}"})[0]  # fmt: skip
+    status = app(
+        "/_scheduler/run/asgi.job", method="POST", headers={"authorization": f"Bearer {secret}"}
+    )[0]
     assert status == 200
     assert app.login(secret=secret)[0] == 303
 

@@ -60,9 +60,14 @@ def test_a_pattern_that_would_agree_to_everything_is_not_honoured(
 
 @pytest.mark.parametrize(
     ("library", "task"),
-    [("rq", "os.system"), ("rq", "subprocess.getoutput"), ("rq", "builtins.eval"),
-     ("celery", "celery.backend_cleanup"), ("dramatiq", "proj.undeclared")],
-)  # fmt: skip
+    [
+        ("rq", "os.system"),
+        ("rq", "subprocess.getoutput"),
+        ("rq", "builtins.eval"),
+        ("celery", "celery.backend_cleanup"),
+        ("dramatiq", "proj.undeclared"),
+    ],
+)
 def test_adding_a_task_nobody_agreed_to_is_refused_and_writes_nothing(
     library: str, task: str
 ) -> None:
@@ -170,8 +175,9 @@ def test_a_decorated_task_runs_with_ctx_and_a_plain_one_without(
     wrapper.__cron_bridge_handler__ = body  # type: ignore[attr-defined]
     for name, target in (("s.plain", plain), ("s.decorated", wrapper)):
         meta = _write(worker_store, name, "proj.task", args=[7])
-        job, delivery = run_stored("rq", name, meta, attempt=lambda job: 1,
-                                   resolve=lambda task, t=target: t)  # type: ignore[misc]  # fmt: skip
+        job, delivery = run_stored(
+            "rq", name, meta, attempt=lambda job: 1, resolve=lambda task, t=target: t
+        )  # type: ignore[misc]
         assert job.name == name and delivery.record.outcome == "completed"
     assert calls == [(7,), ("JobContext", 7)]
 
@@ -188,8 +194,14 @@ def test_a_refusal_on_an_rq_worker_that_never_loaded_the_module_says_how_to_load
     monkeypatch.syspath_prepend(str(tmp_path))
     meta = _write(worker_store, "tenant.report", "cb_unloaded_tasks.report")
     with pytest.raises(RefusedTask) as refused:
-        run_stored("rq", "tenant.report", meta, attempt=lambda job: 1, resolve=_function,
-                   unloaded=_unloaded)  # fmt: skip
+        run_stored(
+            "rq",
+            "tenant.report",
+            meta,
+            attempt=lambda job: 1,
+            resolve=_function,
+            unloaded=_unloaded,
+        )
     said = str(refused.value)
     assert "'cb_unloaded_tasks.report' is not loaded in this worker" in said, said
     assert "`rq worker -c cb_unloaded_tasks`" in said and ENV in said, said

@@ -72,8 +72,10 @@ def test_add_update_remove_and_the_change_log() -> None:
     assert schedules.remove("tenant.7") is None
     changes = control.changes(store, "tenant.7")
     assert [(c.action, c.by) for c in changes] == [
-        ("schedule removed", "cli:ana@laptop"), ("schedule updated", "http:1"),
-        ("schedule added", "cli:ana@laptop")]  # fmt: skip
+        ("schedule removed", "cli:ana@laptop"),
+        ("schedule updated", "http:1"),
+        ("schedule added", "cli:ana@laptop"),
+    ]
     assert (
         changes[1].reason
         == "rq proj.tasks.report every=2s -> rq proj.tasks.report cron=*/5 * * * *"
@@ -83,8 +85,9 @@ def test_add_update_remove_and_the_change_log() -> None:
 def test_a_backoff_is_kept_and_given_back_to_the_queue() -> None:
     store = MemoryStore()
     schedules = Schedules(store)
-    spec = schedules.add("tenant.8", every="1m", attempts=3,
-                         backoff=Backoff.exponential(2, max=30), **RQ)  # fmt: skip
+    spec = schedules.add(
+        "tenant.8", every="1m", attempts=3, backoff=Backoff.exponential(2, max=30), **RQ
+    )
     assert spec.backoff == {"kind": "exponential", "base": 2.0, "max": 30.0}
     job = schedules.get("tenant.8").job(worker=True)  # type: ignore[union-attr]
     assert (job.attempts, job.backoff.delays(2)) == (3, [2.0, 4.0])
@@ -167,12 +170,21 @@ def test_a_change_costs_what_it_changes_not_a_read_of_every_schedule() -> None:
     store.read.clear()
     changed, gone = sync.poll(2.0)  # type: ignore[misc]
     assert set(changed) == {"tenant-7.report"} and gone == {"tenant-8.report"}
-    assert sorted(store.read) == sorted(["schedule-feed/seq:1001", "schedule-feed/seq:1002",
-                                         "schedule-feed/seq:1003", "schedule/tenant-7.report",
-                                         "schedule/tenant-8.report"])  # fmt: skip
+    assert sorted(store.read) == sorted(
+        [
+            "schedule-feed/seq:1001",
+            "schedule-feed/seq:1002",
+            "schedule-feed/seq:1003",
+            "schedule/tenant-7.report",
+            "schedule/tenant-8.report",
+        ]
+    )
     # Written straight into the store, not announced: seen by the next full read.
-    store.put_control("schedule", "tenant-8.report", store.control("schedule", "tenant-9.report")
-                      .replace("tenant-9", "tenant-8"))  # type: ignore[union-attr]  # fmt: skip
+    store.put_control(
+        "schedule",
+        "tenant-8.report",
+        store.control("schedule", "tenant-9.report").replace("tenant-9", "tenant-8"),
+    )  # type: ignore[union-attr]
     assert sync.poll(3.0) is None
     changed, gone = sync.poll(3.0 + FULL_EVERY)  # type: ignore[misc]
     assert set(changed) == {"tenant-8.report"} and sync.full_reads == 2

@@ -17,38 +17,69 @@ from cron_bridge.stores import MemoryStore, RunRecord, SQLiteStore
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
-def record(second: int, outcome: str, *, attempt: int = 1, after: float = 0.05,
-           replica: str = "r1", duration: float | None = None) -> RunRecord:  # fmt: skip
+def record(
+    second: int,
+    outcome: str,
+    *,
+    attempt: int = 1,
+    after: float = 0.05,
+    replica: str = "r1",
+    duration: float | None = None,
+) -> RunRecord:
     at = T0 + timedelta(seconds=second)
     return RunRecord(
-        job="sync", occurrence_id=Occurrence(job="sync", scheduled_at=at).id, outcome=outcome,
-        trigger="schedule", replica=replica, started_at=at + timedelta(seconds=after),
-        attempt=attempt, duration_ms=duration,
-    )  # fmt: skip
+        job="sync",
+        occurrence_id=Occurrence(job="sync", scheduled_at=at).id,
+        outcome=outcome,
+        trigger="schedule",
+        replica=replica,
+        started_at=at + timedelta(seconds=after),
+        attempt=attempt,
+        duration_ms=duration,
+    )
 
 
 def completed(job: str, at: datetime, *, after_ms: float = 0) -> RunRecord:
-    return RunRecord(job=job, occurrence_id=Occurrence(job=job, scheduled_at=at).id,
-                     outcome="completed", trigger="schedule", replica="r1",
-                     started_at=at + timedelta(milliseconds=after_ms))  # fmt: skip
+    return RunRecord(
+        job=job,
+        occurrence_id=Occurrence(job=job, scheduled_at=at).id,
+        outcome="completed",
+        trigger="schedule",
+        replica="r1",
+        started_at=at + timedelta(milliseconds=after_ms),
+    )
 
 
 def test_each_occurrence_takes_the_state_of_its_run_not_of_the_replicas_that_stood_aside() -> None:
     records = [
-        record(0, "skipped-claimed", replica="r2"), record(0, "enqueued"),
+        record(0, "skipped-claimed", replica="r2"),
+        record(0, "enqueued"),
         record(0, "completed", after=0.2, replica="w1", duration=120.0),
-        record(1, "enqueued"), record(1, "failed", after=0.3, replica="w1", duration=5.0),
+        record(1, "enqueued"),
+        record(1, "failed", after=0.3, replica="w1", duration=5.0),
         record(1, "completed", attempt=2, after=2.0, replica="w1", duration=7.0),
-        record(2, "enqueued"), record(2, "failed", after=0.1, replica="w1"),
+        record(2, "enqueued"),
+        record(2, "failed", after=0.1, replica="w1"),
         record(3, "enqueued"),
-        record(4, "missed"), record(5, "skipped-paused"), record(6, "skipped-overlap"),
+        record(4, "missed"),
+        record(5, "skipped-paused"),
+        record(6, "skipped-overlap"),
         record(7, "skipped-claimed", replica="r2"),
-        record(8, "completed", replica="w1"), record(8, "skipped-completed", after=9.0),
-    ]  # fmt: skip
+        record(8, "completed", replica="w1"),
+        record(8, "skipped-completed", after=9.0),
+    ]
     found = marks(reversed(records))  # the store answers newest first
     assert [m.state for m in found] == [
-        "completed", "completed", "failed", "queued", "missed", "paused", "skipped-overlap",
-        "claimed", "completed"]  # fmt: skip
+        "completed",
+        "completed",
+        "failed",
+        "queued",
+        "missed",
+        "paused",
+        "skipped-overlap",
+        "claimed",
+        "completed",
+    ]
     first = found[0]
     assert (first.replica, first.duration_ms, round(first.lag_ms or 0)) == ("w1", 120.0, 200)
     assert round(found[1].lag_ms or 0) == 300, "lag: to the first attempt's start"
@@ -72,12 +103,15 @@ def test_the_latest_occurrences_are_read_back_from_the_end_not_walked_from_the_s
     its last 50 days; neither before ``start``, and nothing when none is due."""
     end = T0 + timedelta(days=2)
     assert latest_occurrences(Every("1s"), T0, end, 50) == [
-        end - timedelta(seconds=49 - i) for i in range(50)]  # fmt: skip
+        end - timedelta(seconds=49 - i) for i in range(50)
+    ]
     daily = latest_occurrences(Cron("0 3 * * *"), T0 - timedelta(days=400), end, 50)
     assert len(daily) == 50 and daily[-1] == datetime(2026, 6, 3, 3, 0, tzinfo=UTC)
     assert daily[0] == daily[-1] - timedelta(days=49)
     assert latest_occurrences(Cron("0 3 * * *"), T0, end, 50) == [
-        datetime(2026, 6, 2, 3, 0, tzinfo=UTC), datetime(2026, 6, 3, 3, 0, tzinfo=UTC)]  # fmt: skip
+        datetime(2026, 6, 2, 3, 0, tzinfo=UTC),
+        datetime(2026, 6, 3, 3, 0, tzinfo=UTC),
+    ]
     assert latest_occurrences(Every("1h"), T0, T0 + timedelta(minutes=59), 50) == []
 
 
@@ -90,16 +124,21 @@ def test_occurrences_no_record_names_are_drawn_from_their_claims() -> None:
     now = T0 + timedelta(seconds=12)
     missing = unrecorded(found, records, Every("1s"), "sync", now)
     assert [o.scheduled_at for o in missing] == [
-        T0 + timedelta(seconds=n) for n in (3, 6, 10, 11, 12)]  # fmt: skip
+        T0 + timedelta(seconds=n) for n in (3, 6, 10, 11, 12)
+    ]
     owners = ["r2", None, None, None, "r3"]
     drawn = unrecorded_marks(missing, owners, now, timedelta(seconds=1))
     assert [(m.scheduled_at.second, m.state, m.replica) for m in drawn] == [
-        (3, "claimed", "r2"), (6, "unrecorded", None), (10, "unrecorded", None),
-        (12, "claimed", "r3")]  # fmt: skip
+        (3, "claimed", "r2"),
+        (6, "unrecorded", None),
+        (10, "unrecorded", None),
+        (12, "claimed", "r3"),
+    ]
     assert "nobody claimed it" in drawn[1].title()
     # Jittered: fired up to a minute after its scheduled time, its grace counts from then.
-    later = unrecorded_marks(missing, owners, now, timedelta(seconds=1),
-                             lambda at: at + timedelta(seconds=30))  # fmt: skip
+    later = unrecorded_marks(
+        missing, owners, now, timedelta(seconds=1), lambda at: at + timedelta(seconds=30)
+    )
     assert [(m.scheduled_at.second, m.state) for m in later] == [(3, "claimed"), (12, "claimed")]
     assert unrecorded([], [], Every("1s"), "sync", now) == [], "no first occurrence to start at"
     # The overview asks only for those after the newest mark: none while the next is not due.
@@ -133,8 +172,7 @@ def test_the_dashboard_strip_shows_a_winner_that_died_before_writing_anything(
     neither (they are not after the newest mark); an instance-scope job (nothing is claimed)
     draws neither."""
     store = SQLiteStore(f"{tmp_path}/store.db")
-    job = declare("sync", every="1s", target="inline", handler=lambda ctx: None,
-                  misfire_grace="2s")  # fmt: skip
+    job = declare("sync", every="1s", target="inline", handler=lambda ctx: None, misfire_grace="2s")
     now = datetime.now(UTC).replace(microsecond=0)
     times = [now - timedelta(seconds=10 - n) for n in range(10)]
     kept = [n for n in range(10) if n not in (4, 7)]
@@ -154,8 +192,7 @@ def test_the_dashboard_strip_shows_a_winner_that_died_before_writing_anything(
         m.scheduled_at: m.state for m in marks_of(store, "sync", job, now, after_newest=True)[1]
     }
     assert times[4] not in overview and times[7] not in overview, "the overview: after the newest"
-    local = declare("sync", every="1s", target="inline", handler=lambda ctx: None,
-                    scope="instance")  # fmt: skip
+    local = declare("sync", every="1s", target="inline", handler=lambda ctx: None, scope="instance")
     assert {m.state for m in marks_of(store, "sync", local, now)[1]} == {"completed"}
 
 
@@ -175,19 +212,39 @@ def test_the_strip_keeps_the_last_fifty_and_escapes_titles() -> None:
 
 def test_the_catalog_writes_only_what_changed_and_reads_hostile_entries_safely() -> None:
     store = MemoryStore()
-    jobs = [declare(f"job{i}", every="1m", target="inline", handler=lambda ctx: None)
-            for i in range(3)]  # fmt: skip
+    jobs = [
+        declare(f"job{i}", every="1m", target="inline", handler=lambda ctx: None) for i in range(3)
+    ]
     assert catalog.publish(store, jobs) == 3
     assert catalog.publish(store, jobs) == 0, "nothing changed"
-    changed = [declare("job0", cron="*/5 * * * *", tz="Europe/Warsaw", target="inline",
-                       handler=lambda ctx: None), *jobs[1:]]  # fmt: skip
+    changed = [
+        declare(
+            "job0",
+            cron="*/5 * * * *",
+            tz="Europe/Warsaw",
+            target="inline",
+            handler=lambda ctx: None,
+        ),
+        *jobs[1:],
+    ]
     assert catalog.publish(store, changed) == 1
     later = T0 + timedelta(days=400)
     assert catalog.publish(store, changed, now=later) == 3, "refreshed once a day"
     store.put_control(catalog.GROUP, "bad name!", json.dumps({"schedule": "x"}))
     store.put_control(catalog.GROUP, "job9", "not json")
-    store.put_control(catalog.GROUP, "job8", json.dumps({"schedule": "x" * 5000, "tz": "UTC",
-                      "scope": "cluster", "target": "inline", "seen": "2026-01-01"}))  # fmt: skip
+    store.put_control(
+        catalog.GROUP,
+        "job8",
+        json.dumps(
+            {
+                "schedule": "x" * 5000,
+                "tz": "UTC",
+                "scope": "cluster",
+                "target": "inline",
+                "seen": "2026-01-01",
+            }
+        ),
+    )
     read = catalog.read(store)
     assert sorted(read) == ["job0", "job1", "job2"]
     assert (read["job0"].schedule, read["job0"].tz) == ("*/5 * * * *", "Europe/Warsaw")

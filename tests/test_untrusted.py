@@ -12,10 +12,23 @@ from cron_bridge import untrusted
 
 @pytest.mark.parametrize(
     "text",
-    ["[" * 33 + "]" * 33, '{"a":' * 40 + "1" + "}" * 40, "NaN", '{"x": Infinity}', "1e999",
-     '[-Infinity]', "9" * 5000, "1" + "0" * 400, '{"ms": -1' + "0" * 30 + "}", str(2**63),
-     str(-(2**63) - 1), "x" * (untrusted.MAX_BYTES + 1), b"\xff{}", "[" * 100_000],
-)  # fmt: skip
+    [
+        "[" * 33 + "]" * 33,
+        '{"a":' * 40 + "1" + "}" * 40,
+        "NaN",
+        '{"x": Infinity}',
+        "1e999",
+        "[-Infinity]",
+        "9" * 5000,
+        "1" + "0" * 400,
+        '{"ms": -1' + "0" * 30 + "}",
+        str(2**63),
+        str(-(2**63) - 1),
+        "x" * (untrusted.MAX_BYTES + 1),
+        b"\xff{}",
+        "[" * 100_000,
+    ],
+)
 def test_what_a_hostile_writer_stores_is_a_value_error(text: str | bytes) -> None:
     with pytest.raises(ValueError):
         untrusted.loads(text)
@@ -49,7 +62,10 @@ def test_a_bad_record_is_warned_about_once_until_it_changes(
         untrusted.warn_once(log, "pause", "job", raw, "unreadable: %s", raw)
     untrusted.warn_once(log, "pause", "other", "bad", "unreadable other: %s", "bad")
     assert [r.getMessage() for r in caplog.records] == [
-        "unreadable: bad", "unreadable: worse", "unreadable other: bad"]  # fmt: skip
+        "unreadable: bad",
+        "unreadable: worse",
+        "unreadable other: bad",
+    ]
 
 
 @pytest.mark.parametrize(

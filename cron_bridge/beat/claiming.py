@@ -127,8 +127,11 @@ class Unanswered:
         with self._lock:
             if not self._keys:
                 return won
-            doubtful = [i for i, (item, mine) in enumerate(zip(asked, won, strict=True))
-                        if not mine and item.occurrence.claim_key in self._keys]  # fmt: skip
+            doubtful = [
+                i
+                for i, (item, mine) in enumerate(zip(asked, won, strict=True))
+                if not mine and item.occurrence.claim_key in self._keys
+            ]
             newest = max(item.occurrence.scheduled_at for item in asked)
             for key, at in list(self._keys.items()):
                 if newest - at > UNANSWERED_KEPT:
@@ -139,8 +142,11 @@ class Unanswered:
             for i, holder in zip(doubtful, owners, strict=True):
                 if holder == owner:
                     won[i] = True
-                    log.info("claimed %s on %s (its first claim was made, its answer lost)",
-                             asked[i].occurrence.id, owner)  # fmt: skip
+                    log.info(
+                        "claimed %s on %s (its first claim was made, its answer lost)",
+                        asked[i].occurrence.id,
+                        owner,
+                    )
         with self._lock:
             for item in asked:
                 self._keys.pop(item.occurrence.claim_key, None)
@@ -224,8 +230,10 @@ class Claimer:
             for index, part in enumerate(slices):
                 if signal.aborted:
                     # Not claimed: the other replicas claim them, or the catch-up does.
-                    log.warning("stopping with %d occurrence(s) of a burst unclaimed", sum(
-                        len(rest) for rest in slices[index:]))  # fmt: skip
+                    log.warning(
+                        "stopping with %d occurrence(s) of a burst unclaimed",
+                        sum(len(rest) for rest in slices[index:]),
+                    )
                     return
                 to_run, held = self._claim(part, paused)
                 records += held
@@ -252,8 +260,7 @@ class Claimer:
             if pause is None:
                 run.append(item)
             else:
-                held.append(self._records.of(item, "skipped-paused",
-                                                       reason=pause.describe()))  # fmt: skip
+                held.append(self._records.of(item, "skipped-paused", reason=pause.describe()))
         return run, held
 
     def _claim(
@@ -304,5 +311,9 @@ class Claimer:
         if len(lost) == 1:
             log.info("skipped-claimed %s on %s (claimed by another replica)", first, self.replica)
         else:
-            log.info("skipped-claimed %d occurrences on %s (claimed by other replicas), from %s",
-                     len(lost), self.replica, first)  # fmt: skip
+            log.info(
+                "skipped-claimed %d occurrences on %s (claimed by other replicas), from %s",
+                len(lost),
+                self.replica,
+                first,
+            )

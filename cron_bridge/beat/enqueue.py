@@ -22,8 +22,10 @@ __all__ = ["Enqueuer"]
 log = logging.getLogger(__name__)
 
 ENQUEUE_RETRY_FIRST = 0.25  # seconds before the first retry of a failed enqueue; then doubled
-NOT_SENT_AGAIN = ("not sent again: a failed send may still have reached the broker, and "
-                  "nothing on the worker would refuse a second copy")  # fmt: skip
+NOT_SENT_AGAIN = (
+    "not sent again: a failed send may still have reached the broker, and "
+    "nothing on the worker would refuse a second copy"
+)
 
 
 class Enqueuer:
@@ -49,11 +51,17 @@ class Enqueuer:
         traced = telemetry.tracing()
         spans = {
             id(item): telemetry.start_span(
-                item.job, item.occurrence, trigger=item.trigger, replica=self.replica,
-                attempt=1, kind="producer",
-            ) if traced else telemetry.NO_SPAN
+                item.job,
+                item.occurrence,
+                trigger=item.trigger,
+                replica=self.replica,
+                attempt=1,
+                kind="producer",
+            )
+            if traced
+            else telemetry.NO_SPAN
             for item in items
-        }  # fmt: skip
+        }
         try:
             self._enqueue(pending, spans, started, wait, records, signal)
         finally:
@@ -100,10 +108,12 @@ class Enqueuer:
                 deadline = max(item.occurrence.scheduled_at, started) + item.job.misfire_grace
                 if not resendable:
                     # Its task meets no guard: a second copy would run twice. At most once.
-                    log.warning("%s: %s, %s", item.occurrence.id, described(error),
-                                NOT_SENT_AGAIN)  # fmt: skip
-                    records.append(self._records.of(item, "failed", error=described(error),
-                                                    reason=NOT_SENT_AGAIN))  # fmt: skip
+                    log.warning("%s: %s, %s", item.occurrence.id, described(error), NOT_SENT_AGAIN)
+                    records.append(
+                        self._records.of(
+                            item, "failed", error=described(error), reason=NOT_SENT_AGAIN
+                        )
+                    )
                 elif now + timedelta(seconds=wait) < deadline and not signal.aborted:
                     pending.append(item)
                 else:

@@ -78,8 +78,12 @@ class Triggers:
         run it."""
         now = self.clock.now()
         at = now if force else (previous_occurrence(job.schedule, now) or now)
-        item = Planned(job=job, occurrence=Occurrence(job=job.name, scheduled_at=at),
-                       trigger="manual", run=True)  # fmt: skip
+        item = Planned(
+            job=job,
+            occurrence=Occurrence(job=job.name, scheduled_at=at),
+            trigger="manual",
+            run=True,
+        )
         self._forget(item.occurrence.claim_key)
         return self._run_claimed(item, lambda: self.store.claim(item.occurrence, self.replica))
 

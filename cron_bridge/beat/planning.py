@@ -85,8 +85,9 @@ def plan_one(job: Job, scheduled: datetime, now: datetime) -> Plan:
     trigger: Trigger = "schedule"
     if not run and job.misfire == "run-once":
         run, trigger = True, "misfire"
-    return Plan(items=[Planned(job=job, occurrence=job.occurrence(scheduled), trigger=trigger,
-                               run=run)])  # fmt: skip
+    return Plan(
+        items=[Planned(job=job, occurrence=job.occurrence(scheduled), trigger=trigger, run=run)]
+    )
 
 
 def _coalesced(job: Job, items: list[Planned]) -> list[Planned]:

@@ -95,22 +95,37 @@ class Beat:
         self._thread: threading.Thread | None = None
         # Whether the store answers, told by every part that asks it; the run records.
         self._health = StoreHealth()
-        self._records = Records(self.store, self._health, replica=self.replica_id,
-                                clock=self.clock)  # fmt: skip
-        self._dispatcher = Dispatcher(self.store, self.replica_id, clock=self.clock,
-                                      max_workers=max_workers, records=self._records,
-                                      health=self._health)  # fmt: skip
+        self._records = Records(self.store, self._health, replica=self.replica_id, clock=self.clock)
+        self._dispatcher = Dispatcher(
+            self.store,
+            self.replica_id,
+            clock=self.clock,
+            max_workers=max_workers,
+            records=self._records,
+            health=self._health,
+        )
         unanswered = Unanswered()  # claims whose answer was lost, shared by both
-        self._triggers = Triggers(self.store, self.replica_id, clock=self.clock,
-                                  dispatcher=self._dispatcher, records=self._records,
-                                  forget=unanswered.forget)  # fmt: skip
+        self._triggers = Triggers(
+            self.store,
+            self.replica_id,
+            clock=self.clock,
+            dispatcher=self._dispatcher,
+            records=self._records,
+            forget=unanswered.forget,
+        )
         # Where the claims this replica lost are noted (cron_bridge.control.aside).
         self._ledger = Ledger(self.replica_id, self._swept, self.clock.now)
         self._health.when_down(self._ledger.interrupt)
         self._health.when_up(self._resume_ledger)
-        self._claimer = Claimer(self.store, self.replica_id, dispatcher=self._dispatcher,
-                                records=self._records, health=self._health,
-                                ledger=self._ledger, unanswered=unanswered)  # fmt: skip
+        self._claimer = Claimer(
+            self.store,
+            self.replica_id,
+            dispatcher=self._dispatcher,
+            records=self._records,
+            health=self._health,
+            ledger=self._ledger,
+            unanswered=unanswered,
+        )
         self.claim_stats = self._claimer.stats
         # The schedules kept in the store (control.schedules), followed through their feed.
         self._stored = StoredSync(self.store) if stored_schedules else None
@@ -213,8 +228,13 @@ class Beat:
         if self._stored is not None:
             self._stored.listen(self._wake.set)
         count = len(self.jobs())
-        log.info("beat %s started with %d job%s on %s", self.replica_id, count,
-                 "" if count == 1 else "s", self.store.url)  # fmt: skip
+        log.info(
+            "beat %s started with %d job%s on %s",
+            self.replica_id,
+            count,
+            "" if count == 1 else "s",
+            self.store.url,
+        )
         self._thread.start()
 
     def run_forever(self) -> None:
@@ -277,8 +297,10 @@ class Beat:
             "clock_offset_ms": self.clock.offset_ms,
         }
         if failing:
-            found["failing"] = (f"the loop failed {self._failed_ticks} ticks in a row "
-                                f"({self._last_failure}); see the beat's log")  # fmt: skip
+            found["failing"] = (
+                f"the loop failed {self._failed_ticks} ticks in a row "
+                f"({self._last_failure}); see the beat's log"
+            )
         # Declarations this process read and does not run (still healthy: it runs the rest).
         if not_run := refusals.refused():
             found["refused"] = [refusal.to_json() for refusal in not_run]
@@ -306,13 +328,15 @@ class Beat:
                 self._failed_ticks += 1
                 self._last_failure = type(exc).__name__  # health is public: no message
                 if self._failed_ticks == 1 or self._failed_ticks % 60 == 0:
-                    log.exception("the beat loop failed %d tick(s) in a row; going on",
-                                  self._failed_ticks)  # fmt: skip
+                    log.exception(
+                        "the beat loop failed %d tick(s) in a row; going on", self._failed_ticks
+                    )
                 self._stopping.wait(1.0)
             else:
                 if self._failed_ticks:
-                    log.warning("the beat loop runs again after %d failed tick(s)",
-                                self._failed_ticks)  # fmt: skip
+                    log.warning(
+                        "the beat loop runs again after %d failed tick(s)", self._failed_ticks
+                    )
                 self._failed_ticks = 0
 
     def _tick(self) -> None:
@@ -373,16 +397,21 @@ class Beat:
                 log.info("stored schedule %s removed", name)
         for name, job in changed.items():
             if name in self._timers and name not in self._from_store:
-                log.warning("stored schedule %s is not run: a job declared in code has its "
-                            "name", name)  # fmt: skip
+                log.warning(
+                    "stored schedule %s is not run: a job declared in code has its name", name
+                )
                 continue
             self.replace(job)
             self._from_store.add(name)
             if each:
                 log.info("stored schedule %s: %s", name, job.schedule.describe())
         if not each:
-            log.info("%d stored schedule(s) scheduled or changed, %d removed; %d in all",
-                     len(changed), len(gone), len(self._from_store))  # fmt: skip
+            log.info(
+                "%d stored schedule(s) scheduled or changed, %d removed; %d in all",
+                len(changed),
+                len(gone),
+                len(self._from_store),
+            )
 
     def _fire(self, due: list[tuple[Job, datetime]], now: datetime) -> None:
         planned: list[Planned] = []

@@ -153,6 +153,13 @@ def _job(spec: StoredSchedule) -> Job | None:
     try:
         return spec.job()
     except Exception as exc:  # noqa: BLE001 - a record is hostile: whatever it makes a declaration raise, it alone is skipped
-        untrusted.warn_once(log, "stored-job", spec.name, spec, "stored schedule %.200s is not "
-                            "run: %.300s", spec.name, exc)  # fmt: skip
+        untrusted.warn_once(
+            log,
+            "stored-job",
+            spec.name,
+            spec,
+            "stored schedule %.200s is not run: %.300s",
+            spec.name,
+            exc,
+        )
         return None

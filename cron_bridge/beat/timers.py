@@ -125,8 +125,12 @@ class Timers:
 
     def _check_name(self, job: Job) -> None:
         if job.name in self._jobs and self._jobs[job.name] is not job:
-            raise ConfigError("a job of this name is already scheduled", job=job.name,
-                              option="name", value=job.name)  # fmt: skip
+            raise ConfigError(
+                "a job of this name is already scheduled",
+                job=job.name,
+                option="name",
+                value=job.name,
+            )
 
     def _arm(self, job: Job, after: datetime, following: datetime | None = None) -> None:
         """Arm the first occurrence of ``job`` after ``after`` (``following``, when the
@@ -141,6 +145,9 @@ class Timers:
         if len(self._heap) > 2 * len(self._jobs) + 1024:
             # Entries of replaced or removed jobs wait in the heap until they come due, and a
             # yearly stored schedule changed every minute would otherwise keep them all.
-            self._heap = [e for e in self._heap if e[3] == self._generation.get(e[2], 0)
-                          and e[2] in self._jobs]  # fmt: skip
+            self._heap = [
+                e
+                for e in self._heap
+                if e[3] == self._generation.get(e[2], 0) and e[2] in self._jobs
+            ]
             heapq.heapify(self._heap)

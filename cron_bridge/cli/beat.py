@@ -142,8 +142,10 @@ def run_beat(
         if http_bind:
             source = click.get_current_context().get_parameter_source("secret")
             if secret and source == click.core.ParameterSource.COMMANDLINE:
-                log.warning("--secret on the command line shows in ps; prefer "
-                            "CRON_BRIDGE_SECRET or --secret-file")  # fmt: skip
+                log.warning(
+                    "--secret on the command line shows in ps; prefer "
+                    "CRON_BRIDGE_SECRET or --secret-file"
+                )
             secret = _read_secret(secret, options["secret_file"])
             check_secret(secret)
         shown = _namespaces(options["namespaces"])
@@ -197,8 +199,10 @@ def _say_what_else(modules: tuple[str, ...], *, declared: bool) -> None:
         if found:
             command = str(getattr(adapter, "runs_with", "")).format(modules=" ".join(modules))
             shown = getattr(adapter, "declared_as", adapter.name)
-            elsewhere.append(f"{len(found)} {shown} entr{'y' if len(found) == 1 else 'ies'}"
-                             + (f", which `{command}` runs" if command else ""))  # fmt: skip
+            elsewhere.append(
+                f"{len(found)} {shown} entr{'y' if len(found) == 1 else 'ies'}"
+                + (f", which `{command}` runs" if command else "")
+            )
     if not declared:
         log.warning(
             "no job is declared in %s (imported): put @cluster_task(...) above a task there%s; "
@@ -207,8 +211,11 @@ def _say_what_else(modules: tuple[str, ...], *, declared: bool) -> None:
             f"; it has {', '.join(elsewhere)}" if elsewhere else "",
         )
     elif elsewhere:
-        log.warning("%s also has %s: this beat runs only the @cluster_task jobs",
-                    ", ".join(modules), "; ".join(elsewhere))  # fmt: skip
+        log.warning(
+            "%s also has %s: this beat runs only the @cluster_task jobs",
+            ", ".join(modules),
+            "; ".join(elsewhere),
+        )
 
 
 def _read_secret(secret: str | None, secret_file: str | None) -> str:
@@ -227,9 +234,11 @@ def _read_secret(secret: str | None, secret_file: str | None) -> str:
         except UnicodeDecodeError:
             fail(f"--secret-file: {secret_file} is not UTF-8 text")
     if not secret:
-        fail("--http refuses to start without a secret: set CRON_BRIDGE_SECRET or give "
-             "--secret-file (make one with: python -c 'import secrets; "
-             "print(secrets.token_urlsafe(32))')")  # fmt: skip
+        fail(
+            "--http refuses to start without a secret: set CRON_BRIDGE_SECRET or give "
+            "--secret-file (make one with: python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))')"
+        )
     return secret
 
 
@@ -273,13 +282,20 @@ def _namespaces(given: tuple[str, ...]) -> dict[str, str]:
 
 
 def _serve_http(
-    replica: Beat, bind: str, secret: str, forwarded_allow_ips: str,
+    replica: Beat,
+    bind: str,
+    secret: str,
+    forwarded_allow_ips: str,
     namespaces: dict[str, str] | None = None,
-) -> HttpServer:  # fmt: skip
+) -> HttpServer:
     host, port = _host_port("--http", bind)
     app = asgi_app(replica, secret=secret, namespaces=namespaces)
     server = serve(app, host, port, forwarded_allow_ips=forwarded_allow_ips)
     where = _url(host, port)
-    log.info("dashboard on %s/_scheduler/ (log in with the secret); HTTP trigger on "
-             "%s/_scheduler/run/<job>", where, where)  # fmt: skip
+    log.info(
+        "dashboard on %s/_scheduler/ (log in with the secret); HTTP trigger on "
+        "%s/_scheduler/run/<job>",
+        where,
+        where,
+    )
     return server

@@ -125,9 +125,14 @@ def app_option(func: F) -> F:
 def optional_app_option(help_text: str) -> Callable[[F], F]:
     """``-A MODULE`` where a command can do without the app; ``help_text`` says for what."""
     return click.option(
-        "-A", "--app", "app", multiple=True, envvar="CRON_BRIDGE_APP", metavar="MODULE",
+        "-A",
+        "--app",
+        "app",
+        multiple=True,
+        envvar="CRON_BRIDGE_APP",
+        metavar="MODULE",
         help=help_text,
-    )  # fmt: skip
+    )
 
 
 def store_option(func: F) -> F:

@@ -20,8 +20,9 @@ from cron_bridge.control import pause as control
 
 __all__ = ["pause", "resume"]
 
-_app = optional_app_option("The module that declares the job, for a name no beat has "
-                           "published to the store yet.")  # fmt: skip
+_app = optional_app_option(
+    "The module that declares the job, for a name no beat has published to the store yet."
+)
 
 
 @click.command()

@@ -68,13 +68,34 @@ def run_demo(
     env = {**os.environ, "CRON_BRIDGE_DEMO_DIR": str(folder), "CRON_BRIDGE_STORE": store_url}
     env.pop("CRON_BRIDGE_ENV", None)
     echo(f"cron-bridge demo: {replicas} beat replicas and 1 Celery worker in {folder}")
-    echo(f"store {store_url}, broker filesystem://, jobs: " +
-         ", ".join(f"{j.name} ({j.schedule.describe()})" for j in jobs))  # fmt: skip
-    worker = _start(folder, "worker-1", env, [
-        sys.executable, "-m", "celery", "-A", DEMO_APP, "worker", "-c", "2", "-Q", "demo",
-        "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", "worker-1@%h",
-        "-l", "WARNING",
-    ])  # fmt: skip
+    echo(
+        f"store {store_url}, broker filesystem://, jobs: "
+        + ", ".join(f"{j.name} ({j.schedule.describe()})" for j in jobs)
+    )
+    worker = _start(
+        folder,
+        "worker-1",
+        env,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            DEMO_APP,
+            "worker",
+            "-c",
+            "2",
+            "-Q",
+            "demo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-n",
+            "worker-1@%h",
+            "-l",
+            "WARNING",
+        ],
+    )
     beats = [
         _start(
             folder,
@@ -136,8 +157,10 @@ def run_demo(
         f"{totals.duplicates} duplicates, {totals.missed} missed, {totals.failed} failed"
     )
     if keep:
-        echo(f"kept {folder} (store.db, logs); inspect it with: cron-bridge history "
-             f"demo.heartbeat --store {store_url}")  # fmt: skip
+        echo(
+            f"kept {folder} (store.db, logs); inspect it with: cron-bridge history "
+            f"demo.heartbeat --store {store_url}"
+        )
     else:
         shutil.rmtree(folder, ignore_errors=True)
     return totals
@@ -240,10 +263,16 @@ def _totals(
 
 
 @click.command()
-@click.option("--replicas", default=3, show_default=True, type=click.IntRange(1, 20),
-              help="How many beat replicas to start.")  # fmt: skip
-@click.option("--duration", default=30, show_default=True, type=FiniteRange(5, 3600),
-              help="Seconds to run.")  # fmt: skip
+@click.option(
+    "--replicas",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1, 20),
+    help="How many beat replicas to start.",
+)
+@click.option(
+    "--duration", default=30, show_default=True, type=FiniteRange(5, 3600), help="Seconds to run."
+)
 @click.option("--keep", is_flag=True, help="Keep the folder with the store and the logs.")
 def demo(replicas: int, duration: float, keep: bool) -> None:
     """Run beat replicas and a Celery worker on SQLite and a filesystem broker, no server."""

@@ -90,9 +90,20 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool, tz: tzinfo
         # Declarations read from the modules and not run (an rq cron registration RQ
         # refuses): listed, so a job that will never run is seen, not just logged.
         for refusal in refusals.refused():
-            rows.append({"name": refusal.name, "schedule": "-", "timezone": "-", "scope": "-",
-                         "target": "-", "source": refusal.source, "next": None, "last": None,
-                         "paused": None, "refused": refusal.reason})  # fmt: skip
+            rows.append(
+                {
+                    "name": refusal.name,
+                    "schedule": "-",
+                    "timezone": "-",
+                    "scope": "-",
+                    "target": "-",
+                    "source": refusal.source,
+                    "next": None,
+                    "last": None,
+                    "paused": None,
+                    "refused": refusal.reason,
+                }
+            )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -103,8 +114,10 @@ def list_jobs(app: tuple[str, ...], store: str | None, as_json: bool, tz: tzinfo
         last = row["last"]
         shown_last = (
             f"{zoned(datetime.fromisoformat(last['started_at']), tz)} {last['outcome']} "
-            f"{last['replica']}" if last else "-"
-        )  # fmt: skip
+            f"{last['replica']}"
+            if last
+            else "-"
+        )
         table.append(
             [
                 row["name"],
@@ -228,8 +241,14 @@ def history(
             if audit_window:
                 schedule = _audited_schedule(opened, name, jobs, app)
                 now = datetime.now(UTC)
-                found = audit(opened, name, now - window[0], now - window[1], schedule,
-                              first_seen=catalog.first_seen(opened, name))  # fmt: skip
+                found = audit(
+                    opened,
+                    name,
+                    now - window[0],
+                    now - window[1],
+                    schedule,
+                    first_seen=catalog.first_seen(opened, name),
+                )
                 _show_audit(found, as_json)
                 sys.exit(0 if found.clean else EXIT_FAILED)
             records = aside.history(opened, name, count)
@@ -384,8 +403,10 @@ def _show_audit(found: Audit, as_json: bool) -> None:
         f"{found.end.isoformat()[:19]} UTC, from {source}"
     )
     if found.first_seen is not None:
-        click.echo(f"first declared by a replica at {found.first_seen.isoformat()[:19]} UTC: "
-                   "the occurrences due before it are left out")  # fmt: skip
+        click.echo(
+            f"first declared by a replica at {found.first_seen.isoformat()[:19]} UTC: "
+            "the occurrences due before it are left out"
+        )
     header = ["OCCURRENCES", "COMPLETED ONCE", "NEVER COMPLETED", "MORE THAN ONCE"]
     counts = [found.occurrences, found.once, len(found.never), len(found.more)]
     print_table([[*header, "BEYOND HISTORY"], [str(n) for n in [*counts, found.beyond_history]]])

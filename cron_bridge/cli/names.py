@@ -44,8 +44,10 @@ def check_name(store: Store, name: str, app: tuple[str, ...], *, records: bool =
     if name in known or (records and store.history(name, _RECORDS_LOOKED_AT)):
         return
     if not known:
-        fail(f"no job called {name!r} is known: no beat has published its jobs to this store "
-             "yet; give the module that declares it with -A")  # fmt: skip
+        fail(
+            f"no job called {name!r} is known: no beat has published its jobs to this store "
+            "yet; give the module that declares it with -A"
+        )
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     if close:
         fail(f"no job called {name!r} (did you mean {', '.join(repr(c) for c in close)}?)")

@@ -26,8 +26,21 @@ __all__ = ["schedule"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Options given as text on the command line, read as the Python API reads them.
-_TEXT_OPTIONS = ("cron", "every", "at", "tz", "offset", "start", "end", "jitter", "misfire",
-                 "misfire_grace", "overlap", "lock_ttl", "timeout")  # fmt: skip
+_TEXT_OPTIONS = (
+    "cron",
+    "every",
+    "at",
+    "tz",
+    "offset",
+    "start",
+    "end",
+    "jitter",
+    "misfire",
+    "misfire_grace",
+    "overlap",
+    "lock_ttl",
+    "timeout",
+)
 
 
 _WHEN = ("cron", "every", "at", "tz", "offset", "start", "end", "jitter")
@@ -54,13 +67,27 @@ def _spec_options(func: F) -> F:
     for option in reversed(_TEXT_OPTIONS):
         flag = "--" + option.replace("_", "-")
         func = click.option(flag, option, default=None, help=_HELP[option])(func)
-    func = click.option("--attempts", type=click.IntRange(1, 1000), default=None,
-                        help="Total tries, the first included.")(func)  # fmt: skip
+    func = click.option(
+        "--attempts",
+        type=click.IntRange(1, 1000),
+        default=None,
+        help="Total tries, the first included.",
+    )(func)
     func = click.option("--queue", default=None, help="The queue (default: the task's).")(func)
-    func = click.option("--args", "args_json", default=None, metavar="JSON",
-                        help="Positional arguments, a JSON list.")(func)  # fmt: skip
-    func = click.option("--kwargs", "kwargs_json", default=None, metavar="JSON",
-                        help="Keyword arguments, a JSON object.")(func)  # fmt: skip
+    func = click.option(
+        "--args",
+        "args_json",
+        default=None,
+        metavar="JSON",
+        help="Positional arguments, a JSON list.",
+    )(func)
+    func = click.option(
+        "--kwargs",
+        "kwargs_json",
+        default=None,
+        metavar="JSON",
+        help="Keyword arguments, a JSON object.",
+    )(func)
     return func
 
 
@@ -72,8 +99,11 @@ def _json(value: str | None, option: str, kind: type) -> Any:
     except ValueError as exc:
         raise ConfigError(f"expected JSON ({exc})", option=option, value=value[:80]) from None
     if not isinstance(parsed, kind):
-        raise ConfigError(f"expected a JSON {'list' if kind is list else 'object'}",
-                          option=option, value=value[:80])  # fmt: skip
+        raise ConfigError(
+            f"expected a JSON {'list' if kind is list else 'object'}",
+            option=option,
+            value=value[:80],
+        )
     return parsed
 
 
@@ -105,15 +135,24 @@ def schedule() -> None:
 
 @schedule.command("add")
 @click.argument("name")
-@click.option("--task", required=True, help="The task the workers know: a Celery task name, "
-              "a Dramatiq actor name, an RQ function's dotted path.")  # fmt: skip
-@click.option("--library", required=True, type=click.Choice(LIBRARIES),
-              help="The queue library whose workers run the task.")  # fmt: skip
+@click.option(
+    "--task",
+    required=True,
+    help="The task the workers know: a Celery task name, "
+    "a Dramatiq actor name, an RQ function's dotted path.",
+)
+@click.option(
+    "--library",
+    required=True,
+    type=click.Choice(LIBRARIES),
+    help="The queue library whose workers run the task.",
+)
 @_spec_options
 @_app
 @store_option
-def add(name: str, task: str, library: str, app: tuple[str, ...], store: str | None,
-        **values: Any) -> None:  # fmt: skip
+def add(
+    name: str, task: str, library: str, app: tuple[str, ...], store: str | None, **values: Any
+) -> None:
     """Store a new schedule (one of --cron, --every, --at)."""
     with one_line_errors():
         given = _given(values)
@@ -121,8 +160,9 @@ def add(name: str, task: str, library: str, app: tuple[str, ...], store: str | N
             load_app(app)
         opened = open_store(store)
         try:
-            spec = Schedules(opened).add(name, task=task, library=library,
-                                         by=control.cli_actor(), **given)  # fmt: skip
+            spec = Schedules(opened).add(
+                name, task=task, library=library, by=control.cli_actor(), **given
+            )
         finally:
             opened.close()
     _echo(spec)
@@ -131,13 +171,23 @@ def add(name: str, task: str, library: str, app: tuple[str, ...], store: str | N
 @schedule.command("update")
 @click.argument("name")
 @click.option("--task", default=None, help="Another task for the schedule (checked as by add).")
-@click.option("--library", default=None, type=click.Choice(LIBRARIES),
-              help="The queue library whose workers run the task.")  # fmt: skip
+@click.option(
+    "--library",
+    default=None,
+    type=click.Choice(LIBRARIES),
+    help="The queue library whose workers run the task.",
+)
 @_spec_options
 @_app
 @store_option
-def update(name: str, task: str | None, library: str | None, app: tuple[str, ...],
-           store: str | None, **values: Any) -> None:  # fmt: skip
+def update(
+    name: str,
+    task: str | None,
+    library: str | None,
+    app: tuple[str, ...],
+    store: str | None,
+    **values: Any,
+) -> None:
     """Change some of a stored schedule's options; the others stay."""
     with one_line_errors():
         given = _given(values)

@@ -52,8 +52,14 @@ def _job(name: str, app: tuple[str, ...], store: str | None) -> Job:
 
 @click.command("next")
 @click.argument("name")
-@click.option("-n", "count", default=10, show_default=True, type=click.IntRange(1, 1000),
-              help="How many occurrences.")  # fmt: skip
+@click.option(
+    "-n",
+    "count",
+    default=10,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="How many occurrences.",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 @optional_app_option("The module that declares the job (else the stored schedule of the name).")
 @store_option
@@ -64,14 +70,23 @@ def next_runs(
     saving time moves or repeats."""
     with one_line_errors():
         job = _job(name, app, store)
-        rows = [{"at": u.local.isoformat(timespec="seconds"),
-                 "utc": u.at.isoformat(timespec="seconds"), "note": u.note}
-                for u in upcoming(job.schedule, datetime.now(UTC), count)]  # fmt: skip
+        rows = [
+            {
+                "at": u.local.isoformat(timespec="seconds"),
+                "utc": u.at.isoformat(timespec="seconds"),
+                "note": u.note,
+            }
+            for u in upcoming(job.schedule, datetime.now(UTC), count)
+        ]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        raise ConfigError("no occurrence left (a one-off that ran, an end that passed)",
-                          job=name, option="schedule", value=job.schedule.describe())  # fmt: skip
+        raise ConfigError(
+            "no occurrence left (a one-off that ran, an end that passed)",
+            job=name,
+            option="schedule",
+            value=job.schedule.describe(),
+        )
     say(f"{name}: {job.schedule.describe()} in {job.schedule.tz}")
     print_table([["OCCURRENCE", "UTC", "NOTE"]] + [[r["at"], r["utc"], r["note"]] for r in rows])

@@ -308,8 +308,14 @@ class Aside:
         for replica, text in _ledgers(store).items():
             parsed = _parse(replica, text)
             if parsed is None:
-                untrusted.warn_once(log, GROUP, replica, text, "skipping the ledger %.200r: it is "
-                                    "not one a replica writes", replica)  # fmt: skip
+                untrusted.warn_once(
+                    log,
+                    GROUP,
+                    replica,
+                    text,
+                    "skipping the ledger %.200r: it is not one a replica writes",
+                    replica,
+                )
             else:
                 self._ledgers.append(parsed)
         self._sets: dict[str, frozenset[str] | None] = {}
@@ -344,11 +350,18 @@ class Aside:
             return []
         besides = {r.replica for r in written}
         return [
-            RunRecord(job=occurrence.job, occurrence_id=occurrence.id, outcome="skipped-claimed",
-                      trigger="schedule", replica=replica, started_at=occurrence.scheduled_at,
-                      reason=REASON)
-            for replica in self.who(occurrence) if replica not in besides
-        ]  # fmt: skip
+            RunRecord(
+                job=occurrence.job,
+                occurrence_id=occurrence.id,
+                outcome="skipped-claimed",
+                trigger="schedule",
+                replica=replica,
+                started_at=occurrence.scheduled_at,
+                reason=REASON,
+            )
+            for replica in self.who(occurrence)
+            if replica not in besides
+        ]
 
 
 def _ledgers(store: Store) -> dict[str, str]:

@@ -63,8 +63,10 @@ def explain(
             detail = "; ".join(text for text in (record.error, record.reason) if text)
             return f"{outcome} on {record.replica}" + (f": {detail}" if detail else "")
     if "enqueued" in latest:
-        return (f"enqueued by {latest['enqueued'].replica}, no worker recorded a run (still "
-                "queued, or lost with its message)")  # fmt: skip
+        return (
+            f"enqueued by {latest['enqueued'].replica}, no worker recorded a run (still "
+            "queued, or lost with its message)"
+        )
     if not look_up:
         return "no record of a run (claim not looked up)"
     try:
@@ -80,8 +82,10 @@ def explain(
     except StoreUnavailable:
         present = []
     if present:
-        return (f"no record of a run; {', '.join(present)} asked for it (their ledgers), and "
-                "the claim has expired: claimed by one that died before it enqueued")  # fmt: skip
+        return (
+            f"no record of a run; {', '.join(present)} asked for it (their ledgers), and "
+            "the claim has expired: claimed by one that died before it enqueued"
+        )
     return "never claimed (no replica up to claim it, or the store was down)"
 
 
@@ -206,14 +210,22 @@ def audit(
             try:
                 occurrence = Occurrence.parse(occurrence_id)
             except ValueError:
-                log.warning("audit of %s: skipping a record of a malformed occurrence %r",
-                            job, occurrence_id[:300])  # fmt: skip
+                log.warning(
+                    "audit of %s: skipping a record of a malformed occurrence %r",
+                    job,
+                    occurrence_id[:300],
+                )
                 continue
             if occurrence.job == job and start < occurrence.scheduled_at <= end:
                 expected.append(occurrence)
         expected.sort(key=lambda o: o.scheduled_at)
-    result = Audit(job=job, start=asked_from, end=end, from_schedule=schedule is not None,
-                   first_seen=start if start != asked_from else None)  # fmt: skip
+    result = Audit(
+        job=job,
+        start=asked_from,
+        end=end,
+        from_schedule=schedule is not None,
+        first_seen=start if start != asked_from else None,
+    )
     ledgers = functools.cache(lambda: aside.Aside(store))  # read once, if ever needed
     for occurrence in expected:
         if history_full and oldest is not None and occurrence.scheduled_at < oldest:
@@ -227,8 +239,9 @@ def audit(
         elif completed == 0:
             result.never[occurrence.id] = sorted({r.outcome for r in kept})
             look_up = len(result.why) < CLAIMS_LOOKED_UP
-            result.why[occurrence.id] = explain(store, occurrence, kept, look_up=look_up,
-                                                ledgers=ledgers)  # fmt: skip
+            result.why[occurrence.id] = explain(
+                store, occurrence, kept, look_up=look_up, ledgers=ledgers
+            )
         else:
             result.more[occurrence.id] = completed
     return result

@@ -53,9 +53,16 @@ class JobInfo:
     @classmethod
     def of(cls, job: Job, today: str, first: str = "") -> JobInfo:
         target = "inline" if job.target == "inline" else f"{job.adapter}:{job.queue or 'default'}"
-        return cls(name=job.name, schedule=job.schedule.describe()[:_TEXT_MAX],
-                   tz=str(job.schedule.tz)[:_TEXT_MAX], scope=job.scope, target=target[:_TEXT_MAX],
-                   external=job.external, seen=today, first=first)  # fmt: skip
+        return cls(
+            name=job.name,
+            schedule=job.schedule.describe()[:_TEXT_MAX],
+            tz=str(job.schedule.tz)[:_TEXT_MAX],
+            scope=job.scope,
+            target=target[:_TEXT_MAX],
+            external=job.external,
+            seen=today,
+            first=first,
+        )
 
     @classmethod
     def parse(cls, name: str, text: str) -> JobInfo | None:
@@ -154,8 +161,14 @@ def read(store: Store) -> dict[str, JobInfo]:
     for name, text in list(store.controls(GROUP).items())[:MAX_JOBS]:
         info = JobInfo.parse(name, text)
         if info is None:
-            untrusted.warn_once(log, GROUP, name, text, "skipping the catalog entry %.200r: it "
-                                "is not one a beat writes", name)  # fmt: skip
+            untrusted.warn_once(
+                log,
+                GROUP,
+                name,
+                text,
+                "skipping the catalog entry %.200r: it is not one a beat writes",
+                name,
+            )
         else:
             found[name] = info
     return found
@@ -163,7 +176,12 @@ def read(store: Store) -> dict[str, JobInfo]:
 
 def _same(old: JobInfo, new: JobInfo) -> bool:
     return (old.schedule, old.tz, old.scope, old.target, old.external) == (
-        new.schedule, new.tz, new.scope, new.target, new.external)  # fmt: skip
+        new.schedule,
+        new.tz,
+        new.scope,
+        new.target,
+        new.external,
+    )
 
 
 def _recent(seen: str, today: date) -> bool:
@@ -210,8 +228,12 @@ class Publisher:
             listed = jobs()
         else:
             listed = [job for job in jobs() if job.name in names]
-        self._thread = threading.Thread(target=self._publish, args=(listed, full, names),
-                                        daemon=True, name="cron-bridge-catalog")  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._publish,
+            args=(listed, full, names),
+            daemon=True,
+            name="cron-bridge-catalog",
+        )
         self._thread.start()
 
     def wait(self, timeout: float) -> None:

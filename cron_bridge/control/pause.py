@@ -84,11 +84,16 @@ def cli_actor() -> str:
 
 def _text(value: str, option: str, limit: int, job: str | None = None) -> str:
     if not isinstance(value, str) or len(value) > limit:
-        raise ConfigError(f"expected text of at most {limit} characters", job=job,
-                          option=option, value=str(value)[:80])  # fmt: skip
+        raise ConfigError(
+            f"expected text of at most {limit} characters",
+            job=job,
+            option=option,
+            value=str(value)[:80],
+        )
     if any(ord(ch) < 32 and ch not in "\t" for ch in value):
-        raise ConfigError("expected text without control characters", job=job, option=option,
-                          value=value[:80])  # fmt: skip
+        raise ConfigError(
+            "expected text without control characters", job=job, option=option, value=value[:80]
+        )
     return value
 
 
@@ -104,8 +109,13 @@ class Change:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"job": self.job, "action": self.action, "by": self.by,
-                "at": self.at.isoformat(), "reason": self.reason}  # fmt: skip
+        return {
+            "job": self.job,
+            "action": self.action,
+            "by": self.by,
+            "at": self.at.isoformat(),
+            "reason": self.reason,
+        }
 
 
 def changes(store: Store, job: str) -> list[Change]:
@@ -124,17 +134,22 @@ def changes(store: Store, job: str) -> list[Change]:
                 )
             )
         except (ValueError, TypeError, KeyError, ConfigError) as exc:
-            untrusted.warn_once(log, CHANGES.format(job=job), key, raw,
-                                "skipping an unreadable change record %.200r (%.300s)", key,
-                                exc)  # fmt: skip
+            untrusted.warn_once(
+                log,
+                CHANGES.format(job=job),
+                key,
+                raw,
+                "skipping an unreadable change record %.200r (%.300s)",
+                key,
+                exc,
+            )
     return found
 
 
 def log_change(store: Store, job: str, action: str, *, by: str, reason: str = "") -> None:
     """Append a change an operator made to ``job`` (``action``: what, in a few words) to its
     change log."""
-    _log_change(store, Change(job=job, action=action, by=by, at=datetime.now(UTC),
-                              reason=reason))  # fmt: skip
+    _log_change(store, Change(job=job, action=action, by=by, at=datetime.now(UTC), reason=reason))
 
 
 def _log_change(store: Store, change: Change) -> None:
@@ -155,14 +170,22 @@ def pause(store: Store, job: str, *, reason: str = "", by: str) -> Pause:
         StoreUnavailable: the store could not be reached; nothing changed.
     """
     if not isinstance(job, str) or not NAME_PATTERN.fullmatch(job):
-        raise ConfigError("expected a job name (letters, digits, '.', '_', '-'; at most 200)",
-                          option="name", value=str(job)[:80])  # fmt: skip
-    record = Pause(job=job, reason=_text(reason, "reason", REASON_MAX, job),
-                   by=_text(by, "by", ACTOR_MAX, job), since=datetime.now(UTC))  # fmt: skip
+        raise ConfigError(
+            "expected a job name (letters, digits, '.', '_', '-'; at most 200)",
+            option="name",
+            value=str(job)[:80],
+        )
+    record = Pause(
+        job=job,
+        reason=_text(reason, "reason", REASON_MAX, job),
+        by=_text(by, "by", ACTOR_MAX, job),
+        since=datetime.now(UTC),
+    )
     store.put_control(PAUSES, job, json.dumps(record.to_json()))
     log.warning("%s %s", job, record.describe())
-    _log_change(store, Change(job=job, action="paused", by=record.by, at=record.since,
-                              reason=record.reason))  # fmt: skip
+    _log_change(
+        store, Change(job=job, action="paused", by=record.by, at=record.since, reason=record.reason)
+    )
     return record
 
 
@@ -178,8 +201,10 @@ def resume(store: Store, job: str, *, by: str) -> Pause | None:
     store.put_control(PAUSES, job, None)
     if ended is not None:
         log.warning("%s resumed by %s (%s)", job, by, ended.describe())
-        _log_change(store, Change(job=job, action="resumed", by=by, at=datetime.now(UTC),
-                                  reason=ended.reason))  # fmt: skip
+        _log_change(
+            store,
+            Change(job=job, action="resumed", by=by, at=datetime.now(UTC), reason=ended.reason),
+        )
     return ended
 
 
@@ -187,8 +212,11 @@ def latest_paused(store: Store, pause: Pause) -> Occurrence | None:
     """The latest occurrence that ``pause`` held back (recorded ``skipped-paused`` with its
     reason: the records of one pause are known by it, whatever the replicas' clocks)."""
     said = pause.describe()
-    held = [Occurrence.parse(r.occurrence_id) for r in store.history(pause.job, store.history_limit)
-            if r.outcome == "skipped-paused" and r.reason == said]  # fmt: skip
+    held = [
+        Occurrence.parse(r.occurrence_id)
+        for r in store.history(pause.job, store.history_limit)
+        if r.outcome == "skipped-paused" and r.reason == said
+    ]
     return max(held, key=lambda o: o.scheduled_at, default=None)
 
 
@@ -217,10 +245,25 @@ def _read(job: str, raw: str) -> Pause:
     try:
         data = untrusted.loads(raw)
         since = _moment(data["since"], "since")
-        return Pause(job=job, reason=_text(data["reason"], "reason", REASON_MAX, job),
-                     by=_text(data["by"], "by", ACTOR_MAX, job), since=since)  # fmt: skip
+        return Pause(
+            job=job,
+            reason=_text(data["reason"], "reason", REASON_MAX, job),
+            by=_text(data["by"], "by", ACTOR_MAX, job),
+            since=since,
+        )
     except (ValueError, TypeError, KeyError, ConfigError) as exc:
-        untrusted.warn_once(log, PAUSES, job, raw, "the pause record of %.200r is unreadable "
-                            "(%.300s); the job stays paused", job, exc)  # fmt: skip
-        return Pause(job=job, reason="unreadable pause record", by="unknown",
-                     since=datetime.fromtimestamp(0, UTC))  # fmt: skip
+        untrusted.warn_once(
+            log,
+            PAUSES,
+            job,
+            raw,
+            "the pause record of %.200r is unreadable (%.300s); the job stays paused",
+            job,
+            exc,
+        )
+        return Pause(
+            job=job,
+            reason="unreadable pause record",
+            by="unknown",
+            since=datetime.fromtimestamp(0, UTC),
+        )

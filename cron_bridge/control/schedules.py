@@ -82,36 +82,63 @@ class StoredSchedule:
                 ``@cluster_task`` does.
         """
         if self.library not in LIBRARIES:
-            raise ConfigError(f"expected one of {', '.join(LIBRARIES)}", job=self.name,
-                              option="library", value=self.library)  # fmt: skip
+            raise ConfigError(
+                f"expected one of {', '.join(LIBRARIES)}",
+                job=self.name,
+                option="library",
+                value=self.library,
+            )
         if not isinstance(self.task, str) or not 0 < len(self.task) <= TASK_MAX:
-            raise ConfigError(f"expected the task's name, at most {TASK_MAX} characters",
-                              job=self.name, option="task", value=self.task)  # fmt: skip
-        for option, kind, said in (("args", list, "a JSON list"), ("kwargs", dict, "a JSON object"),
-                                   ("options", dict, "a JSON object"),
-                                   ("queue", (str, type(None)), "a queue name")):  # fmt: skip
+            raise ConfigError(
+                f"expected the task's name, at most {TASK_MAX} characters",
+                job=self.name,
+                option="task",
+                value=self.task,
+            )
+        for option, kind, said in (
+            ("args", list, "a JSON list"),
+            ("kwargs", dict, "a JSON object"),
+            ("options", dict, "a JSON object"),
+            ("queue", (str, type(None)), "a queue name"),
+        ):
             if not isinstance(getattr(self, option), kind):
-                raise ConfigError(f"expected {said}", job=self.name, option=option,
-                                  value=getattr(self, option))  # fmt: skip
+                raise ConfigError(
+                    f"expected {said}", job=self.name, option=option, value=getattr(self, option)
+                )
         unknown = set(self.options) - set(_SCHEDULE_OPTIONS) - set(_RUN_OPTIONS)
         if unknown:
-            raise ConfigError("unknown option", job=self.name, option=sorted(unknown)[0],
-                              value=self.options[sorted(unknown)[0]])  # fmt: skip
+            raise ConfigError(
+                "unknown option",
+                job=self.name,
+                option=sorted(unknown)[0],
+                value=self.options[sorted(unknown)[0]],
+            )
         for option in ("args", "kwargs"):
             try:
                 json.dumps(getattr(self, option), allow_nan=False)
             except (TypeError, ValueError) as exc:
-                raise ConfigError(f"must be JSON ({exc})", job=self.name, option=option,
-                                  value=getattr(self, option)) from None  # fmt: skip
+                raise ConfigError(
+                    f"must be JSON ({exc})",
+                    job=self.name,
+                    option=option,
+                    value=getattr(self, option),
+                ) from None
         if "every" in self.options:
             _check_every(self.name, self.options["every"])
         if "send" in self.options:
             _check_send(self)
         task = self.task if worker else _stored_task(self)
         kwargs = self.kwargs if worker else {"schedule": self.name}
-        return declare(self.name, target="queue", adapter=self.library, task=task,
-                       queue=self.queue, kwargs=kwargs, backoff=_backoff(self),
-                       **self.options)  # fmt: skip
+        return declare(
+            self.name,
+            target="queue",
+            adapter=self.library,
+            task=task,
+            queue=self.queue,
+            kwargs=kwargs,
+            backoff=_backoff(self),
+            **self.options,
+        )
 
 
 def _check_every(name: str, every: object) -> None:
@@ -120,8 +147,12 @@ def _check_every(name: str, every: object) -> None:
     except ConfigError as exc:
         raise exc.for_job(name) from None
     if interval < MIN_EVERY:
-        raise ConfigError(f"a stored schedule runs at most once every {MIN_EVERY.seconds}s",
-                          job=name, option="every", value=every)  # fmt: skip
+        raise ConfigError(
+            f"a stored schedule runs at most once every {MIN_EVERY.seconds}s",
+            job=name,
+            option="every",
+            value=every,
+        )
 
 
 def _check_send(spec: StoredSchedule) -> None:
@@ -129,13 +160,21 @@ def _check_send(spec: StoredSchedule) -> None:
     library's adapter (``check_send``), which names the option and the value it refuses."""
     send = spec.options["send"]
     if not isinstance(send, dict):
-        raise ConfigError("expected a JSON object of the queue library's options",
-                          job=spec.name, option="send", value=send)  # fmt: skip
+        raise ConfigError(
+            "expected a JSON object of the queue library's options",
+            job=spec.name,
+            option="send",
+            value=send,
+        )
     check = getattr(get_adapter(spec.library), "check_send", None)
     if check is None:
         if send:
-            raise ConfigError(f"the {spec.library} adapter takes no send options",
-                              job=spec.name, option="send", value=send)  # fmt: skip
+            raise ConfigError(
+                f"the {spec.library} adapter takes no send options",
+                job=spec.name,
+                option="send",
+                value=send,
+            )
         return
     try:
         check(send)
@@ -148,16 +187,24 @@ def _check_storable(spec: StoredSchedule) -> None:
     not name (``cron_bridge.storable``); the workers check it again on every delivery."""
     why = refusal(spec.library, spec.task)
     if why is not None:
-        raise ConfigError(f"{why} (in the process that adds it, too)", job=spec.name,
-                          option="task", value=spec.task)  # fmt: skip
+        raise ConfigError(
+            f"{why} (in the process that adds it, too)",
+            job=spec.name,
+            option="task",
+            value=spec.task,
+        )
 
 
 def _stored_task(spec: StoredSchedule) -> str:
     adapter = get_adapter(spec.library)
     task = getattr(adapter, "stored_task", None)
     if not isinstance(task, str):
-        raise ConfigError(f"the {spec.library} adapter cannot run stored schedules yet",
-                          job=spec.name, option="library", value=spec.library)  # fmt: skip
+        raise ConfigError(
+            f"the {spec.library} adapter cannot run stored schedules yet",
+            job=spec.name,
+            option="library",
+            value=spec.library,
+        )
     return task
 
 
@@ -166,8 +213,12 @@ def _backoff(spec: StoredSchedule) -> Backoff | None:
         return None
     data = spec.backoff
     if not isinstance(data, dict) or data.get("kind") not in ("fixed", "exponential"):
-        raise ConfigError('expected {"kind": "fixed" or "exponential", "base": seconds}',
-                          job=spec.name, option="backoff", value=data)  # fmt: skip
+        raise ConfigError(
+            'expected {"kind": "fixed" or "exponential", "base": seconds}',
+            job=spec.name,
+            option="backoff",
+            value=data,
+        )
     if data["kind"] == "fixed":
         return Backoff.fixed(data.get("base", 0))
     return Backoff.exponential(data.get("base", 1), max=data.get("max"))
@@ -200,10 +251,16 @@ class Schedules:
             ConfigError: a bad option (nothing is written), or a schedule of that name exists.
             StoreUnavailable: the store could not be reached; nothing changed.
         """
-        spec = StoredSchedule(name=name, library=library, task=task, options=options,
-                              args=[] if args is None else args,
-                              kwargs={} if kwargs is None else kwargs, queue=queue,
-                              backoff=_backoff_json(backoff))  # fmt: skip
+        spec = StoredSchedule(
+            name=name,
+            library=library,
+            task=task,
+            options=options,
+            args=[] if args is None else args,
+            kwargs={} if kwargs is None else kwargs,
+            queue=queue,
+            backoff=_backoff_json(backoff),
+        )
         spec.job()  # validates, naming the option, before anything is written
         _check_storable(spec)
         self._write(spec, by=by, action="schedule added", create=True)
@@ -226,9 +283,15 @@ class Schedules:
         Raises:
             ConfigError: what ``add`` would refuse, naming the option.
         """
-        spec = StoredSchedule(name=name, library=library, task=task, options=options,
-                              args=[] if args is None else args,
-                              kwargs={} if kwargs is None else kwargs, queue=queue)  # fmt: skip
+        spec = StoredSchedule(
+            name=name,
+            library=library,
+            task=task,
+            options=options,
+            args=[] if args is None else args,
+            kwargs={} if kwargs is None else kwargs,
+            queue=queue,
+        )
         spec.job()
         _check_storable(spec)
         return spec
@@ -242,10 +305,14 @@ class Schedules:
         """
         current = self.get(name)
         if current is None:
-            raise ConfigError("no stored schedule of this name", job=name, option="name",
-                              value=name)  # fmt: skip
-        fields = {k: v for k, v in changes.items()
-                  if k in ("task", "library", "args", "kwargs", "queue", "backoff")}  # fmt: skip
+            raise ConfigError(
+                "no stored schedule of this name", job=name, option="name", value=name
+            )
+        fields = {
+            k: v
+            for k, v in changes.items()
+            if k in ("task", "library", "args", "kwargs", "queue", "backoff")
+        }
         if "backoff" in fields:
             fields["backoff"] = _backoff_json(fields["backoff"])
         options = dict(current.options)
@@ -263,8 +330,12 @@ class Schedules:
         spec.job()
         if (spec.library, spec.task) != (current.library, current.task):
             _check_storable(spec)  # a new name is checked as when added
-        self._write(spec, by=by, action="schedule updated",
-                    reason=f"{_summary(current)} -> {_summary(spec)}")  # fmt: skip
+        self._write(
+            spec,
+            by=by,
+            action="schedule updated",
+            reason=f"{_summary(current)} -> {_summary(spec)}",
+        )
         return spec
 
     def remove(self, name: str, *, by: str = "python") -> StoredSchedule | None:
@@ -274,8 +345,7 @@ class Schedules:
             return None
         self.store.put_control(GROUP, name, None)
         self._announce(name)
-        control.log_change(self.store, name, "schedule removed", by=by,
-                           reason=_summary(current))  # fmt: skip
+        control.log_change(self.store, name, "schedule removed", by=by, reason=_summary(current))
         return current
 
     def get(self, name: str) -> StoredSchedule | None:
@@ -306,24 +376,36 @@ class Schedules:
         concurrent adds one wins, the other is told)."""
         raw = json.dumps(spec.to_json(), allow_nan=False)
         if len(raw.encode()) > SPEC_MAX:
-            raise ConfigError(f"a stored schedule is at most {SPEC_MAX} bytes of JSON",
-                              job=spec.name, option="kwargs", value=len(raw))  # fmt: skip
+            raise ConfigError(
+                f"a stored schedule is at most {SPEC_MAX} bytes of JSON",
+                job=spec.name,
+                option="kwargs",
+                value=len(raw),
+            )
         if not create:
             self.store.put_control(GROUP, spec.name, raw)
         elif not self.store.add_control(GROUP, spec.name, raw):
-            raise ConfigError("a stored schedule of this name exists; update it",
-                              job=spec.name, option="name", value=spec.name)  # fmt: skip
+            raise ConfigError(
+                "a stored schedule of this name exists; update it",
+                job=spec.name,
+                option="name",
+                value=spec.name,
+            )
         self._announce(spec.name)
         said = _summary(spec) if reason is None else reason
-        control.log_change(self.store, spec.name, action, by=by,
-                           reason=said[: control.REASON_MAX])  # fmt: skip
+        control.log_change(self.store, spec.name, action, by=by, reason=said[: control.REASON_MAX])
 
     def _announce(self, name: str) -> None:
         try:
             announce(self.store, name)
         except StoreUnavailable as exc:  # written: every replica sees it at its next full read
-            log.warning("stored schedule %s changed, but the replicas are not told (%s); they "
-                        "see it within %d minutes", name, exc, FULL_EVERY_MINUTES)  # fmt: skip
+            log.warning(
+                "stored schedule %s changed, but the replicas are not told (%s); they "
+                "see it within %d minutes",
+                name,
+                exc,
+                FULL_EVERY_MINUTES,
+            )
 
 
 def _read(name: str, raw: str) -> StoredSchedule | None:
@@ -334,8 +416,15 @@ def _read(name: str, raw: str) -> StoredSchedule | None:
         if spec.name != name:
             raise ValueError(f"it is kept under another name, {spec.name!r:.200}")
     except (TypeError, ValueError) as exc:
-        untrusted.warn_once(log, GROUP, name, raw, "the stored schedule %.200r is unreadable "
-                            "(%.300s); skipped", name, exc)  # fmt: skip
+        untrusted.warn_once(
+            log,
+            GROUP,
+            name,
+            raw,
+            "the stored schedule %.200r is unreadable (%.300s); skipped",
+            name,
+            exc,
+        )
         return None
     return spec
 

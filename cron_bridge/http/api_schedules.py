@@ -29,8 +29,9 @@ def schedules_response(schedules: Schedules, request: Request, name: str | None)
                 body = _object(request)
                 for required in ("name", "library", "task"):
                     if not isinstance(body.get(required), str):
-                        raise ConfigError("expected text", option=required,
-                                          value=str(body.get(required))[:80])  # fmt: skip
+                        raise ConfigError(
+                            "expected text", option=required, value=str(body.get(required))[:80]
+                        )
                 spec = schedules.add(body.pop("name"), by=who, **body)
                 return Response(201, {"schedule": spec.to_json()})
             return Response(405, {"error": "use GET or POST"}, (("Allow", "GET, POST"),))
@@ -47,8 +48,9 @@ def schedules_response(schedules: Schedules, request: Request, name: str | None)
         if method == "DELETE":
             gone = schedules.remove(name, by=who)
             return Response(200, {"name": name, "removed": gone.to_json() if gone else None})
-        return Response(405, {"error": "use GET, PATCH or DELETE"},
-                        (("Allow", "GET, PATCH, DELETE"),))  # fmt: skip
+        return Response(
+            405, {"error": "use GET, PATCH or DELETE"}, (("Allow", "GET, PATCH, DELETE"),)
+        )
     except ConfigError as exc:
         return Response(400, {"error": str(exc)})
     except TypeError as exc:  # an option the API does not take
@@ -57,6 +59,7 @@ def schedules_response(schedules: Schedules, request: Request, name: str | None)
 
 def _object(request: Request) -> dict[str, Any]:
     if not request.headers.get("content-type", "").startswith("application/json"):
-        raise ConfigError("expected a JSON body (Content-Type: application/json)",
-                          option="body", value="")  # fmt: skip
+        raise ConfigError(
+            "expected a JSON body (Content-Type: application/json)", option="body", value=""
+        )
     return json_object(request)

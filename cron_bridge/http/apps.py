@@ -33,9 +33,13 @@ log = logging.getLogger(__name__)
 
 
 def asgi_app(
-    beat: Beat, *, secret: str, path: str = "/_scheduler", max_concurrency: int = 16,
+    beat: Beat,
+    *,
+    secret: str,
+    path: str = "/_scheduler",
+    max_concurrency: int = 16,
     namespaces: Mapping[str, str | Store] | None = None,
-) -> Callable[[Scope, Receive, Send], Awaitable[None]]:  # fmt: skip
+) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """An ASGI app serving the trigger and the dashboard under ``path``; the dashboard also
     shows the ``namespaces`` given (name to store or store URL), read-only, with a selector.
 
@@ -70,10 +74,14 @@ def asgi_app(
             more = message.get("more_body", False) and len(body) <= MAX_BODY
         client = scope.get("client") or ("unknown", 0)
         request = Request(
-            scope["method"], _asgi_path(scope), headers, body,
+            scope["method"],
+            _asgi_path(scope),
+            headers,
+            body,
             scope.get("query_string", b"").decode("latin-1"),
-            client=str(client[0]), https=scope.get("scheme") == "https",
-        )  # fmt: skip
+            client=str(client[0]),
+            https=scope.get("scheme") == "https",
+        )
         if refused is not None:
             response = refused
         elif len(body) > MAX_BODY:
@@ -119,14 +127,22 @@ def _asgi_path(scope: Scope) -> str:
 
 def log_request(request: Request, response: Response) -> None:
     """One access-log line per request, with control characters escaped."""
-    log.info("http %s %s %s %d", escape_log(request.client, 64), escape_log(request.method, 16),
-             escape_log(request.path, 300), response.status)  # fmt: skip
+    log.info(
+        "http %s %s %s %d",
+        escape_log(request.client, 64),
+        escape_log(request.method, 16),
+        escape_log(request.path, 300),
+        response.status,
+    )
 
 
 def wsgi_app(
-    beat: Beat, *, secret: str, path: str = "/_scheduler",
+    beat: Beat,
+    *,
+    secret: str,
+    path: str = "/_scheduler",
     namespaces: Mapping[str, str | Store] | None = None,
-) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:  # fmt: skip
+) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
     """A WSGI app serving the trigger and the dashboard under ``path`` (and ``namespaces``,
     as ``asgi_app``).
 
@@ -153,10 +169,13 @@ def wsgi_app(
                 # Mounted under a prefix (werkzeug's DispatcherMiddleware, a Django view),
                 # the prefix is SCRIPT_NAME: the path served is both together.
                 environ["REQUEST_METHOD"],
-                environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""), headers, body,
-                environ.get("QUERY_STRING", ""), client=str(environ.get("REMOTE_ADDR", "unknown")),
+                environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""),
+                headers,
+                body,
+                environ.get("QUERY_STRING", ""),
+                client=str(environ.get("REMOTE_ADDR", "unknown")),
                 https=environ.get("wsgi.url_scheme") == "https",
-            )  # fmt: skip
+            )
             response = handler.respond(request)
             log_request(request, response)
         encoded = response.encoded()

@@ -44,8 +44,11 @@ class Auth:
         wait = self.throttle.retry_after(request.client)
         if wait is None:
             return None
-        return Response(429, {"error": "too many failed attempts; wait and try again"},
-                        (("Retry-After", str(wait)),))  # fmt: skip
+        return Response(
+            429,
+            {"error": "too many failed attempts; wait and try again"},
+            (("Retry-After", str(wait)),),
+        )
 
     def refused(self, request: Request, response: Response) -> Response:
         """Count a failed authentication of this client, then answer ``response``."""
@@ -63,8 +66,9 @@ class Auth:
         session = self.session(request) if "csrf" in form else None
         from_page = session is not None
         if not from_page and not self.bearer_ok(request.headers.get("authorization")):
-            return self.refused(request, Response(401, {"error": "unauthorized"},
-                                                  (("WWW-Authenticate", "Bearer"),)))  # fmt: skip
+            return self.refused(
+                request, Response(401, {"error": "unauthorized"}, (("WWW-Authenticate", "Bearer"),))
+            )
         csrf = self.sessions.csrf(session)
         if from_page and not hmac.compare_digest(form["csrf"].encode(), csrf.encode()):
             return Response(403, {"error": "bad form token; reload the page"})
@@ -105,5 +109,7 @@ class Auth:
 
     def cookie(self, request: Request, value: str, max_age: int) -> str:
         secure = "; Secure" if request.https else ""
-        return (f"{COOKIE}={value}; Path={self.base}/; Max-Age={max_age}; HttpOnly; "
-                f"SameSite=Strict{secure}")  # fmt: skip
+        return (
+            f"{COOKIE}={value}; Path={self.base}/; Max-Age={max_age}; HttpOnly; "
+            f"SameSite=Strict{secure}"
+        )

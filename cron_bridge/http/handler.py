@@ -177,9 +177,12 @@ class TriggerHandler:
         result = self.beat.trigger(name, force=from_page and form.get("force") == "1")
         if from_page:
             said = dashboard.run_now_words(
-                result.outcome, result.occurrence_id, result.replica,
-                result.error or result.reason, result.duration_ms,
-            )  # fmt: skip
+                result.outcome,
+                result.occurrence_id,
+                result.replica,
+                result.error or result.reason,
+                result.duration_ms,
+            )
             return self._back(request, name, said)
         body: dict[str, Any] = {
             "outcome": result.outcome,
@@ -215,9 +218,12 @@ class TriggerHandler:
             return Response(404, {"error": "no such namespace"})
         view = dashboard.View(self.beat, self.namespaces, namespace)
         if path in (self.base, self.base + "/"):
-            return Response(200, dashboard.overview_page(
-                view, self.base, csrf, query.get("q", [""])[-1], query.get("state", ["all"])[-1]
-            ))  # fmt: skip
+            return Response(
+                200,
+                dashboard.overview_page(
+                    view, self.base, csrf, query.get("q", [""])[-1], query.get("state", ["all"])[-1]
+                ),
+            )
         name = path[len(self.base + "/jobs/") :]
         found = {info.name: (info, job) for info, job in view.jobs()}
         if name not in found:
@@ -226,10 +232,18 @@ class TriggerHandler:
             csrf, query.get("said", [None])[-1], query.get("seal", [None])[-1]
         )
         number = query.get("page", ["1"])[-1]
-        return Response(200, dashboard.job_page(
-            view, self.base, csrf, *found[name], said, query.get("state", ["all"])[-1],
-            int(number) if number.isascii() and number.isdigit() and len(number) < 6 else 1,
-        ))  # fmt: skip
+        return Response(
+            200,
+            dashboard.job_page(
+                view,
+                self.base,
+                csrf,
+                *found[name],
+                said,
+                query.get("state", ["all"])[-1],
+                int(number) if number.isascii() and number.isdigit() and len(number) < 6 else 1,
+            ),
+        )
 
 
 def open_namespaces(given: Mapping[str, str | Store]) -> dict[str, Store]:
@@ -241,7 +255,10 @@ def open_namespaces(given: Mapping[str, str | Store]) -> dict[str, Store]:
     opened = {}
     for name, store in given.items():
         if not isinstance(name, str) or not NAMESPACE_NAME.fullmatch(name):
-            raise ConfigError("a namespace name is [A-Za-z0-9._-], up to 64 characters",
-                              option="namespace", value=name)  # fmt: skip
+            raise ConfigError(
+                "a namespace name is [A-Za-z0-9._-], up to 64 characters",
+                option="namespace",
+                value=name,
+            )
         opened[name] = store_from_url(store) if isinstance(store, str) else store
     return opened

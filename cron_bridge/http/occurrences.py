@@ -54,8 +54,10 @@ def rows(marks: Iterable[Mark], records: Iterable[RunRecord]) -> list[Row]:
     found = []
     for mark in sorted(marks, key=lambda m: m.scheduled_at, reverse=True):
         group = by_occurrence.get(mark.occurrence_id, [])
-        attempts = sorted((r for r in group if r.outcome != "skipped-claimed"),
-                          key=lambda r: (r.started_at, r.attempt))  # fmt: skip
+        attempts = sorted(
+            (r for r in group if r.outcome != "skipped-claimed"),
+            key=lambda r: (r.started_at, r.attempt),
+        )
         aside = frozenset(r.replica for r in group if r.outcome == "skipped-claimed")
         found.append(Row(mark, tuple(attempts), aside))
     return found

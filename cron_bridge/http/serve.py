@@ -54,9 +54,14 @@ def _protocol_class() -> type:
             return cycle is None or cycle.response_complete or cycle.more_body
 
         def _make_room(self) -> bool:
-            waiting = [c for c in self.connections
-                       if isinstance(c, GuardedH11Protocol) and c is not self
-                       and hasattr(c, "_opened") and c._waiting()]  # fmt: skip
+            waiting = [
+                c
+                for c in self.connections
+                if isinstance(c, GuardedH11Protocol)
+                and c is not self
+                and hasattr(c, "_opened")
+                and c._waiting()
+            ]
             if not waiting:
                 return False
             oldest = min(waiting, key=lambda c: c._opened)
@@ -140,6 +145,9 @@ def serve(app: Any, host: str, port: int, *, forwarded_allow_ips: str = "127.0.0
         time.sleep(0.02)
     if not server.started:
         server.should_exit = True
-        raise ConfigError("cannot listen there (in use, or not an address of this host)",
-                          option="http", value=f"{host}:{port}")  # fmt: skip
+        raise ConfigError(
+            "cannot listen there (in use, or not an address of this host)",
+            option="http",
+            value=f"{host}:{port}",
+        )
     return HttpServer(server, thread)

@@ -246,11 +246,19 @@ def _run_through_blips(guard: Guard, job: Job, occurrence: Occurrence, **run: An
         except StoreUnavailable as exc:
             left = give_up_at - time.monotonic()  # asked once more at the end of the grace
             if left <= 0:
-                log.error("%s did not run: the store could not be asked for its overlap lock "
-                          "within misfire_grace (%s)", occurrence.id, exc)  # fmt: skip
+                log.error(
+                    "%s did not run: the store could not be asked for its overlap lock "
+                    "within misfire_grace (%s)",
+                    occurrence.id,
+                    exc,
+                )
                 raise
-            log.warning("%s: the store is unavailable, asking again in %.2fs: %s",
-                        occurrence.id, min(wait, left), exc)  # fmt: skip
+            log.warning(
+                "%s: the store is unavailable, asking again in %.2fs: %s",
+                occurrence.id,
+                min(wait, left),
+                exc,
+            )
             time.sleep(min(wait, left))
             wait = min(wait * 2, STORE_RETRY_MAX)
 

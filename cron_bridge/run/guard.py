@@ -186,8 +186,12 @@ class Guard:
                 # handler's error, and it is not the last.
                 retried = isinstance(exc, QueueRetry)
                 cause = exc.cause or exc if isinstance(exc, QueueRetry) else exc
-                record = made(outcome="failed", error=described(cause), duration_ms=_ms(began),
-                              traceback="".join(format_exception(cause)))  # fmt: skip
+                record = made(
+                    outcome="failed",
+                    error=described(cause),
+                    duration_ms=_ms(began),
+                    traceback="".join(format_exception(cause)),
+                )
                 failure = cause
             # A handler's sys.exit() or KeyboardInterrupt is recorded, then goes on as raised.
             escaping = None if isinstance(exc, Exception) else exc
@@ -258,8 +262,9 @@ class Guard:
                 return None, ("skipped-overlap", _held_by(holder))
             # A retry the queue brought back while a later occurrence holds the lock: it is
             # owed its attempt, so it waits for the lock within misfire_grace.
-            taken_at, holder = self._wait_for_lock(job, occurrence, attempt, (key, owner),
-                                                   holder, signal)  # fmt: skip
+            taken_at, holder = self._wait_for_lock(
+                job, occurrence, attempt, (key, owner), holder, signal
+            )
             if taken_at is None:
                 yielded_to = "another run" if holder is None else f"{holder[1]} on {holder[0]}"
                 reason = f"attempt {attempt} yielded to {yielded_to}"
@@ -294,8 +299,13 @@ class Guard:
         that took it was sent (None when none did) and the last holder seen."""
         key, owner = lock
         give_up_at = time.monotonic() + job.misfire_grace.total_seconds()
-        log.info("%s: attempt %d waits up to %s for the lock (%s)", occurrence.id, attempt,
-                 job.misfire_grace, _held_by(holder) or "held")  # fmt: skip
+        log.info(
+            "%s: attempt %d waits up to %s for the lock (%s)",
+            occurrence.id,
+            attempt,
+            job.misfire_grace,
+            _held_by(holder) or "held",
+        )
         wait = LOCK_POLL_FIRST
         while not signal.wait(min(wait, max(0.0, give_up_at - time.monotonic()))):
             sent_at = time.monotonic()
@@ -323,8 +333,11 @@ class Guard:
         except StoreUnavailable as exc:
             # Marked, then released, in the background: never released first, or a redelivery
             # could take the lock, find no mark and run the occurrence again.
-            log.warning("could not mark %s completed; trying again until the store answers: %s",
-                        occurrence.id, exc)  # fmt: skip
+            log.warning(
+                "could not mark %s completed; trying again until the store answers: %s",
+                occurrence.id,
+                exc,
+            )
             self._releaser.finish_later(occurrence, lock)
 
     def _holder(self, key: str) -> tuple[str, str] | None:
@@ -347,8 +360,7 @@ class Guard:
         try:
             self.store.release(key, owner)
         except StoreUnavailable as exc:
-            log.warning("could not release %s; trying again until the store answers: %s",
-                        key, exc)  # fmt: skip
+            log.warning("could not release %s; trying again until the store answers: %s", key, exc)
             if ttl is not None:
                 self._releaser.later(key, owner, ttl.total_seconds())
 
@@ -379,8 +391,12 @@ class Guard:
         try:
             self._recorder.write([record])
         except StoreUnavailable as exc:
-            log.warning("could not record %s of %s yet (kept, written when the store answers): "
-                        "%s", record.outcome, record.occurrence_id, exc)  # fmt: skip
+            log.warning(
+                "could not record %s of %s yet (kept, written when the store answers): %s",
+                record.outcome,
+                record.occurrence_id,
+                exc,
+            )
 
     def flush_records(self) -> None:
         """Write the records kept while the store was down, if it answers now."""
@@ -418,9 +434,15 @@ def _watch(job: Job, occurrence: Occurrence, attempt: int, replica: str) -> _Wat
     monitor = job.monitor or default_monitor()
     if monitor is None:
         return None
-    check_in = CheckIn(job=job.name, schedule=job.schedule, misfire_grace=job.misfire_grace,
-                       timeout=job.timeout, occurrence_id=occurrence.id, attempt=attempt,
-                       replica=replica)  # fmt: skip
+    check_in = CheckIn(
+        job=job.name,
+        schedule=job.schedule,
+        misfire_grace=job.misfire_grace,
+        timeout=job.timeout,
+        occurrence_id=occurrence.id,
+        attempt=attempt,
+        replica=replica,
+    )
     try:
         monitor.started(check_in)
     except Exception as exc:  # noqa: BLE001 - a monitor never fails the run (logged below)

@@ -111,12 +111,19 @@ class Releaser:
     def finish_later(self, occurrence: Occurrence, lock: tuple[str, str]) -> None:
         """Try to mark ``occurrence`` completed, then release ``lock``, until the store
         answers (for up to ``MARK_RETRY_FOR``). The lock is never released before the mark."""
-        self._start(lambda: self._finish(occurrence, lock), MARK_RETRY_FOR,
-                    f"marked {occurrence.id} completed and released {lock[0]}")  # fmt: skip
+        self._start(
+            lambda: self._finish(occurrence, lock),
+            MARK_RETRY_FOR,
+            f"marked {occurrence.id} completed and released {lock[0]}",
+        )
 
     def _start(self, call: Callable[[], object], give_up_in: float, done: str) -> None:
-        thread = threading.Thread(target=self._retry, args=(call, give_up_in, done),
-                                  name="cron-bridge-release", daemon=True)  # fmt: skip
+        thread = threading.Thread(
+            target=self._retry,
+            args=(call, give_up_in, done),
+            name="cron-bridge-release",
+            daemon=True,
+        )
         thread.start()
 
     def _retry(self, call: Callable[[], object], give_up_in: float, done: str) -> None:

@@ -59,8 +59,9 @@ class Recorder:
             self._keep(batch)
             raise
         if len(batch) > len(records):
-            log.info("wrote %d run record(s) kept while the store was down",
-                     len(batch) - len(records))  # fmt: skip
+            log.info(
+                "wrote %d run record(s) kept while the store was down", len(batch) - len(records)
+            )
 
     def flush(self) -> None:
         """Write what was kept, if anything; quietly keep it if the store is still down."""
@@ -81,8 +82,12 @@ class Recorder:
             except StoreUnavailable as exc:
                 left = give_up_at - time.monotonic()
                 if left <= 0:
-                    log.warning("%d run record(s) not written: the store did not take them "
-                                "within %gs: %s", self.pending, seconds, exc)  # fmt: skip
+                    log.warning(
+                        "%d run record(s) not written: the store did not take them within %gs: %s",
+                        self.pending,
+                        seconds,
+                        exc,
+                    )
                     return False
                 time.sleep(min(wait, left))
                 wait = min(wait * 2, FLUSH_RETRY_MAX)
@@ -97,8 +102,12 @@ class Recorder:
                 self._pending.popleft()
             if over > 0:
                 self.dropped += over
-                log.warning("dropped %d run record(s): the store has been down too long to keep "
-                            "them all (%d kept)", over, LIMIT)  # fmt: skip
+                log.warning(
+                    "dropped %d run record(s): the store has been down too long to keep "
+                    "them all (%d kept)",
+                    over,
+                    LIMIT,
+                )
 
 
 def log_records(records: Sequence[RunRecord]) -> None:
@@ -112,8 +121,14 @@ def log_records(records: Sequence[RunRecord]) -> None:
     for record in records:
         groups.setdefault((record.outcome, record.replica), []).append(record)
     for (outcome, replica), group in groups.items():
-        log.info("%s %d occurrence(s) on %s, from %s to %s", outcome, len(group), replica,
-                 group[0].occurrence_id, group[-1].occurrence_id)  # fmt: skip
+        log.info(
+            "%s %d occurrence(s) on %s, from %s to %s",
+            outcome,
+            len(group),
+            replica,
+            group[0].occurrence_id,
+            group[-1].occurrence_id,
+        )
     if log.isEnabledFor(logging.DEBUG):
         for record in records:
             log.debug("%s %s on %s", record.outcome, record.occurrence_id, record.replica)

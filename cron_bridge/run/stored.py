@@ -122,6 +122,9 @@ def _refuse(schedule: str, meta: Mapping[str, Any] | None, why: str) -> RefusedT
     try:
         worker_recorder().write([record])
     except StoreUnavailable as exc:
-        log.warning("the refusal of %s is not recorded yet (kept, written when the store "
-                    "answers): %s", occurrence.id, exc)  # fmt: skip
+        log.warning(
+            "the refusal of %s is not recorded yet (kept, written when the store answers): %s",
+            occurrence.id,
+            exc,
+        )
     return error

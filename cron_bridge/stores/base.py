@@ -275,8 +275,16 @@ def last_claimed_times(rows: Iterable[tuple[str, object]], where: str) -> dict[s
     for job, ms in rows:
         at = untrusted.instant(ms)
         if at is None:
-            untrusted.warn_once(log, where, job, ms, "ignoring the last claimed occurrence of "
-                                "%.200r in %s: %.40r is no time", job, where, ms)  # fmt: skip
+            untrusted.warn_once(
+                log,
+                where,
+                job,
+                ms,
+                "ignoring the last claimed occurrence of %.200r in %s: %.40r is no time",
+                job,
+                where,
+                ms,
+            )
             continue
         found[job] = at
     return found
@@ -291,8 +299,15 @@ def readable(raw: Iterable[T], parse: Callable[[T], RunRecord], where: str) -> l
         try:
             found.append(parse(item))
         except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
-            untrusted.warn_once(log, "runs", where, item, "skipping a run record in %s that "
-                                "cannot be read: %.300s", where, exc)  # fmt: skip
+            untrusted.warn_once(
+                log,
+                "runs",
+                where,
+                item,
+                "skipping a run record in %s that cannot be read: %.300s",
+                where,
+                exc,
+            )
     return found
 
 

@@ -94,19 +94,27 @@ class NatsStore(Store):
     ) -> None:
         super().__init__()
         if not prefix or not all(c.isalnum() or c in "_-" for c in prefix) or len(prefix) > 64:
-            raise ConfigError("a NATS prefix is [A-Za-z0-9_-], up to 64", option="prefix",
-                              value=prefix)  # fmt: skip
+            raise ConfigError(
+                "a NATS prefix is [A-Za-z0-9_-], up to 64", option="prefix", value=prefix
+            )
         self._url = url
         self.prefix = prefix
         self._timeout = connect_timeout
         self.history_limit = history_limit
         parts = urlsplit(url)
-        servers = [f"nats://{hostport}" for hostport in parts.netloc.rpartition("@")[2]
-                   .split(",") if hostport]  # fmt: skip
-        self._link = NatsLink(servers, unquote(parts.username) if parts.username else None,
-                              unquote(parts.password) if parts.password else None,
-                              prefix=prefix, timeout=connect_timeout,
-                              history_limit=history_limit)  # fmt: skip
+        servers = [
+            f"nats://{hostport}"
+            for hostport in parts.netloc.rpartition("@")[2].split(",")
+            if hostport
+        ]
+        self._link = NatsLink(
+            servers,
+            unquote(parts.username) if parts.username else None,
+            unquote(parts.password) if parts.password else None,
+            prefix=prefix,
+            timeout=connect_timeout,
+            history_limit=history_limit,
+        )
         self._offset_ms = 0.0  # the server's clock minus ours
         self._next_clock = 0.0
 
@@ -170,8 +178,7 @@ class NatsStore(Store):
         bucket = kv._name  # the bucket's subject is its naming rule
         headers = {"Nats-Expected-Last-Subject-Sequence": str(last)}
         try:
-            await self._js.publish(f"$KV.{bucket}.{key}", value, headers=headers,
-                                   msg_ttl=lifetime)  # fmt: skip
+            await self._js.publish(f"$KV.{bucket}.{key}", value, headers=headers, msg_ttl=lifetime)
         except APIError as exc:
             if exc.err_code == 10071:  # wrong last sequence
                 return False
@@ -229,8 +236,9 @@ class NatsStore(Store):
 
         async def work() -> list[bool]:
             now = await self._now_ms()
-            won = await _bounded(self._take(_enc(o.claim_key), owner, ttl, now)
-                                 for o in occurrences)  # fmt: skip
+            won = await _bounded(
+                self._take(_enc(o.claim_key), owner, ttl, now) for o in occurrences
+            )
             latest: dict[str, int] = {}
             for occurrence in occurrences:
                 latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
@@ -273,8 +281,10 @@ class NatsStore(Store):
         async def work() -> list[str | None]:
             now = await self._now_ms()
             found = await _bounded(self._read(self._keys, _enc(o.claim_key)) for o in occurrences)
-            owners = [entry[1].get("o") if entry is not None and _expires(entry[1]) > now
-                      else None for entry in found]  # fmt: skip
+            owners = [
+                entry[1].get("o") if entry is not None and _expires(entry[1]) > now else None
+                for entry in found
+            ]
             return [owner if isinstance(owner, str) else None for owner in owners]
 
         return self._run(work, size=len(occurrences)) if occurrences else []
@@ -383,8 +393,11 @@ class NatsStore(Store):
             return await _bounded(self._read(self._state, f"last.{_enc(job)}") for job in jobs)
 
         found = self._run(work)
-        pairs = [(job, entry[1].get("ms")) for job, entry in zip(jobs, found, strict=True)
-                 if entry is not None and isinstance(entry[1], dict)]  # fmt: skip
+        pairs = [
+            (job, entry[1].get("ms"))
+            for job, entry in zip(jobs, found, strict=True)
+            if entry is not None and isinstance(entry[1], dict)
+        ]
         return last_claimed_times(pairs, "last claimed")
 
     def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
@@ -427,9 +440,11 @@ class NatsStore(Store):
 
         async def work() -> None:
             await _bounded(
-                self._js.publish(f"{self.prefix}.runs.{_enc(r.job)}",
-                                 json.dumps(r.to_json()).encode())
-                for r in records)  # fmt: skip
+                self._js.publish(
+                    f"{self.prefix}.runs.{_enc(r.job)}", json.dumps(r.to_json()).encode()
+                )
+                for r in records
+            )
 
         self._run(work, size=len(records))
 
@@ -447,11 +462,14 @@ class NatsStore(Store):
                 return []
             want = min(count, n)
             config = ConsumerConfig(
-                deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE,
-                inactive_threshold=30.0, mem_storage=True,
-            )  # fmt: skip
-            sub = await self._js.pull_subscribe(subject, stream=f"{self.prefix}-runs",
-                                                config=config)  # fmt: skip
+                deliver_policy=DeliverPolicy.ALL,
+                ack_policy=AckPolicy.NONE,
+                inactive_threshold=30.0,
+                mem_storage=True,
+            )
+            sub = await self._js.pull_subscribe(
+                subject, stream=f"{self.prefix}-runs", config=config
+            )
             try:
                 items: list[bytes] = []
                 while len(items) < count:

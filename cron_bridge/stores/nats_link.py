@@ -34,8 +34,16 @@ class NatsLink:
         history_limit: run records the stream keeps per job, when this link creates it.
     """
 
-    def __init__(self, servers: list[str], user: str | None, password: str | None, *,
-                 prefix: str, timeout: float, history_limit: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        servers: list[str],
+        user: str | None,
+        password: str | None,
+        *,
+        prefix: str,
+        timeout: float,
+        history_limit: int,
+    ) -> None:
         self.servers = servers
         self.prefix = prefix
         self._user, self._password = user, password
@@ -97,8 +105,9 @@ class NatsLink:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="cron-bridge-nats",
-                                          daemon=True)  # fmt: skip
+                thread = threading.Thread(
+                    target=loop.run_forever, name="cron-bridge-nats", daemon=True
+                )
                 thread.start()
                 self._loop, self._thread = loop, thread
             return self._loop
@@ -123,10 +132,15 @@ class NatsLink:
 
         try:
             nc = await nats.connect(
-                servers=self.servers, user=self._user, password=self._password,
-                connect_timeout=self._timeout, max_reconnect_attempts=2,
-                reconnect_time_wait=0.5, allow_reconnect=True, error_cb=quiet,
-            )  # fmt: skip
+                servers=self.servers,
+                user=self._user,
+                password=self._password,
+                connect_timeout=self._timeout,
+                max_reconnect_attempts=2,
+                reconnect_time_wait=0.5,
+                allow_reconnect=True,
+                error_cb=quiet,
+            )
         except Exception as exc:
             raise StoreUnavailable(f"cannot connect to NATS: {exc}", host=self.hosts) from exc
         from nats.js.errors import NotFoundError
@@ -138,9 +152,13 @@ class NatsLink:
             try:  # kept as the first process made it (its history_limit)
                 await js.stream_info(f"{self.prefix}-runs")
             except NotFoundError:
-                await js.add_stream(StreamConfig(
-                    name=f"{self.prefix}-runs", subjects=[f"{self.prefix}.runs.*"],
-                    max_msgs_per_subject=self._history_limit))  # fmt: skip
+                await js.add_stream(
+                    StreamConfig(
+                        name=f"{self.prefix}-runs",
+                        subjects=[f"{self.prefix}.runs.*"],
+                        max_msgs_per_subject=self._history_limit,
+                    )
+                )
         except Exception as exc:
             await nc.close()
             raise StoreUnavailable(f"NATS has no JetStream to use: {exc}", host=self.hosts) from exc

@@ -107,8 +107,9 @@ class PostgresStore(Store):
         if isinstance(client_or_url, str):
             parts = urlsplit(client_or_url)
             if parts.scheme not in ("postgresql", "postgres"):
-                raise ConfigError("expected postgresql://", option="store",
-                                  value=redact_url(client_or_url))  # fmt: skip
+                raise ConfigError(
+                    "expected postgresql://", option="store", value=redact_url(client_or_url)
+                )
             hosts = parts.netloc.rpartition("@")[2]  # libpq's failover form lists several
             if "," not in hosts:
                 hosts = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
@@ -183,9 +184,12 @@ class PostgresStore(Store):
         there = {own(row[0]) for row in rows}
         if not there or "traceback" in there:
             return RUN_COLUMNS  # no table at all is the first statement's error to report
-        log.warning("%s has no traceback column: failed runs are kept without their "
-                    "tracebacks until it has (ALTER TABLE ... ADD COLUMN traceback text, as in "
-                    "PostgresStore.ddl())", self.table_prefix + "runs")  # fmt: skip
+        log.warning(
+            "%s has no traceback column: failed runs are kept without their "
+            "tracebacks until it has (ALTER TABLE ... ADD COLUMN traceback text, as in "
+            "PostgresStore.ddl())",
+            self.table_prefix + "runs",
+        )
         return RUN_COLUMNS[:-1]
 
     def _call(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
@@ -428,13 +432,15 @@ class PostgresStore(Store):
             there = self._run_columns
             statement = sql.SQL(
                 "SELECT {columns} FROM {runs} WHERE job = %s ORDER BY id DESC LIMIT %s"
-            ).format(columns=sql.SQL(", ").join(map(sql.Identifier, there)),
-                     runs=self._names["runs"])  # fmt: skip
+            ).format(
+                columns=sql.SQL(", ").join(map(sql.Identifier, there)), runs=self._names["runs"]
+            )
             return there, fetch(conn, statement, (job, n))
 
         there, rows = self._call(work)
-        return readable((tuple(row) for row in rows), lambda row: record_from_row(row, there),
-                        f"runs of {job}")  # fmt: skip
+        return readable(
+            (tuple(row) for row in rows), lambda row: record_from_row(row, there), f"runs of {job}"
+        )
 
     def heartbeat(
         self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None

@@ -85,8 +85,11 @@ def _script(name: str) -> str:
     return (resources.files("cron_bridge.stores") / "lua" / f"{name}.lua").read_text()
 
 
-_NEEDS_PASSWORD = ("HELLO must be called with the client already authenticated",
-                   "NOAUTH", "Authentication required")  # fmt: skip
+_NEEDS_PASSWORD = (
+    "HELLO must be called with the client already authenticated",
+    "NOAUTH",
+    "Authentication required",
+)
 
 
 def _explained(exc: BaseException) -> str:
@@ -95,8 +98,10 @@ def _explained(exc: BaseException) -> str:
     if any(sign in text for sign in _NEEDS_PASSWORD):
         # Said without a URL to copy: what leaves the process is redacted, and a URL's
         # user-info, placeholder or not, is shown as ***.
-        return ("the server needs a password, which goes in the URL before the host as "
-                f":PASSWORD@ or USER:PASSWORD@ ({text})")  # fmt: skip
+        return (
+            "the server needs a password, which goes in the URL before the host as "
+            f":PASSWORD@ or USER:PASSWORD@ ({text})"
+        )
     if "WRONGPASS" in text or "invalid password" in text or "invalid username-password" in text:
         return f"the server refused the user or password in the URL ({text})"
     return text
@@ -164,9 +169,12 @@ class RedisStore(Store):
             self._host = _client_host(client_or_url)
             self._url = f"{'redis+cluster' if self._cluster else 'redis'}://{self._host}"
         if wait_replicas and self._cluster:
-            raise ConfigError("not supported on Redis Cluster; use a primary with replicas "
-                              "(redis:// or redis+sentinel://)", option="wait_replicas",
-                              value=str(wait_replicas))  # fmt: skip
+            raise ConfigError(
+                "not supported on Redis Cluster; use a primary with replicas "
+                "(redis:// or redis+sentinel://)",
+                option="wait_replicas",
+                value=str(wait_replicas),
+            )
 
     @property
     def url(self) -> str:
@@ -212,8 +220,9 @@ class RedisStore(Store):
             client = self._connect()
             result = work(client)
         except MasterNotFoundError as exc:  # its text is the repr of every connection tried
-            raise StoreUnavailable("redis: no Sentinel named a reachable primary",
-                                   host=self._host) from exc  # fmt: skip
+            raise StoreUnavailable(
+                "redis: no Sentinel named a reachable primary", host=self._host
+            ) from exc
         except _REDIS_ERRORS as exc:
             if key is None or not is_wrong_type(exc):
                 raise StoreUnavailable(f"redis: {_explained(exc)}", host=self._host) from exc
@@ -285,12 +294,18 @@ class RedisStore(Store):
 
             def waiting(client: Client) -> list[bool]:
                 won, kind = claim_waiting(
-                    client, keys, owner, expiry, unconfirmed=self._unconfirmed,
-                    replicas=self.wait_replicas, timeout=self.wait_timeout,
+                    client,
+                    keys,
+                    owner,
+                    expiry,
+                    unconfirmed=self._unconfirmed,
+                    replicas=self.wait_replicas,
+                    timeout=self.wait_timeout,
                     advance=lambda pipe: pipe.eval(_script("advance_last"), 1, last, *advance),
-                    replies=lambda pipe, sent: self._replies(client, pipe, [*sent, last, ""],
-                                                             "string"),
-                )  # fmt: skip
+                    replies=lambda pipe, sent: self._replies(
+                        client, pipe, [*sent, last, ""], "string"
+                    ),
+                )
                 self._check_last(kind)
                 return won
 
@@ -300,8 +315,12 @@ class RedisStore(Store):
             # One script for the batch (the keys of a cluster live on several nodes); it reads
             # each job's last claimed occurrence from the keys.
             def script(client: Client) -> list[bool]:
-                flags, kind = self._run_script(client, "claim_many", [*keys, self._key("last")],
-                                               [owner, expiry, len(self.prefix)])  # fmt: skip
+                flags, kind = self._run_script(
+                    client,
+                    "claim_many",
+                    [*keys, self._key("last")],
+                    [owner, expiry, len(self.prefix)],
+                )
                 self._check_last(kind)
                 return [flag == ord("1") for flag in bytes(flags)]
 
@@ -323,8 +342,12 @@ class RedisStore(Store):
         """Warn once when a claim found ``last`` of another type than a hash (``kind``, as the
         script read it: its claims are made, each job's last claimed occurrence is not)."""
         if not isinstance(kind, int) and kind not in (b"hash", b"none"):
-            warn_wrong_type(self._key("last"), kind, "hash", "the claims are made, the last "
-                            "claimed occurrences not kept")  # fmt: skip
+            warn_wrong_type(
+                self._key("last"),
+                kind,
+                "hash",
+                "the claims are made, the last claimed occurrences not kept",
+            )
 
     def holder(self, key: str) -> str | None:
         name = self._key(key)
@@ -356,18 +379,27 @@ class RedisStore(Store):
     def put_control(self, group: str, key: str, value: str | None) -> None:
         name = self._key(f"controls:{group}")  # one hash per group
         if value is None:
-            done = self._call(lambda client: client.hdel(name, key) >= 0, key=name,
-                              holds="hash", otherwise=False)  # fmt: skip
+            done = self._call(
+                lambda client: client.hdel(name, key) >= 0, key=name, holds="hash", otherwise=False
+            )
         else:
-            done = self._call(lambda client: client.hset(name, key, value) >= 0, key=name,
-                              holds="hash", otherwise=False)  # fmt: skip
+            done = self._call(
+                lambda client: client.hset(name, key, value) >= 0,
+                key=name,
+                holds="hash",
+                otherwise=False,
+            )
         if not done:
             raise self._refused_write(name)
 
     def add_control(self, group: str, key: str, value: str) -> bool:
         name = self._key(f"controls:{group}")
-        added = self._call(lambda client: int(client.hsetnx(name, key, value)), key=name,
-                           holds="hash", otherwise=None)  # fmt: skip
+        added = self._call(
+            lambda client: int(client.hsetnx(name, key, value)),
+            key=name,
+            holds="hash",
+            otherwise=None,
+        )
         if added is None:
             raise self._refused_write(name)
         return bool(added)
@@ -376,15 +408,21 @@ class RedisStore(Store):
         if values:
             name = self._key(f"controls:{group}")
             mapping: Any = dict(values)  # redis-py's stubs want an invariant key type
-            done = self._call(lambda client: client.hset(name, mapping=mapping) >= 0, key=name,
-                              holds="hash", otherwise=False)  # fmt: skip
+            done = self._call(
+                lambda client: client.hset(name, mapping=mapping) >= 0,
+                key=name,
+                holds="hash",
+                otherwise=False,
+            )
             if not done:
                 raise self._refused_write(name)
 
     def _refused_write(self, name: str) -> StoreUnavailable:
-        return StoreUnavailable(f"redis: the key {name!r} is not a hash (another program's key, "
-                                "or a hostile one): nothing was written; delete it to repair",
-                                host=self._host)  # fmt: skip
+        return StoreUnavailable(
+            f"redis: the key {name!r} is not a hash (another program's key, "
+            "or a hostile one): nothing was written; delete it to repair",
+            host=self._host,
+        )
 
     def notify(self, channel: str) -> None:
         name = self._key(f"notify:{channel}")
@@ -424,8 +462,11 @@ class RedisStore(Store):
     ) -> dict[str, str]:
         bounds = [most, max_bytes, untrusted.MAX_BYTES, CONTROL_KEY_MAX]
         name = self._key(f"controls:{group}")
-        found = self._call(lambda client: self._run_script(client, "controls", [name], bounds),
-                           key=name, holds="hash")  # fmt: skip
+        found = self._call(
+            lambda client: self._run_script(client, "controls", [name], bounds),
+            key=name,
+            holds="hash",
+        )
         if found is None:  # of the wrong type: as it was last read (a pause stays paused)
             return self._last_reads.get(group)
         pairs = zip(found[1::2], found[2::2], strict=True)
@@ -435,8 +476,12 @@ class RedisStore(Store):
 
     def control(self, group: str, key: str) -> str | None:
         name = self._key(f"controls:{group}")
-        value = self._call(lambda client: _raw(client, "HGET", name, key), key=name, holds="hash",
-                           otherwise=self._last_reads.get(group).get(key))  # fmt: skip
+        value = self._call(
+            lambda client: _raw(client, "HGET", name, key),
+            key=name,
+            holds="hash",
+            otherwise=self._last_reads.get(group).get(key),
+        )
         if value is None:
             return None
         if isinstance(value, str):  # as the group was last read
@@ -448,8 +493,12 @@ class RedisStore(Store):
         if not jobs:
             return {}
         name = self._key("last")
-        values = self._call(lambda client: _raw(client, "HMGET", name, *jobs), key=name,
-                            holds="hash", otherwise=[None] * len(jobs))  # fmt: skip
+        values = self._call(
+            lambda client: _raw(client, "HMGET", name, *jobs),
+            key=name,
+            holds="hash",
+            otherwise=[None] * len(jobs),
+        )
         pairs = [(job, ms) for job, ms in zip(jobs, values, strict=True) if ms is not None]
         return last_claimed_times(pairs, "last claimed")
 
@@ -460,13 +509,25 @@ class RedisStore(Store):
 
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
         name, args = self._key(key), [owner, ttl_ms(ttl)]
-        return bool(self._call(lambda client: self._run_script(client, "extend", [name], args),
-                               key=name, holds="string", otherwise=0))  # fmt: skip
+        return bool(
+            self._call(
+                lambda client: self._run_script(client, "extend", [name], args),
+                key=name,
+                holds="string",
+                otherwise=0,
+            )
+        )
 
     def release(self, key: str, owner: str) -> bool:
         name = self._key(key)
-        return bool(self._call(lambda client: self._run_script(client, "release", [name], [owner]),
-                               key=name, holds="string", otherwise=0))  # fmt: skip
+        return bool(
+            self._call(
+                lambda client: self._run_script(client, "release", [name], [owner]),
+                key=name,
+                holds="string",
+                otherwise=0,
+            )
+        )
 
     def record_many(self, records: Sequence[RunRecord]) -> None:
         if not records:
@@ -477,11 +538,16 @@ class RedisStore(Store):
         if not self._cluster:  # one script for the batch
 
             def script(client: Client) -> None:
-                skipped = self._run_script(client, "record_many", keys,
-                                           [self.history_limit, *values])  # fmt: skip
+                skipped = self._run_script(
+                    client, "record_many", keys, [self.history_limit, *values]
+                )
                 for key, kind in zip(skipped[::2], skipped[1::2], strict=True):
-                    warn_wrong_type(bytes(key).decode(errors="replace"), kind, "list",
-                                    "its records are not written, the others are")  # fmt: skip
+                    warn_wrong_type(
+                        bytes(key).decode(errors="replace"),
+                        kind,
+                        "list",
+                        "its records are not written, the others are",
+                    )
 
             self._call(script)
             return
@@ -501,8 +567,12 @@ class RedisStore(Store):
         if n <= 0:
             return []
         name = self._key(f"runs:{job}")
-        items = self._call(lambda client: _raw(client, "LRANGE", name, 0, n - 1), key=name,
-                           holds="list", otherwise=[])  # fmt: skip
+        items = self._call(
+            lambda client: _raw(client, "LRANGE", name, 0, n - 1),
+            key=name,
+            holds="list",
+            otherwise=[],
+        )
         return readable(items, _record_from_json, self._key(f"runs:{job}"))
 
     def heartbeat(
@@ -512,10 +582,12 @@ class RedisStore(Store):
 
         def work(client: Client) -> Any:
             if clock_offset_ms is not None:  # one key per replica, gone with it (SET: any type)
-                client.set(self._key(f"clock:{replica}"), repr(float(clock_offset_ms)),
-                           px=ttl_ms(ttl))  # fmt: skip
-            return self._run_script(client, "heartbeat", [name],
-                                    [replica, ttl_ms(ttl), ttl_ms(REPLICA_TTL_MAX)])  # fmt: skip
+                client.set(
+                    self._key(f"clock:{replica}"), repr(float(clock_offset_ms)), px=ttl_ms(ttl)
+                )
+            return self._run_script(
+                client, "heartbeat", [name], [replica, ttl_ms(ttl), ttl_ms(REPLICA_TTL_MAX)]
+            )
 
         # Of the wrong type: not listed, and no clock of the server's to measure against.
         expires_ms = self._call(work, key=name, holds="sorted set")
@@ -525,8 +597,12 @@ class RedisStore(Store):
 
     def replicas(self) -> list[ReplicaInfo]:
         limit, name = [ttl_ms(REPLICA_TTL_MAX)], self._key("replicas")
-        flat = self._call(lambda client: self._run_script(client, "replicas", [name], limit),
-                          key=name, holds="sorted set", otherwise=[0])  # fmt: skip
+        flat = self._call(
+            lambda client: self._run_script(client, "replicas", [name], limit),
+            key=name,
+            holds="sorted set",
+            otherwise=[0],
+        )
         now_ms = float(flat[0])
         named = (
             (untrusted.text(replica, "replicas", replica, max_bytes=REPLICA_ID_MAX), ms)

@@ -37,8 +37,9 @@ class SentinelTarget:
     @property
     def shown(self) -> str:
         """For messages and ``Store.url``: the hosts and the service, no credentials."""
-        hosts = ",".join(f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-                         for host, port in self.sentinels)  # fmt: skip
+        hosts = ",".join(
+            f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host, port in self.sentinels
+        )
         return f"redis+sentinel://{hosts}/{self.service}/{self.db}"
 
 
@@ -54,22 +55,30 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     sentinels = []
     for item in (item.strip() for item in hosts.split(",")):
         if not item:
-            raise ConfigError("expected a Sentinel host between commas", option="store",
-                              value=shown)  # fmt: skip
+            raise ConfigError(
+                "expected a Sentinel host between commas", option="store", value=shown
+            )
         host, colon, port = item.rpartition(":") if not item.endswith("]") else (item, "", "")
         if not colon:
             host, port = item, str(SENTINEL_PORT)
         if not (port.isdigit() and 1 <= int(port) <= 65535):
-            raise ConfigError("expected host:port with a port from 1 to 65535 for each "
-                              "Sentinel", option="store", value=shown)  # fmt: skip
+            raise ConfigError(
+                "expected host:port with a port from 1 to 65535 for each Sentinel",
+                option="store",
+                value=shown,
+            )
         sentinels.append((host.strip("[]") or "localhost", int(port)))
     path = [segment for segment in parts.path.split("/") if segment]
     if not path or len(path) > 2:
-        raise ConfigError("expected redis+sentinel://host:26379[,host:26379...]/service[/db]",
-                          option="store", value=shown)  # fmt: skip
+        raise ConfigError(
+            "expected redis+sentinel://host:26379[,host:26379...]/service[/db]",
+            option="store",
+            value=shown,
+        )
     if len(path) == 2 and not path[1].isdigit():
-        raise ConfigError("expected a database number after the service name",
-                          option="store", value=shown)  # fmt: skip
+        raise ConfigError(
+            "expected a database number after the service name", option="store", value=shown
+        )
     user, has_password, password = userinfo.partition(":")
     return SentinelTarget(
         sentinels=tuple(sentinels),
@@ -88,8 +97,9 @@ def connect(url: str, options: dict[str, Any], *, sentinel_password: str | None 
     if scheme != "redis+sentinel":
         return redis.Redis.from_url(url, **options)
     target = parse_sentinel_url(url)
-    timeouts = {key: options[key] for key in ("socket_timeout", "socket_connect_timeout")
-                if key in options}  # fmt: skip
+    timeouts = {
+        key: options[key] for key in ("socket_timeout", "socket_connect_timeout") if key in options
+    }
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         list(target.sentinels),
         sentinel_kwargs={**timeouts, "password": sentinel_password},

@@ -39,9 +39,19 @@ def warn_wrong_type(key: str, found: object, holds: str, doing: str) -> None:
     """Say once, until its type changes, that ``key`` is a ``found`` where the store keeps a
     ``holds``, and what was done instead (``doing``)."""
     kind = untrusted.text(found, "redis types", key, max_bytes=40) if found else None
-    untrusted.warn_once(log, "redis types", key, kind or "?", "the key %.300r holds a Redis type "
-                        "of %s, not a %s (another program's key, or a hostile one): %s; delete "
-                        "it to repair", key, kind or "another kind", holds, doing)  # fmt: skip
+    untrusted.warn_once(
+        log,
+        "redis types",
+        key,
+        kind or "?",
+        "the key %.300r holds a Redis type "
+        "of %s, not a %s (another program's key, or a hostile one): %s; delete "
+        "it to repair",
+        key,
+        kind or "another kind",
+        holds,
+        doing,
+    )
 
 
 class LastReads:

@@ -45,8 +45,14 @@ class Unconfirmed:
                     del self._since[key]
             return {key for key in keys if key in self._since}
 
-    def settle(self, keys: Sequence[str], won: Sequence[bool], retried: set[str],
-               confirmed: bool, now: float) -> None:  # fmt: skip
+    def settle(
+        self,
+        keys: Sequence[str],
+        won: Sequence[bool],
+        retried: set[str],
+        confirmed: bool,
+        now: float,
+    ) -> None:
         """After a batch: a confirmed one forgets what it confirmed; an unconfirmed one
         remembers the claims it made and forgets those it did not."""
         with self._lock:

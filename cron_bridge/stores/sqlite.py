@@ -93,8 +93,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
         columns = {bytes(row[1]).decode() for row in conn.execute("PRAGMA table_info(runs)")}
         if "traceback" not in columns:
             conn.execute("ALTER TABLE runs ADD COLUMN traceback TEXT")
-        conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version' AND value < ?",
-                     (str(SCHEMA_VERSION), str(SCHEMA_VERSION)))  # fmt: skip
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE name = 'schema_version' AND value < ?",
+            (str(SCHEMA_VERSION), str(SCHEMA_VERSION)),
+        )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -220,25 +222,40 @@ class SQLiteStore(Store):
 
     def put_control(self, group: str, key: str, value: str | None) -> None:
         if value is None:
-            self._run(lambda conn: conn.execute(
-                "DELETE FROM controls WHERE grp = ? AND key = ?", (group, key)))  # fmt: skip
+            self._run(
+                lambda conn: conn.execute(
+                    "DELETE FROM controls WHERE grp = ? AND key = ?", (group, key)
+                )
+            )
         else:
-            self._run(lambda conn: conn.execute(
-                "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET "
-                "value = excluded.value", (group, key, value)))  # fmt: skip
+            self._run(
+                lambda conn: conn.execute(
+                    "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET "
+                    "value = excluded.value",
+                    (group, key, value),
+                )
+            )
 
     def add_control(self, group: str, key: str, value: str) -> bool:
-        rows = self._run(lambda conn: conn.execute(
-            "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO NOTHING RETURNING key",
-            (group, key, value)).fetchall())  # fmt: skip
+        rows = self._run(
+            lambda conn: conn.execute(
+                "INSERT INTO controls VALUES (?, ?, ?)"
+                " ON CONFLICT (grp, key) DO NOTHING RETURNING key",
+                (group, key, value),
+            ).fetchall()
+        )
         return bool(rows)
 
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if values:
             rows = [(group, key, value) for key, value in values.items()]
-            self._run(lambda conn: conn.executemany(
-                "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET "
-                "value = excluded.value", rows))  # fmt: skip
+            self._run(
+                lambda conn: conn.executemany(
+                    "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET "
+                    "value = excluded.value",
+                    rows,
+                )
+            )
 
     def controls(
         self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES

@@ -15,7 +15,9 @@ async def home(request: Request) -> PlainTextResponse:
     return PlainTextResponse("shop")
 
 
-app = Starlette(routes=[
-    Route("/", home),
-    Mount(PATH, app=asgi_app(panel(), secret=SECRET, path=PATH)),
-])  # fmt: skip
+app = Starlette(
+    routes=[
+        Route("/", home),
+        Mount(PATH, app=asgi_app(panel(), secret=SECRET, path=PATH)),
+    ]
+)

@@ -12,9 +12,11 @@ def ran(ctx: JobContext) -> None:
     journal.write("ran", ctx)
 
 
-cluster_task(every="2s", name="catchup.once", misfire="run-once", misfire_grace="500ms",
-             target="inline")(ran)  # fmt: skip
+cluster_task(
+    every="2s", name="catchup.once", misfire="run-once", misfire_grace="500ms", target="inline"
+)(ran)
 cluster_task(every="2s", name="catchup.skip", misfire_grace="500ms", target="inline")(ran)
 if os.environ.get("CB_TEST_NEW_JOB"):
-    cluster_task(every="2s", name="catchup.new", misfire="run-once", misfire_grace="500ms",
-                 target="inline")(ran)  # fmt: skip
+    cluster_task(
+        every="2s", name="catchup.new", misfire="run-once", misfire_grace="500ms", target="inline"
+    )(ran)

@@ -107,8 +107,13 @@ _OWN_RETRIES: dict[str, Any] = {"bind": True, "default_retry_delay": 0, "acks_la
 
 
 @cluster_task(name=f"{scenarios.JOB}.autoretry", every="1h", external=True)
-@app.task(name="cb.autoretry", autoretry_for=(RuntimeError,), retry_kwargs={"max_retries": 2},
-          retry_backoff=False, **_OWN_RETRIES)  # fmt: skip
+@app.task(
+    name="cb.autoretry",
+    autoretry_for=(RuntimeError,),
+    retry_kwargs={"max_retries": 2},
+    retry_backoff=False,
+    **_OWN_RETRIES,
+)
 def autoretry(self: Any, ctx: JobContext) -> None:
     from tests.apps import journal
 

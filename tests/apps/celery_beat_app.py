@@ -19,12 +19,20 @@ app.conf.update(
     timezone="Europe/Warsaw",
     beat_schedule={
         "every minute": {"task": "proj.tick", "schedule": crontab(), "args": ("minute",)},
-        "every second": {"task": "proj.tick", "schedule": timedelta(seconds=1),
-                         "args": ("second",)},
-        "every two seconds": {"task": "proj.tick", "schedule": 2.0, "args": ("two",),
-                              "kwargs": {"n": 2}, "options": {"priority": 5}},
+        "every second": {
+            "task": "proj.tick",
+            "schedule": timedelta(seconds=1),
+            "args": ("second",),
+        },
+        "every two seconds": {
+            "task": "proj.tick",
+            "schedule": 2.0,
+            "args": ("two",),
+            "kwargs": {"n": 2},
+            "options": {"priority": 5},
+        },
     },
-)  # fmt: skip
+)
 
 
 @app.task(name="proj.tick", bind=True)

@@ -17,6 +17,14 @@ DELAY_S = 1
 def fail(twin: str, label: str) -> None:
     path = os.environ.get("CB_TEST_JOURNAL")
     if path:
-        journal.append(path, {"event": "direct", "twin": twin, "label": label,
-                              "at": time.time(), "pid": os.getpid()})  # fmt: skip
+        journal.append(
+            path,
+            {
+                "event": "direct",
+                "twin": twin,
+                "label": label,
+                "at": time.time(),
+                "pid": os.getpid(),
+            },
+        )
     raise RuntimeError(f"{twin} fails")

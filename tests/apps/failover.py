@@ -17,5 +17,6 @@ def tick(ctx: JobContext) -> None:
 
 
 for number in range(int(os.environ.get("CB_TEST_JOBS", "10"))):
-    cluster_task(every="1s", name=f"failover.{number:02d}", target="inline", overlap="allow",
-                 coalesce=False)(tick)  # fmt: skip
+    cluster_task(
+        every="1s", name=f"failover.{number:02d}", target="inline", overlap="allow", coalesce=False
+    )(tick)

@@ -12,8 +12,13 @@ def ran(ctx: JobContext) -> None:
     journal.write("ran", ctx)
 
 
-cluster_task(at=os.environ.get("CB_TEST_AT", "2026-01-01T00:00:00Z"), name="once.report",
-             target="inline")(ran)  # fmt: skip
-cluster_task(every="1s", start=os.environ.get("CB_TEST_START", "2026-01-01T00:00:00Z"),
-             end=os.environ.get("CB_TEST_END", "2026-01-01T00:00:10Z"), name="once.window",
-             target="inline")(ran)  # fmt: skip
+cluster_task(
+    at=os.environ.get("CB_TEST_AT", "2026-01-01T00:00:00Z"), name="once.report", target="inline"
+)(ran)
+cluster_task(
+    every="1s",
+    start=os.environ.get("CB_TEST_START", "2026-01-01T00:00:00Z"),
+    end=os.environ.get("CB_TEST_END", "2026-01-01T00:00:10Z"),
+    name="once.window",
+    target="inline",
+)(ran)

@@ -28,8 +28,9 @@ else:
 
 # A function with a schedule of its own (yearly, never armed here) that stored schedules also
 # run, per tenant: called with ctx under the stored schedule's own guard.
-@cluster_task(name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", external=True,
-              queue=scenarios.QUEUE)  # fmt: skip
+@cluster_task(
+    name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", external=True, queue=scenarios.QUEUE
+)
 def decorated_report(ctx: JobContext, **kwargs: Any) -> str:
     journal.write("ran", ctx, kwargs=kwargs, decorated=True)
     return "done"

@@ -24,5 +24,6 @@ cron.register(
 )
 cron.register(sync_accounts, queue_name="sync", interval=4, args=("eu",), kwargs={"batch": 50})
 cron.register(sync_accounts, queue_name="sync", interval=4, args=("us",), result_ttl=60)
-cron.register(send_report, queue_name="reports", interval=3600, args=("hourly",),
-              name="hourly report (EU)")  # fmt: skip
+cron.register(
+    send_report, queue_name="reports", interval=3600, args=("hourly",), name="hourly report (EU)"
+)

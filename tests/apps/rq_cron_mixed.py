@@ -8,8 +8,13 @@ from rq import cron
 from tests.apps.rq_cron_tasks import cleanup, send_report, sync_accounts
 
 cron.register(cleanup, queue_name="default", cron="* * * * * */15")
-cron.register(send_report, queue_name="reports", cron="0 2 * * *", args=("nightly",),
-              name="nightly report (EU)")  # fmt: skip
+cron.register(
+    send_report,
+    queue_name="reports",
+    cron="0 2 * * *",
+    args=("nightly",),
+    name="nightly report (EU)",
+)
 cron.register(sync_accounts, queue_name="sync", interval=0, args=("eu",), name="no interval")
 cron.register(sync_accounts, queue_name="sync", interval=60, cron="* * * * *", name="both")
 cron.register(cleanup, queue_name="default", cron="61 * * * *", name="minute 61")

@@ -16,8 +16,16 @@ def _note(event: str, label: str) -> None:
     path = os.environ.get("CB_TEST_JOURNAL")
     current = get_current_job()
     if path and current is not None:
-        journal.append(path, {"event": event, "label": label, "job_id": current.id,
-                              "owner": current.meta.get("owner"), "at": time.time()})  # fmt: skip
+        journal.append(
+            path,
+            {
+                "event": event,
+                "label": label,
+                "job_id": current.id,
+                "owner": current.meta.get("owner"),
+                "at": time.time(),
+            },
+        )
 
 
 def nap(label: str, seconds: float) -> str:

@@ -30,8 +30,9 @@ otel_setup.install()  # spans to CB_TEST_SPANS, when the test asks for them
 if os.environ.get("CB_TEST_SENTRY_DSN"):  # check-ins to a loopback server (test_monitors.py)
     import sentry_sdk
 
-    sentry_sdk.init(dsn=os.environ["CB_TEST_SENTRY_DSN"], default_integrations=False,
-                    environment="monitors")  # fmt: skip
+    sentry_sdk.init(
+        dsn=os.environ["CB_TEST_SENTRY_DSN"], default_integrations=False, environment="monitors"
+    )
 
 SCENARIO = os.environ.get("CB_TEST_SCENARIO", "every")
 QUEUE = os.environ.get("CB_TEST_QUEUE", "cron-bridge-test")
@@ -113,6 +114,12 @@ async def handle_async(ctx: JobContext, **kwargs: Any) -> str:
     """The ``async`` scenario's body: awaited on cron-bridge's loop, under the guard."""
     await asyncio.sleep(0.01)
     aborted = await ctx.signal.wait_async(0)
-    journal.write("ran", ctx, kwargs=kwargs, awaited=True, aborted=aborted,
-                  thread=threading.current_thread().name)  # fmt: skip
+    journal.write(
+        "ran",
+        ctx,
+        kwargs=kwargs,
+        awaited=True,
+        aborted=aborted,
+        thread=threading.current_thread().name,
+    )
     return "done"

@@ -16,9 +16,17 @@ from tests.apps import journal
 def write(meta: Mapping[str, Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     path = os.environ.get("CB_TEST_JOURNAL")
     if path:
-        journal.append(path, {"event": "ran", "occurrence_id": (meta or {}).get("occurrence_id"),
-                              "args": list(args), "kwargs": kwargs, "at": time.time(),
-                              "pid": os.getpid()})  # fmt: skip
+        journal.append(
+            path,
+            {
+                "event": "ran",
+                "occurrence_id": (meta or {}).get("occurrence_id"),
+                "args": list(args),
+                "kwargs": kwargs,
+                "at": time.time(),
+                "pid": os.getpid(),
+            },
+        )
     return "reported"
 
 

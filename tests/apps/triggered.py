@@ -6,8 +6,7 @@ from cron_bridge import JobContext, cluster_task
 from tests.apps import journal
 
 
-@cluster_task(every="1h", name="cache.rebuild", target="inline", scope="instance",
-              external=True)  # fmt: skip
+@cluster_task(every="1h", name="cache.rebuild", target="inline", scope="instance", external=True)
 def rebuild(ctx: JobContext) -> None:
     journal.write("start", ctx)
     ctx.signal.wait(1.5)

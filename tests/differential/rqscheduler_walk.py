@@ -66,8 +66,12 @@ def sends(url: str, interval: int, first: float, poll: float, end: float) -> lis
     connection = Redis.from_url(url)
     connection.flushdb()
     found = Scheduler(connection=connection)
-    found.schedule(datetime.utcfromtimestamp(first), "tests.apps.rq_scheduler_tasks.tell",
-                   args=["interval"], interval=interval)  # fmt: skip
+    found.schedule(
+        datetime.utcfromtimestamp(first),
+        "tests.apps.rq_scheduler_tasks.tell",
+        args=["interval"],
+        interval=interval,
+    )
     sent, at = [], first
     while at <= end:
         _Clock.moment = at
@@ -87,14 +91,20 @@ def main() -> None:
     for line in sys.stdin:
         asked = json.loads(line)
         if "interval" in asked:
-            answer = sends(asked["url"], asked["interval"], asked["first"], asked["poll"],
-                           asked["end"])  # fmt: skip
+            answer = sends(
+                asked["url"], asked["interval"], asked["first"], asked["poll"], asked["end"]
+            )
             sys.stdout.write(json.dumps(answer) + "\n")
             sys.stdout.flush()
             continue
         try:
-            answer: object = walk(asked["cron"], asked["zone"], asked["start"], asked["end"],
-                                  asked.get("local", False))  # fmt: skip
+            answer: object = walk(
+                asked["cron"],
+                asked["zone"],
+                asked["start"],
+                asked["end"],
+                asked.get("local", False),
+            )
         # crontab refuses a bad string with ValueError; one that never fires makes
         # get_next_scheduled_time fail on None (rq-scheduler's cron() fails the same way).
         except (ValueError, AttributeError) as exc:

@@ -107,16 +107,20 @@ def compare(text: str, zone: str) -> dict[str, int]:
         elif skipped_after_the_gap(at, fired, tz):
             used["crontab.after_spring_gap"] += 1
         else:
-            pytest.fail(f"{text!r} in {zone}: cron-bridge sends at {at.astimezone(tz)}, "
-                        "APScheduler does not")  # fmt: skip
+            pytest.fail(
+                f"{text!r} in {zone}: cron-bridge sends at {at.astimezone(tz)}, "
+                "APScheduler does not"
+            )
     for at in sorted(theirs - ours):
         if repeated(at, tz) and at - timedelta(hours=1) in ours | theirs:
             used["crontab.dst_fold"] += 1
         elif read_before_the_gap(at, tz):
             used["crontab.dst_gap"] += 1
         else:
-            pytest.fail(f"{text!r} in {zone}: APScheduler fires at {at.astimezone(tz)}, "
-                        "cron-bridge does not")  # fmt: skip
+            pytest.fail(
+                f"{text!r} in {zone}: APScheduler fires at {at.astimezone(tz)}, "
+                "cron-bridge does not"
+            )
     return used
 
 
@@ -167,9 +171,13 @@ def _part(draw: Any, low: int, high: int, names: tuple[str, ...] | None, min_ste
 
 @st.composite
 def fields(
-    draw: Any, low: int, high: int, names: tuple[str, ...] | None = None, min_step: int = 1,
+    draw: Any,
+    low: int,
+    high: int,
+    names: tuple[str, ...] | None = None,
+    min_step: int = 1,
     last: bool = False,
-) -> str:  # fmt: skip
+) -> str:
     """One field of from_crontab's grammar: ``*``, values, ranges, steps, names, ``last``."""
     parts = [_part(draw, low, high, names, min_step) for _ in range(draw(st.integers(1, 3)))]
     if last and draw(st.integers(0, 4)) == 0:
@@ -202,8 +210,11 @@ def _count(field: str, position: int) -> int:
 
 
 def _values(field: Any, low: int, high: int) -> list[int]:
-    probe = (lambda v: datetime(2000, 1, 1, 0, v)) if field.name == "minute" else (
-        lambda v: datetime(2000, 1, 1, v))  # fmt: skip
+    probe = (
+        (lambda v: datetime(2000, 1, 1, 0, v))
+        if field.name == "minute"
+        else (lambda v: datetime(2000, 1, 1, v))
+    )
     return [v for v in range(low, high + 1) if field.get_next_value(probe(v)) == v]
 
 
@@ -225,9 +236,12 @@ def test_the_drop_in_sends_when_apscheduler_fires(text: str, zone: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "zone"),
-    [("0,59 * * * *", "Europe/Warsaw"), ("0 * * * *", "Australia/Lord_Howe"),
-     ("*/30 * * * mon-fri", "America/New_York")],
-)  # fmt: skip
+    [
+        ("0,59 * * * *", "Europe/Warsaw"),
+        ("0 * * * *", "Australia/Lord_Howe"),
+        ("*/30 * * * mon-fri", "America/New_York"),
+    ],
+)
 def test_the_busiest_specs(text: str, zone: str) -> None:
     """Specs sending too often for the generated ones (thousands a year), each in a zone
     with a daylight saving change."""
@@ -262,17 +276,22 @@ def test_the_real_declarations_are_read_by_the_drop_in() -> None:
     scheduler = BlockingScheduler()
     for index, (text, _) in enumerate(DECLARATIONS):
         actor: Any = dramatiq.actor(actor_name=f"real_{index}", broker=broker)(lambda: None)
-        scheduler.add_job(actor.send, CronTrigger.from_crontab(text, timezone=ZoneInfo(
-            "Europe/Berlin")), name=actor.actor_name)  # fmt: skip
+        scheduler.add_job(
+            actor.send,
+            CronTrigger.from_crontab(text, timezone=ZoneInfo("Europe/Berlin")),
+            name=actor.actor_name,
+        )
     jobs, refused = crontab_jobs(scheduler.get_jobs())
     assert refused == {} and len(jobs) == len(DECLARATIONS) >= 10
 
 
 @pytest.mark.parametrize(
     "text",
-    [pytest.param(text, marks=[pytest.mark.slow] if _per_day(text) > 24 else [])
-     for text in sorted({text for text, _ in DECLARATIONS})],
-)  # fmt: skip
+    [
+        pytest.param(text, marks=[pytest.mark.slow] if _per_day(text) > 24 else [])
+        for text in sorted({text for text, _ in DECLARATIONS})
+    ],
+)
 def test_a_real_declaration_fires_as_apscheduler_fires_it(text: str) -> None:
     """Each real spec over a year in Berlin (dramatiq-crontab's documented zone, DST both
     ways); those sending more than hourly are slow."""

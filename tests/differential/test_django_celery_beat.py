@@ -151,8 +151,11 @@ def test_a_crontab_row_with_a_start_time_runs_from_it(db: Path, app: Celery) -> 
     from django_celery_beat.schedulers import ModelEntry
 
     start_time = datetime(2026, 5, 1, 9, 7, tzinfo=UTC)
-    row = task("cron start", crontab=crontab_row("Europe/Warsaw", minute="0", hour="12"),
-               start_time=start_time)  # fmt: skip
+    row = task(
+        "cron start",
+        crontab=crontab_row("Europe/Warsaw", minute="0", hour="12"),
+        start_time=start_time,
+    )
     entry = ModelEntry(row, app=app)
     schedule = row.schedule
     schedule.nowfun = lambda: start_time.astimezone(schedule.tz)

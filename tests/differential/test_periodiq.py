@@ -183,9 +183,12 @@ def test_the_drop_in_sends_when_periodiq_sends(text: str, zone: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "zone"),
-    [("0,59 * * * *", "Europe/Warsaw"), ("@hourly", "Australia/Lord_Howe"),
-     ("*/30 * * * 1-5", "America/New_York")],
-)  # fmt: skip
+    [
+        ("0,59 * * * *", "Europe/Warsaw"),
+        ("@hourly", "Australia/Lord_Howe"),
+        ("*/30 * * * 1-5", "America/New_York"),
+    ],
+)
 def test_the_busiest_specs(text: str, zone: str) -> None:
     """Specs sending too often for the generated ones (thousands a year), each in a zone
     with a daylight saving change."""
@@ -244,9 +247,11 @@ def test_the_real_declarations_are_read_by_the_drop_in() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    [pytest.param(text, marks=[pytest.mark.slow] if _per_day(text) > 24 else [])
-     for text in REAL_SPECS],
-)  # fmt: skip
+    [
+        pytest.param(text, marks=[pytest.mark.slow] if _per_day(text) > 24 else [])
+        for text in REAL_SPECS
+    ],
+)
 def test_a_real_declaration_fires_as_periodiq_fires_it(text: str) -> None:
     """Each real spec over a year in Warsaw (DST both ways); those sending more than hourly
     are slow (periodiq's walk takes some 60 µs a step)."""

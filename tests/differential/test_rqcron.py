@@ -102,8 +102,9 @@ def transitions(zone: str) -> list[datetime]:
     return found
 
 
-def walk(next_after: Callable[[datetime], datetime], start: datetime, end: datetime,
-         most: int) -> list[datetime]:  # fmt: skip
+def walk(
+    next_after: Callable[[datetime], datetime], start: datetime, end: datetime, most: int
+) -> list[datetime]:
     fires, at = [], start
     while len(fires) < most:
         at = next_after(at)
@@ -132,8 +133,13 @@ def windows(zone: str) -> list[tuple[datetime, datetime]]:
     return spans
 
 
-def gap_rule(schedule: Cron, zone: str, span: tuple[datetime, datetime], ours: list[datetime],
-             theirs: list[datetime]) -> None:  # fmt: skip
+def gap_rule(
+    schedule: Cron,
+    zone: str,
+    span: tuple[datetime, datetime],
+    ours: list[datetime],
+    theirs: list[datetime],
+) -> None:
     """``rqcron.spring_gap``: the fires of wall times the clocks skip are checked against
     each side's rule (ours once at the gap's end, RQ's at each skipped wall time plus the
     gap's length), then taken out of both walks where no wall time after the gap fires
@@ -268,17 +274,28 @@ def test_generated_specs_fire_as_rq_fires_them(spec: str, zone: str) -> None:
 @pytest.mark.parametrize("zone", ZONES)
 @pytest.mark.parametrize(
     "spec",
-    ["*/15 * * * *", "30 2 * * *", "0 2 * * 0", "* * * * * */15", "15 1-3 * * *", "0 0 L * *",
-     "0 9 * * 5#3", "@daily", "0 0 29 2 *", "*/30 * * * * 0"],
-)  # fmt: skip
+    [
+        "*/15 * * * *",
+        "30 2 * * *",
+        "0 2 * * 0",
+        "* * * * * */15",
+        "15 1-3 * * *",
+        "0 0 L * *",
+        "0 9 * * 5#3",
+        "@daily",
+        "0 0 29 2 *",
+        "*/30 * * * * 0",
+    ],
+)
 def test_examples_fire_as_rq_fires_them(spec: str, zone: str) -> None:
     compare(spec, zone)
 
 
 def test_named_rules_are_the_ones_the_walk_meets() -> None:
     """Each DST rule changes something on its night: without them the walks differ."""
-    ((job, _),) = jobs_of([CronJob("default", func=cleanup, cron="*/15 * * * *")],
-                          "Europe/Warsaw").values()  # fmt: skip
+    ((job, _),) = jobs_of(
+        [CronJob("default", func=cleanup, cron="*/15 * * * *")], "Europe/Warsaw"
+    ).values()
     assert isinstance(job.schedule, Cron)
     change = datetime(2026, 10, 25, 1, tzinfo=UTC)  # 03:00 CEST back to 02:00 CET
     with _local("Europe/Warsaw"):
@@ -290,8 +307,9 @@ def test_named_rules_are_the_ones_the_walk_meets() -> None:
         )
     assert len(ours) == len(theirs) + 4
     spring = datetime(2026, 3, 29, 1, tzinfo=UTC)
-    ((gap_job, _),) = jobs_of([CronJob("default", func=cleanup, cron="30 2 * * *")],
-                              "Europe/Warsaw").values()  # fmt: skip
+    ((gap_job, _),) = jobs_of(
+        [CronJob("default", func=cleanup, cron="30 2 * * *")], "Europe/Warsaw"
+    ).values()
     with _local("Europe/Warsaw"):
         assert gap_job.schedule.next_after(spring - timedelta(hours=1)) == spring
         assert rq_next("30 2 * * *")(spring - timedelta(hours=1)) == spring + timedelta(minutes=30)
@@ -329,8 +347,9 @@ def loaded(config: str) -> tuple[CronJob, ...]:
     return tuple(scheduler.get_jobs())
 
 
-def rq_interval_walk(registration: CronJob, started: datetime, skip: int, most: int
-                     ) -> list[datetime]:  # fmt: skip
+def rq_interval_walk(
+    registration: CronJob, started: datetime, skip: int, most: int
+) -> list[datetime]:
     """RQ's sends of an interval registration from a start at ``started``: the first at once
     (``should_run`` of one never sent), then each at ``get_next_enqueue_time`` after the
     last, as its loop sets ``latest_enqueue_time``; the ``skip`` first ones passed over."""
@@ -364,8 +383,12 @@ def test_real_configs_fire_as_rq_fires_them(config: str, zone: str) -> None:
     jobs = jobs_of(list(registrations), zone)
     assert len(jobs) == len(registrations)
     store = MemoryStore(allow_local_cluster=True)
-    armed, since = anchored(store, [job for job, _ in jobs.values()],
-                            {name: reg for name, (_, reg) in jobs.items()}, DEPLOYED)  # fmt: skip
+    armed, since = anchored(
+        store,
+        [job for job, _ in jobs.values()],
+        {name: reg for name, (_, reg) in jobs.items()},
+        DEPLOYED,
+    )
     for job, (name, (_, registration)) in zip(armed, jobs.items(), strict=True):
         assert job.name == name
         if registration.cron:

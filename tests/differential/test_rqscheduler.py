@@ -68,17 +68,32 @@ class Walker:
     def __init__(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.process = subprocess.Popen(
-            [str(FLOOR), str(WALKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True, env=env,
-        )  # fmt: skip
+            [str(FLOOR), str(WALKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
 
-    def fires(self, cron: str, zone: str, *, local: bool = False, start: datetime = START,
-              span: timedelta = END - START) -> list[datetime] | str:  # fmt: skip
+    def fires(
+        self,
+        cron: str,
+        zone: str,
+        *,
+        local: bool = False,
+        start: datetime = START,
+        span: timedelta = END - START,
+    ) -> list[datetime] | str:
         """rq-scheduler's send times over ``span`` (a year) from ``start``, or why its
         ``crontab`` refuses the string."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        asked = {"cron": cron, "zone": zone, "start": start.timestamp(),
-                 "end": (start + span).timestamp(), "local": local}  # fmt: skip
+        asked = {
+            "cron": cron,
+            "zone": zone,
+            "start": start.timestamp(),
+            "end": (start + span).timestamp(),
+            "local": local,
+        }
         self.process.stdin.write(json.dumps(asked) + "\n")
         self.process.stdin.flush()
         answer = json.loads(self.process.stdout.readline())
@@ -86,13 +101,19 @@ class Walker:
             return str(answer["refused"])
         return [datetime.fromtimestamp(at, UTC) for at in answer]
 
-    def interval_sends(self, url: str, interval: int, first: datetime, poll: int,
-                       hours: int) -> list[datetime]:  # fmt: skip
+    def interval_sends(
+        self, url: str, interval: int, first: datetime, poll: int, hours: int
+    ) -> list[datetime]:
         """rqscheduler's sends of ``schedule(first, interval=...)`` polling every ``poll``."""
         assert self.process.stdin is not None and self.process.stdout is not None
         end = first + timedelta(hours=hours)
-        asked = {"interval": interval, "url": url, "first": first.timestamp(), "poll": poll,
-                 "end": end.timestamp()}  # fmt: skip
+        asked = {
+            "interval": interval,
+            "url": url,
+            "first": first.timestamp(),
+            "poll": poll,
+            "end": end.timestamp(),
+        }
         self.process.stdin.write(json.dumps(asked) + "\n")
         self.process.stdin.flush()
         return [
@@ -110,8 +131,10 @@ class Walker:
 @pytest.fixture(scope="module")
 def walker() -> Iterator[Walker]:
     if not FLOOR.exists():
-        unavailable("rq-scheduler (in the floor venv)", FileNotFoundError(
-            f"{FLOOR} is missing: `make test` creates it"))  # fmt: skip
+        unavailable(
+            "rq-scheduler (in the floor venv)",
+            FileNotFoundError(f"{FLOOR} is missing: `make test` creates it"),
+        )
     found = Walker()
     yield found
     found.close()
@@ -140,8 +163,10 @@ def _forward_ends(zone: ZoneInfo) -> list[tuple[datetime, timedelta]]:
 def _repeated(at: datetime, zone: ZoneInfo) -> bool:
     """Whether the wall time of ``at`` exists twice (the clocks went back over it)."""
     wall = at.astimezone(zone).replace(tzinfo=None)
-    return wall.replace(tzinfo=zone, fold=0).utcoffset() != wall.replace(
-        tzinfo=zone, fold=1).utcoffset()  # fmt: skip
+    return (
+        wall.replace(tzinfo=zone, fold=0).utcoffset()
+        != wall.replace(tzinfo=zone, fold=1).utcoffset()
+    )
 
 
 def _second_pass(at: datetime, zone: ZoneInfo) -> bool:
@@ -157,10 +182,25 @@ def imported(expr: str, zone: str) -> Schedule:
     Raises:
         ConfigError: the importer leaves the job where it is (``option`` says why).
     """
-    job = ScheduledJob(job_id="j", next_at=START, task="proj.tasks.report", instance=False,
-                       args=[], kwargs={}, interval=None, cron=expr, local_zone=False,
-                       repeat=None, queue="default", timeout=None, result_ttl=-1, ttl=None,
-                       meta={}, at_front=False, cannot=())  # fmt: skip
+    job = ScheduledJob(
+        job_id="j",
+        next_at=START,
+        task="proj.tasks.report",
+        instance=False,
+        args=[],
+        kwargs={},
+        interval=None,
+        cron=expr,
+        local_zone=False,
+        repeat=None,
+        queue="default",
+        timeout=None,
+        result_ttl=-1,
+        ttl=None,
+        meta={},
+        at_front=False,
+        cannot=(),
+    )
     return _stored(stored_spec(job, zone, START))
 
 
@@ -224,8 +264,9 @@ def _number(draw: Any, low: int, high: int, names: tuple[str, ...] | None = None
 
 
 @st.composite
-def _field(draw: Any, low: int, high: int, names: tuple[str, ...] | None = None,
-           sparse: bool = False) -> str:  # fmt: skip
+def _field(
+    draw: Any, low: int, high: int, names: tuple[str, ...] | None = None, sparse: bool = False
+) -> str:
     """One field as the ``crontab`` package reads it: ``*``, a value, a list, a range, a
     step over either (its first step must stay in range)."""
     kinds = ["value", "list", "range", "step"] + ([] if sparse else ["star"])
@@ -255,13 +296,19 @@ def crontab_strings(draw: Any) -> str:
     # Mostly one day field restricted: both at once (which must both match) rarely meet.
     day = draw(st.just("*") | _field(1, 31) | st.sampled_from(["l", "?", "L"]))
     month = draw(_field(1, 12, MONTHS))
-    weekday = draw(st.just("*") | _field(0, 6, WEEKDAYS) | st.sampled_from(
-        ["7", "mon-fri", "sat-sun", "l5", "?", "MON", "1-7"]))  # fmt: skip
+    weekday = draw(
+        st.just("*")
+        | _field(0, 6, WEEKDAYS)
+        | st.sampled_from(["7", "mon-fri", "sat-sun", "l5", "?", "MON", "1-7"])
+    )
     return " ".join((minute, hour, day, month, weekday))
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-          HealthCheck.filter_too_much])  # fmt: skip
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(expr=crontab_strings(), zone=st.sampled_from(ZONES))
 @example(expr="0 9 1-7 * mon", zone="Europe/Warsaw")  # the first Monday (both day fields)
 @example(expr="0 0 */15 * *", zone="UTC")
@@ -288,8 +335,11 @@ def test_each_named_difference_is_seen(walker: Walker) -> None:
     """Each named difference of the cron walk applies to at least one real case (none is
     dead text)."""
     seen = dict.fromkeys(NAMED_DIFFERENCES, 0)
-    for expr, zone in (("30 2 * * *", "Europe/Warsaw"), ("0 * * 10 0", "Europe/Warsaw"),
-                       ("0 0 1 1 * 2030", "UTC")):  # fmt: skip
+    for expr, zone in (
+        ("30 2 * * *", "Europe/Warsaw"),
+        ("0 * * 10 0", "Europe/Warsaw"),
+        ("0 0 1 1 * 2030", "UTC"),
+    ):
         for name, count in compare(expr, zone, walker, generated=False).items():
             seen[name] += count
     walked = ("rqscheduler.spring_gap", "rqscheduler.repeated_hour", "rqscheduler.fields")
@@ -323,8 +373,15 @@ def test_real_declarations_move_as_rq_scheduler_runs_them(
     client.flushdb()
     url = f"{redis_server.url.rsplit('/', 1)[0]}/15"
     env = {**os.environ, "PYTHONPATH": str(REPO), "TZ": "Europe/Warsaw"}
-    made = subprocess.run([str(FLOOR), str(DECLARATIONS), url], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    made = subprocess.run(
+        [str(FLOOR), str(DECLARATIONS), url],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert made.returncode == 0, made.stderr
     ids: dict[str, str] = json.loads(made.stdout)
     now = datetime.now(UTC)
@@ -356,8 +413,11 @@ def test_real_declarations_move_as_rq_scheduler_runs_them(
 
 
 @pytest.mark.redis
-@settings(max_examples=8, deadline=None, suppress_health_check=[
-          HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(interval=st.sampled_from([60, 90, 120, 300, 3600]) | st.integers(30, 7200))
 def test_interval_jobs_send_as_rq_scheduler_does_when_its_polls_come_on_time(
     walker: Walker, redis_server: RedisServer, interval: int
@@ -369,12 +429,30 @@ def test_interval_jobs_send_as_rq_scheduler_does_when_its_polls_come_on_time(
     url = f"{redis_server.url.rsplit('/', 1)[0]}/15"
     first = datetime(2026, 3, 1, 12, tzinfo=UTC)
     theirs = walker.interval_sends(url, interval, first, POLL, hours=12)
-    job = ScheduledJob(job_id="j", next_at=first, task="proj.tasks.sync", instance=False,
-                       args=[], kwargs={}, interval=interval, cron=None, local_zone=False,
-                       repeat=None, queue="default", timeout=None, result_ttl=-1, ttl=None,
-                       meta={}, at_front=False, cannot=())  # fmt: skip
-    ours = list(_stored(stored_spec(job, "UTC", first - timedelta(hours=1))).occurrences(
-        first - timedelta(seconds=1), theirs[-1]))  # fmt: skip
+    job = ScheduledJob(
+        job_id="j",
+        next_at=first,
+        task="proj.tasks.sync",
+        instance=False,
+        args=[],
+        kwargs={},
+        interval=interval,
+        cron=None,
+        local_zone=False,
+        repeat=None,
+        queue="default",
+        timeout=None,
+        result_ttl=-1,
+        ttl=None,
+        meta={},
+        at_front=False,
+        cannot=(),
+    )
+    ours = list(
+        _stored(stored_spec(job, "UTC", first - timedelta(hours=1))).occurrences(
+            first - timedelta(seconds=1), theirs[-1]
+        )
+    )
     assert ours == [first + k * timedelta(seconds=interval) for k in range(len(ours))]
     if interval % POLL == 0:
         assert ours == theirs
@@ -396,12 +474,30 @@ def test_a_cron_job_due_at_the_move_is_sent_at_its_next_cron_time(
     ``repeat=N`` both send N times: rq-scheduler the overdue run and N-1 more, the imported
     schedule N from its next cron time."""
     moved = datetime(2026, 3, 1, 12, 20, tzinfo=UTC)
-    job = ScheduledJob(job_id="j", next_at=moved - timedelta(minutes=20), task="proj.tasks.r",
-                       instance=False, args=[], kwargs={}, interval=None, cron="0 * * * *",
-                       local_zone=False, repeat=repeat, queue="default", timeout=None,
-                       result_ttl=-1, ttl=None, meta={}, at_front=False, cannot=())  # fmt: skip
-    ours = list(_stored(stored_spec(job, "Europe/Warsaw", moved)).occurrences(
-        moved, moved + timedelta(days=2)))  # fmt: skip
+    job = ScheduledJob(
+        job_id="j",
+        next_at=moved - timedelta(minutes=20),
+        task="proj.tasks.r",
+        instance=False,
+        args=[],
+        kwargs={},
+        interval=None,
+        cron="0 * * * *",
+        local_zone=False,
+        repeat=repeat,
+        queue="default",
+        timeout=None,
+        result_ttl=-1,
+        ttl=None,
+        meta={},
+        at_front=False,
+        cannot=(),
+    )
+    ours = list(
+        _stored(stored_spec(job, "Europe/Warsaw", moved)).occurrences(
+            moved, moved + timedelta(days=2)
+        )
+    )
     theirs = walker.fires("0 * * * *", "Europe/Warsaw", start=moved, span=timedelta(days=2))
     assert not isinstance(theirs, str)
     assert [moved, *theirs][1 : len(ours) + 1] == ours  # all but rq-scheduler's overdue send

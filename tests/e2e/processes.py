@@ -40,8 +40,13 @@ def cli(
     """Run ``cron-bridge ARGS`` to completion (under ``python``: another venv's, for a floor)."""
     return subprocess.run(
         [python, "-m", "cron_bridge", *args],
-        env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @dataclass
@@ -119,9 +124,18 @@ class BeatProcess(Service):
 
     def argv(self) -> list[str]:
         return [
-            self.python, "-m", "cron_bridge", "beat", "-A", self.app, "--store", self.store_url,
-            "--replica-id", f"{self.name}-{self.starts}", *self.extra,
-        ]  # fmt: skip
+            self.python,
+            "-m",
+            "cron_bridge",
+            "beat",
+            "-A",
+            self.app,
+            "--store",
+            self.store_url,
+            "--replica-id",
+            f"{self.name}-{self.starts}",
+            *self.extra,
+        ]
 
 
 @dataclass
@@ -142,22 +156,53 @@ class Worker(Service):
         bin_dir = Path(self.python).parent
         if self.library == "celery":
             return [
-                self.python, "-m", "celery", "-A", self.app or "tests.apps.celery_app", "worker",
-                "-P", "prefork", "-c", str(self.concurrency), "--without-gossip",
-                "--without-mingle", "--without-heartbeat", "-n", f"{self.name}@%h", "-Q",
-                self.queue, "-l", "INFO",
-            ]  # fmt: skip
+                self.python,
+                "-m",
+                "celery",
+                "-A",
+                self.app or "tests.apps.celery_app",
+                "worker",
+                "-P",
+                "prefork",
+                "-c",
+                str(self.concurrency),
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"{self.name}@%h",
+                "-Q",
+                self.queue,
+                "-l",
+                "INFO",
+            ]
         if self.library == "rq":
-            return [str(bin_dir / "rq"), "worker", self.queue, "--url", self.broker,
-                    # RQ worker names are global in the broker's Redis, and a killed worker's
-                    # stays registered for minutes: the queue (unique per test) keeps them apart.
-                    "--with-scheduler", "--name", f"{self.name}-{self.queue}-{self.starts}",
-                    "--serializer", "rq.serializers.JSONSerializer",
-                    *(["-c", self.preload] if self.preload else [])]  # fmt: skip
+            return [
+                str(bin_dir / "rq"),
+                "worker",
+                self.queue,
+                "--url",
+                self.broker,
+                # RQ worker names are global in the broker's Redis, and a killed worker's
+                # stays registered for minutes: the queue (unique per test) keeps them apart.
+                "--with-scheduler",
+                "--name",
+                f"{self.name}-{self.queue}-{self.starts}",
+                "--serializer",
+                "rq.serializers.JSONSerializer",
+                *(["-c", self.preload] if self.preload else []),
+            ]
         if self.library == "dramatiq":
             threads = [] if self.threads is None else ["--threads", str(self.threads)]
-            return [str(bin_dir / "dramatiq"), self.app or "tests.apps.dramatiq_app",
-                    "--processes", "1", *threads, "--queues", self.queue]  # fmt: skip
+            return [
+                str(bin_dir / "dramatiq"),
+                self.app or "tests.apps.dramatiq_app",
+                "--processes",
+                "1",
+                *threads,
+                "--queues",
+                self.queue,
+            ]
         raise ValueError(self.library)
 
 
@@ -175,8 +220,14 @@ class Command(Service):
 class CeleryProcess(Service):
     """``celery -A APP ARGS``: a beat or a worker of one of the tests/apps projects."""
 
-    def __init__(self, name: str, folder: Path, env: dict[str, str], *args: str,
-                 app: str = "tests.apps.celery_beat_app") -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        folder: Path,
+        env: dict[str, str],
+        *args: str,
+        app: str = "tests.apps.celery_beat_app",
+    ) -> None:
         super().__init__(name, folder, env)
         self.app = app
         self.args = list(args)

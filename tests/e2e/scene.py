@@ -54,8 +54,18 @@ def scene(folder: Path, replicas: int = 3, *, settle: float = 60) -> Iterator[Sc
         beat.start()
     try:
         wait_for(lambda: "HTTP trigger on" in beats[0].output(), 60, "the HTTP server")
-        paused = cli("pause", "emails.digest", "--reason", "INC-7: the mail relay is down",
-                     "--store", store_url, "-A", APP, env=env, cwd=folder)  # fmt: skip
+        paused = cli(
+            "pause",
+            "emails.digest",
+            "--reason",
+            "INC-7: the mail relay is down",
+            "--store",
+            store_url,
+            "-A",
+            APP,
+            env=env,
+            cwd=folder,
+        )
         assert paused.returncode == 0, paused.stderr
         wait_for(lambda: _ran(store_url), settle, "8 runs of cache.warm and a failed settle")
         yield Scene(f"http://127.0.0.1:{port}/_scheduler", store_url, beats)
@@ -120,8 +130,9 @@ def screenshots(folder: Path, chromium: str) -> list[Path]:
 if __name__ == "__main__":
     import shutil
 
-    found = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))),
-                 None)  # fmt: skip
+    found = next(
+        filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None
+    )
     if found is None:
         sys.exit("make screenshots needs Chromium on PATH (Debian: apt-get install chromium)")
     for path in screenshots(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/images"), found):

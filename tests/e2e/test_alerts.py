@@ -40,8 +40,11 @@ def rules() -> list[dict[str, typing.Any]]:
 def dashboard_queries() -> list[tuple[str, str]]:
     """Each panel's query with its legend, and the templating queries."""
     board = json.loads(DASHBOARD.read_text())
-    found = [(target["expr"], target.get("legendFormat", "")) for panel in board["panels"]
-             for target in panel.get("targets", [])]  # fmt: skip
+    found = [
+        (target["expr"], target.get("legendFormat", ""))
+        for panel in board["panels"]
+        for target in panel.get("targets", [])
+    ]
     for variable in board["templating"]["list"]:
         query = variable.get("query")
         if isinstance(query, dict):
@@ -73,8 +76,9 @@ def check(expr: str, templates: str, exported: dict[str, set[str]], where: str) 
     labels: set[str] = set()
     for metric, matchers in named:
         if metric.startswith("cron_bridge_") and metric not in exported:
-            raise AssertionError(f"{where}: {metric} is not exported (exported: "
-                                 f"{sorted(exported)})")  # fmt: skip
+            raise AssertionError(
+                f"{where}: {metric} is not exported (exported: {sorted(exported)})"
+            )
         labels |= exported[metric]
         for label, value in MATCHER.findall(matchers or ""):
             assert label in exported[metric], f"{where}: {metric} has no label {label}"
@@ -94,14 +98,25 @@ def test_the_alert_rules_and_the_dashboard_name_what_a_running_beat_exports(
 ) -> None:
     url = f"{redis_server.url}?prefix=alerts{uuid.uuid4().hex[:6]}:"
     ports = [free_port(), free_port()]
-    beats = [BeatProcess(f"beat{i}", tmp_path, command_env(), app="tests.apps.alerting",
-                         store_url=url, extra=["--metrics", f"127.0.0.1:{port}"]).start()
-             for i, port in enumerate(ports)]  # fmt: skip
+    beats = [
+        BeatProcess(
+            f"beat{i}",
+            tmp_path,
+            command_env(),
+            app="tests.apps.alerting",
+            store_url=url,
+            extra=["--metrics", f"127.0.0.1:{port}"],
+        ).start()
+        for i, port in enumerate(ports)
+    ]
     try:
         # Each beat counts the live replicas at most every 5 s: until both see the other, a
         # count read before the second one's first heartbeat stands.
-        wait_for(lambda: all(_gauge(p, "cron_bridge_replicas_live") == 2 for p in ports), 30,
-                 "both beats seeing two live replicas")  # fmt: skip
+        wait_for(
+            lambda: all(_gauge(p, "cron_bridge_replicas_live") == 2 for p in ports),
+            30,
+            "both beats seeing two live replicas",
+        )
         time.sleep(2)  # runs of both jobs, counted, timed and late
         scraped = [scrape(port) for port in ports]
     finally:
@@ -115,14 +130,21 @@ def test_the_alert_rules_and_the_dashboard_name_what_a_running_beat_exports(
         assert gauges["cron_bridge_up"] == gauges["cron_bridge_store_up"] == 1, gauges
         assert gauges["cron_bridge_replicas_live"] == 2, gauges
         assert abs(gauges["cron_bridge_clock_offset_seconds"]) < 1, gauges
-    for gauge in ("cron_bridge_up", "cron_bridge_store_up", "cron_bridge_replicas_live",
-                  "cron_bridge_clock_offset_seconds"):  # fmt: skip
+    for gauge in (
+        "cron_bridge_up",
+        "cron_bridge_store_up",
+        "cron_bridge_replicas_live",
+        "cron_bridge_clock_offset_seconds",
+    ):
         assert exported.get(gauge) == {"replica"}, (gauge, exported)
     found = rules()
     assert {rule["alert"] for rule in found} >= {
-        "CronBridgeMissedOccurrences", "CronBridgeJobFailing", "CronBridgeNoLiveReplica",
-        "CronBridgeClockOffset", "CronBridgeStoreUnreachable",
-    }  # fmt: skip
+        "CronBridgeMissedOccurrences",
+        "CronBridgeJobFailing",
+        "CronBridgeNoLiveReplica",
+        "CronBridgeClockOffset",
+        "CronBridgeStoreUnreachable",
+    }
     for rule in found:
         shown = json.dumps(rule.get("annotations", {}))
         check(rule["expr"], shown, exported, f"rule {rule['alert']}")
@@ -147,9 +169,14 @@ def test_the_store_gauge_falls_to_0_while_the_store_is_down_and_the_scrape_still
     except ServerUnavailable as exc:
         unavailable("redis-server", exc)
     port = free_port()
-    beat = BeatProcess("beat", tmp_path, command_env(), app="tests.apps.alerting",
-                       store_url=f"{server.url}?connect_timeout=1",
-                       extra=["--metrics", f"127.0.0.1:{port}"]).start()  # fmt: skip
+    beat = BeatProcess(
+        "beat",
+        tmp_path,
+        command_env(),
+        app="tests.apps.alerting",
+        store_url=f"{server.url}?connect_timeout=1",
+        extra=["--metrics", f"127.0.0.1:{port}"],
+    ).start()
     try:
         wait_for(lambda: _gauge(port, "cron_bridge_replicas_live") == 1, 30, "the beat alive")
         server.stop()

@@ -28,7 +28,7 @@ SECRET_URL = "redis://:hunter2hunter2@127.0.0.1:{port}/0"
         ({"every": "5m", "lock_ttl": float("-inf")}, "lock_ttl=-inf"),
         ({"every": "5m", "timeout": "1e400s"}, "timeout='1e400s'"),
     ],
-)  # fmt: skip
+)
 def test_a_declaration_with_a_bad_number_is_a_config_error_naming_it(
     options: dict[str, Any], says: str
 ) -> None:
@@ -61,7 +61,7 @@ def test_a_backoff_of_nan_is_refused() -> None:
         ("mysql://u:hunter2hunter2@h/db", "unknown store scheme"),
         ("redis://:hunter2hunter2@h/0?bogus=1", "bogus='1'"),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_store_url_is_a_config_error_without_the_password(url: str, says: str) -> None:
     """Bad ports, broken IPv6 literals, negative or NaN timeouts, unknown schemes and options:
     ConfigError naming the option, and the password is never in it."""
@@ -85,10 +85,19 @@ def test_a_malformed_store_url_is_a_config_error_without_the_password(url: str, 
         (["demo", "--duration", "nan"], "--duration"),
         (["list", "-A", APP, "--store", SECRET_URL.format(port=99999)], "Port out of range"),
         (["list", "-A", APP, "--store", "redis://:hunter2hunter2@[::1/0"], "Invalid IPv6"),
-        (["run", "cache.warm", "-A", APP, "--store",
-          "redis://:hunter2hunter2@127.0.0.1/0?connect_timeout=-5"], "connect_timeout"),
+        (
+            [
+                "run",
+                "cache.warm",
+                "-A",
+                APP,
+                "--store",
+                "redis://:hunter2hunter2@127.0.0.1/0?connect_timeout=-5",
+            ],
+            "connect_timeout",
+        ),
     ],
-)  # fmt: skip
+)
 def test_every_bad_value_on_the_command_line_is_one_line_and_exit_2(
     tmp_path: Path, args: list[str], says: str
 ) -> None:
@@ -118,16 +127,25 @@ def test_a_redis_that_needs_a_password_gets_an_answer_that_says_so(tmp_path: Pat
     try:
         port = server.port
         for url, says in (
-            (f"redis://127.0.0.1:{port}/0", "the server needs a password, which goes in the "
-             "URL before the host as :PASSWORD@ or USER:PASSWORD@"),
+            (
+                f"redis://127.0.0.1:{port}/0",
+                "the server needs a password, which goes in the "
+                "URL before the host as :PASSWORD@ or USER:PASSWORD@",
+            ),
             (f"redis://:wrong@127.0.0.1:{port}/0", "the server refused the user or password"),
-        ):  # fmt: skip
+        ):
             done = cli("history", "x", "--store", url, env=command_env(), cwd=tmp_path)
             assert done.returncode == 2, done.stdout
             (line,) = done.stderr.strip().splitlines()
             assert says in line and "wrong" not in line, line
-        ok = cli("history", "x", "--store", f"redis://:sekrit@127.0.0.1:{port}/0",
-                 env=command_env(), cwd=tmp_path)  # fmt: skip
+        ok = cli(
+            "history",
+            "x",
+            "--store",
+            f"redis://:sekrit@127.0.0.1:{port}/0",
+            env=command_env(),
+            cwd=tmp_path,
+        )
         assert "needs a password" not in ok.stderr, ok.stderr
     finally:
         server.remove()

@@ -29,10 +29,24 @@ def test_three_beat_replicas_send_each_occurrence_once_through_a_kill(
     SIGKILLed after 12 s: every occurrence sent exactly once, no gap at the kill."""
     name = uuid.uuid4().hex[:8]
     notes = tmp_path / "journal.jsonl"
-    env = command_env(notes, CB_TEST_BROKER=redis_server.url, CB_TEST_QUEUE=f"beat-{name}",
-                      CRON_BRIDGE_STORE=f"{redis_server.url}?prefix=cb{name}:")  # fmt: skip
-    worker = CeleryProcess("worker", tmp_path, env, "worker", "-Q", f"beat-{name}", "-c", "2",
-                           "--without-gossip", "--without-mingle")  # fmt: skip
+    env = command_env(
+        notes,
+        CB_TEST_BROKER=redis_server.url,
+        CB_TEST_QUEUE=f"beat-{name}",
+        CRON_BRIDGE_STORE=f"{redis_server.url}?prefix=cb{name}:",
+    )
+    worker = CeleryProcess(
+        "worker",
+        tmp_path,
+        env,
+        "worker",
+        "-Q",
+        f"beat-{name}",
+        "-c",
+        "2",
+        "--without-gossip",
+        "--without-mingle",
+    )
     beats = [
         CeleryProcess(f"beat{i}", tmp_path, env, "beat", "-S", "cron_bridge", "-l", "INFO")
         for i in range(3)
@@ -81,11 +95,25 @@ def test_a_bad_or_unreachable_store_is_one_line_and_a_non_zero_exit(
         ("redis://127.0.0.1:1/0", "127.0.0.1:1"),
     ):
         done = subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "tests.apps.celery_beat_app", "beat",
-             "-S", "cron_bridge", "-l", level],
-            env=command_env(CRON_BRIDGE_STORE=url), cwd=tmp_path, capture_output=True, text=True,
-            timeout=60, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "tests.apps.celery_beat_app",
+                "beat",
+                "-S",
+                "cron_bridge",
+                "-l",
+                level,
+            ],
+            env=command_env(CRON_BRIDGE_STORE=url),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert done.returncode == 2
         assert says in done.stderr
         assert "Traceback" not in done.stdout + done.stderr

@@ -39,10 +39,22 @@ def test_a_tasks_own_retries_are_attempts_not_failures(
     job = f"job.{name}.{task}"
     notes = tmp_path / "journal.jsonl"
     store_url = f"{redis_server.url}?prefix=cr{name}:"
-    env = command_env(notes, CB_TEST_BROKER=redis_server.url, CB_TEST_QUEUE=f"q-{name}",
-                      CB_TEST_JOB=f"job.{name}", CRON_BRIDGE_STORE=store_url)  # fmt: skip
-    worker = Worker("worker", tmp_path, env, library="celery", queue=f"q-{name}",
-                    broker=redis_server.url, python=celery_python)  # fmt: skip
+    env = command_env(
+        notes,
+        CB_TEST_BROKER=redis_server.url,
+        CB_TEST_QUEUE=f"q-{name}",
+        CB_TEST_JOB=f"job.{name}",
+        CRON_BRIDGE_STORE=store_url,
+    )
+    worker = Worker(
+        "worker",
+        tmp_path,
+        env,
+        library="celery",
+        queue=f"q-{name}",
+        broker=redis_server.url,
+        python=celery_python,
+    )
     worker.start()
     tries = lambda: [line for line in journal.read(notes) if line["event"] == "own-retry"]  # noqa: E731
     store = store_from_url(store_url)

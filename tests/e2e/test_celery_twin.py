@@ -102,9 +102,15 @@ def parse(queue_key: str, raw: bytes, at: float) -> Sent:
         "has eta": bool(headers.get("eta")),
     }
     key = (headers["task"], json.dumps(args), json.dumps(kwargs, sort_keys=True))
-    return Sent(at=at, key=key, shape=shape, expires_in=_relative(headers.get("expires"), at),
-                eta_in=_relative(headers.get("eta"), at), occurrence=meta.get("occurrence_id"),
-                replica=meta.get("replica"))  # fmt: skip
+    return Sent(
+        at=at,
+        key=key,
+        shape=shape,
+        expires_in=_relative(headers.get("expires"), at),
+        eta_in=_relative(headers.get("eta"), at),
+        occurrence=meta.get("occurrence_id"),
+        replica=meta.get("replica"),
+    )
 
 
 class CeleryBeat(Service):
@@ -137,18 +143,26 @@ def celery_python(request: pytest.FixtureRequest) -> str:
     if request.param == "installed":
         return sys.executable
     if not FLOOR.exists():
-        unavailable("the lowest Celery the adapter declares", FileNotFoundError(
-            f"{FLOOR} is missing: `make test` creates it"))  # fmt: skip
+        unavailable(
+            "the lowest Celery the adapter declares",
+            FileNotFoundError(f"{FLOOR} is missing: `make test` creates it"),
+        )
     batches = "import kombu; print(hasattr(kombu.Producer, 'batch'))"
-    done = subprocess.run([str(FLOOR), "-c", batches], capture_output=True, text=True,
-                          check=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [str(FLOOR), "-c", batches], capture_output=True, text=True, check=True, timeout=60
+    )
     assert done.stdout.strip() == "False", "the floor's kombu should predate the publish batch"
     return str(FLOOR)
 
 
 def version_of(python: str) -> str:
-    done = subprocess.run([python, "-c", "import celery; print(celery.__version__)"],
-                          capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [python, "-c", "import celery; print(celery.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return done.stdout.strip()
 
 
@@ -192,15 +206,22 @@ def compare(tmp_path: Path, server: RedisServer, python: str) -> None:
     threads = [threading.Thread(target=s.run, daemon=True) for s in (stock_sniffer, ours_sniffer)]
     for thread in threads:
         thread.start()
-    beats = [CeleryBeat("stock", tmp_path, stock_env, python,
-                        "-s", str(tmp_path / "celerybeat-schedule"))]  # fmt: skip
-    beats += [CeleryBeat(f"ours{i}", tmp_path, ours_env, python, "-S", "cron_bridge")
-              for i in range(3)]  # fmt: skip
+    beats = [
+        CeleryBeat(
+            "stock", tmp_path, stock_env, python, "-s", str(tmp_path / "celerybeat-schedule")
+        )
+    ]
+    beats += [
+        CeleryBeat(f"ours{i}", tmp_path, ours_env, python, "-S", "cron_bridge") for i in range(3)
+    ]
     for beat in beats:
         beat.start()
     try:
-        wait_for(lambda: bool(stock_sniffer.sent) and bool(ours_sniffer.sent), 60,
-                 "both sides' first messages")  # fmt: skip
+        wait_for(
+            lambda: bool(stock_sniffer.sent) and bool(ours_sniffer.sent),
+            60,
+            "both sides' first messages",
+        )
         time.sleep(2)
         began = time.time()
         time.sleep(WINDOW)

@@ -23,8 +23,18 @@ from tests.e2e.processes import REPO, command_env
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 SECONDS = 50
-ARGS = ["--duration", str(SECONDS), "--replicas", "3", "--jobs", "6", "--queued", "2",
-        "--workers", "2"]  # fmt: skip
+ARGS = [
+    "--duration",
+    str(SECONDS),
+    "--replicas",
+    "3",
+    "--jobs",
+    "6",
+    "--queued",
+    "2",
+    "--workers",
+    "2",
+]
 # Each store with a queue library, and a seed whose schedule has the faults the run must show.
 # The schedule is seeded but runs on the clock, so how many events fit in the 50 s depends on
 # how long each took: only the ones that come early enough on a loaded machine are required.
@@ -32,24 +42,49 @@ ARGS = ["--duration", str(SECONDS), "--replicas", "3", "--jobs", "6", "--queued"
 # its last event, a worker kill, may not fit) and crashes the broker; seed 60 has no failover.
 WORKERS_AND_BEATS = ["SIGKILL worker", "SIGSTOP beat"]
 BOTH = ["broker SIGKILLed", "broker SIGSTOPped"]
-RUNS = [("redis", "rq", 60, ["store down", *BOTH, *WORKERS_AND_BEATS]),
-        ("postgres", "celery", 61, ["store failed over", "broker SIGKILLed", "SIGSTOP beat",
-                                    "SIGKILL beat"]),
-        ("nats", "dramatiq", 60, ["store down", *BOTH, *WORKERS_AND_BEATS])]  # fmt: skip
+RUNS = [
+    ("redis", "rq", 60, ["store down", *BOTH, *WORKERS_AND_BEATS]),
+    (
+        "postgres",
+        "celery",
+        61,
+        ["store failed over", "broker SIGKILLed", "SIGSTOP beat", "SIGKILL beat"],
+    ),
+    ("nats", "dramatiq", 60, ["store down", *BOTH, *WORKERS_AND_BEATS]),
+]
 
 
 @pytest.mark.parametrize(("store", "queue", "seed", "faults"), RUNS)
 def test_a_short_chaos_run_finds_no_duplicate_no_overlap_and_no_loss_it_does_not_allow(
-    store: str, queue: str, seed: int, faults: list[str], request: pytest.FixtureRequest,
+    store: str,
+    queue: str,
+    seed: int,
+    faults: list[str],
+    request: pytest.FixtureRequest,
     record_property: Callable[[str, object], None],
-) -> None:  # fmt: skip
+) -> None:
     request.getfixturevalue(f"{store}_server")  # skips (or fails in CI) without its server
     request.getfixturevalue("redis_server")  # the broker's redis-server
     done = subprocess.run(
-        [sys.executable, "-m", "chaos.run", *ARGS, "--seed", str(seed), "--store", store,
-         "--queue", queue],
-        cwd=REPO, env=command_env(), capture_output=True, text=True, timeout=400, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "chaos.run",
+            *ARGS,
+            "--seed",
+            str(seed),
+            "--store",
+            store,
+            "--queue",
+            queue,
+        ],
+        cwd=REPO,
+        env=command_env(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
     output = done.stdout + done.stderr
     summary = re.search(
         r"occurrences (\d+), ran once (\d+), duplicates (\d+), overlaps (\d+), "

@@ -74,28 +74,37 @@ def test_list_shows_a_beat_schedule_and_the_stored_schedules_beside_declared_job
             cwd=tmp_path,
         )
         assert done.returncode == 0, done.stderr
-    done = cli("list", "-A", "tests.apps.celery_beat_app", "-A", APP, "--json", env=env,
-               cwd=tmp_path)  # fmt: skip
+    done = cli(
+        "list", "-A", "tests.apps.celery_beat_app", "-A", APP, "--json", env=env, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     rows = {row["name"]: row for row in json.loads(done.stdout)}
     assert {n for n, r in rows.items() if r["source"] == "beat_schedule"} == {
-        "every-minute-ee043e", "every-second-f9497f", "every-two-seconds-33a0f5"}  # fmt: skip
+        "every-minute-ee043e",
+        "every-second-f9497f",
+        "every-two-seconds-33a0f5",
+    }
     assert rows["every-minute-ee043e"]["timezone"] == "Europe/Warsaw"
     assert rows["every-minute-ee043e"]["schedule"] == "* * * * *"
     assert rows["cache.warm"]["source"] == "code"  # the code's job, not the stored one
     stored = rows["tenant-1.report"]
     assert (stored["source"], stored["target"], stored["timezone"]) == (
-        "stored", "stored:rq:default", "Europe/Warsaw")  # fmt: skip
+        "stored",
+        "stored:rq:default",
+        "Europe/Warsaw",
+    )
     # In the job's zone, with its offset: 06:00 in Warsaw in December, 05:00 UTC.
     assert stored["next"].endswith("T06:00:00+01:00")
     assert datetime.fromisoformat(stored["next"]).astimezone(UTC).hour == 5
     # Without the module that declares cache.warm, its stored schedule is what a beat runs.
     table = cli("list", "-A", "tests.apps.celery_beat_app", env=env, cwd=tmp_path).stdout
-    expected = [("cache.warm", "stored:rq:default"),
-                ("every-minute-ee043e", "celery-beat-schedule:default"),
-                ("every-second-f9497f", "celery-beat-schedule:default"),
-                ("every-two-seconds-33a0f5", "celery-beat-schedule:default"),
-                ("tenant-1.report", "stored:rq:default")]  # fmt: skip
+    expected = [
+        ("cache.warm", "stored:rq:default"),
+        ("every-minute-ee043e", "celery-beat-schedule:default"),
+        ("every-second-f9497f", "celery-beat-schedule:default"),
+        ("every-two-seconds-33a0f5", "celery-beat-schedule:default"),
+        ("tenant-1.report", "stored:rq:default"),
+    ]
     rows_shown = table.splitlines()[1:]
     assert len(rows_shown) == len(expected), table
     for row, (name, target) in zip(rows_shown, expected, strict=True):
@@ -156,8 +165,9 @@ def test_history_shows_a_failures_traceback_and_times_in_utc_or_the_zone_asked(
     """``history`` marks its times as UTC (``Z``) or shows them in ``--tz``'s zone with the
     offset; ``--occurrence`` prints the traceback of each failed attempt under the table."""
     assert cli("run", "billing.broken", "-A", APP, env=env, cwd=tmp_path).returncode == 1
-    (record,) = json.loads(cli("history", "billing.broken", "-A", APP, "--json", env=env,
-                               cwd=tmp_path).stdout)  # fmt: skip
+    (record,) = json.loads(
+        cli("history", "billing.broken", "-A", APP, "--json", env=env, cwd=tmp_path).stdout
+    )
     started = datetime.fromisoformat(record["started_at"])
     assert started.utcoffset() == timedelta(0)  # JSON: ISO 8601 with its offset, UTC
     assert "raise RuntimeError" in record["traceback"]
@@ -165,20 +175,30 @@ def test_history_shows_a_failures_traceback_and_times_in_utc_or_the_zone_asked(
     assert started.strftime("%Y-%m-%dT%H:%M:%S.") in in_utc.splitlines()[1]
     assert in_utc.splitlines()[1].split()[5].endswith("Z")
     warsaw = started.astimezone(ZoneInfo("Europe/Warsaw"))
-    in_warsaw = cli("history", "billing.broken", "-A", APP, "--tz", "Europe/Warsaw", env=env,
-                    cwd=tmp_path).stdout  # fmt: skip
+    in_warsaw = cli(
+        "history", "billing.broken", "-A", APP, "--tz", "Europe/Warsaw", env=env, cwd=tmp_path
+    ).stdout
     shown = in_warsaw.splitlines()[1].split()[5]
     assert shown.startswith(warsaw.strftime("%Y-%m-%dT%H:%M:%S."))
     assert shown.endswith(warsaw.strftime("%z")[:3] + ":00")
-    one = cli("history", "billing.broken", "-A", APP, "--occurrence", record["occurrence_id"],
-              env=env, cwd=tmp_path)  # fmt: skip
+    one = cli(
+        "history",
+        "billing.broken",
+        "-A",
+        APP,
+        "--occurrence",
+        record["occurrence_id"],
+        env=env,
+        cwd=tmp_path,
+    )
     assert one.returncode == 0, one.stderr
     lines = one.stdout.splitlines()
     assert f"attempt 1 on {record['replica']}, " in one.stdout
     assert lines[lines.index("Traceback (most recent call last):") + 1].strip().startswith("File")
     assert lines[-1] == "RuntimeError: the ledger is locked"
-    wrong = cli("history", "billing.broken", "-A", APP, "--tz", "Mars/Olympus", env=env,
-                cwd=tmp_path)  # fmt: skip
+    wrong = cli(
+        "history", "billing.broken", "-A", APP, "--tz", "Mars/Olympus", env=env, cwd=tmp_path
+    )
     assert wrong.returncode == 2 and "unknown time zone" in wrong.stderr
 
 
@@ -222,8 +242,15 @@ def test_a_bad_declaration_fails_at_import_with_one_line(tmp_path: Path) -> None
 
 def test_the_memory_store_warns_and_refuses_cluster_jobs_in_production(tmp_path: Path) -> None:
     """``beat --store memory://`` logs its warning; with CRON_BRIDGE_ENV=production it refuses."""
-    refused = cli("beat", "-A", APP, "--store", "memory://", cwd=tmp_path,
-                  env=command_env(CRON_BRIDGE_ENV="production"))  # fmt: skip
+    refused = cli(
+        "beat",
+        "-A",
+        APP,
+        "--store",
+        "memory://",
+        cwd=tmp_path,
+        env=command_env(CRON_BRIDGE_ENV="production"),
+    )
     assert refused.returncode == 2
     assert "allow_local_cluster" in refused.stderr.strip().splitlines()[-1]
     beat = ran_until(
@@ -318,8 +345,7 @@ def test_a_job_name_nobody_declared_is_refused_with_the_closest_names(tmp_path: 
         refused = cli(*command, env=env, cwd=tmp_path)
         assert refused.returncode == 2, (command, refused.stdout)
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-    assert "did you mean 'cache.warm'" in cli("history", "cache.wram", env=env,
-                                              cwd=tmp_path).stderr  # fmt: skip
+    assert "did you mean 'cache.warm'" in cli("history", "cache.wram", env=env, cwd=tmp_path).stderr
     listed = cli("pause", "zzz", env=env, cwd=tmp_path).stderr
     assert "(known: billing.broken, cache.warm, reports.minutely)" in listed
     assert control.paused(store_from_url(store)) == {}
@@ -432,10 +458,16 @@ def test_next_lists_occurrences_in_the_jobs_zone_and_marks_what_dst_does(tmp_pat
     moved = [r for r in rows if r["note"].startswith("moved by DST")]
     repeated = [r for r in rows if r["note"].startswith("in the hour the clocks go back")]
     assert len(moved) == len(repeated) == 1, [r for r in rows if r["note"]]
-    spring, autumn = (datetime.fromisoformat(moved[0]["at"]),
-                      datetime.fromisoformat(repeated[0]["at"]))  # fmt: skip
+    spring, autumn = (
+        datetime.fromisoformat(moved[0]["at"]),
+        datetime.fromisoformat(repeated[0]["at"]),
+    )
     assert (spring.month, spring.weekday(), spring.hour, spring.utcoffset()) == (
-        3, 6, 3, timedelta(hours=2))  # fmt: skip
+        3,
+        6,
+        3,
+        timedelta(hours=2),
+    )
     assert (autumn.month, autumn.weekday(), autumn.hour) == (10, 6, 2)
     table = cli("next", "nightly", "-A", "dstjobs", "-n", "2", env=env, cwd=tmp_path)
     assert table.stdout.splitlines()[:2] == [

@@ -40,8 +40,14 @@ def seconds_between(start: float, end: float) -> list[datetime]:
     return [datetime.fromtimestamp(s, UTC) for s in range(math.ceil(start), math.floor(end) + 1)]
 
 
-def start_beats(app: str, url: str, folder: Path, env: dict[str, str], count: int = 3,
-                extra: list[str] | None = None) -> list[BeatProcess]:  # fmt: skip
+def start_beats(
+    app: str,
+    url: str,
+    folder: Path,
+    env: dict[str, str],
+    count: int = 3,
+    extra: list[str] | None = None,
+) -> list[BeatProcess]:
     return [
         BeatProcess(f"beat{i}", folder, env, app=app, store_url=url, extra=extra or []).start()
         for i in range(count)
@@ -93,8 +99,9 @@ def test_three_replicas_run_every_occurrence_exactly_once(
         for at in window:
             occurrence = Occurrence(job=job, scheduled_at=at).id
             assert outcomes.get(occurrence) == Counter(completed=1, **{"skipped-claimed": 2}), (
-                occurrence, outcomes.get(occurrence),
-            )  # fmt: skip
+                occurrence,
+                outcomes.get(occurrence),
+            )
     assert all(c["completed"] <= 1 for c in outcomes.values())
     stored = Counter(r.outcome for job in JOBS for r in store.history(job, 1000))
     assert set(stored) == {"completed"}, stored
@@ -183,20 +190,27 @@ def test_catch_up_after_every_replica_was_down(tmp_path: Path, redis_server: Red
     beats = start_beats("tests.apps.catchup", url, tmp_path, command_env(notes))
     store = store_from_url(url)
     try:
-        wait_for(lambda: len(store.last_claimed(["catchup.once", "catchup.skip"])) == 2, 30,
-                 "both jobs to have run")  # fmt: skip
+        wait_for(
+            lambda: len(store.last_claimed(["catchup.once", "catchup.skip"])) == 2,
+            30,
+            "both jobs to have run",
+        )
         for beat in beats:
             beat.terminate()
         stopped = time.time()
         last_before = store.last_claimed(["catchup.once"])["catchup.once"]
         time.sleep(7)
         restarted = time.time()
-        beats = start_beats("tests.apps.catchup", url, tmp_path,
-                            command_env(notes, CB_TEST_NEW_JOB="1"))  # fmt: skip
+        beats = start_beats(
+            "tests.apps.catchup", url, tmp_path, command_env(notes, CB_TEST_NEW_JOB="1")
+        )
         # Not wait_until_live: the stopped replicas' heartbeats (same ids) are live for a while
         # yet, and on a loaded machine the new processes take seconds to start.
-        wait_for(lambda: all(beat.output().count("started with 3 jobs") for beat in beats), 60,
-                 "the three replicas restarted")  # fmt: skip
+        wait_for(
+            lambda: all(beat.output().count("started with 3 jobs") for beat in beats),
+            60,
+            "the three replicas restarted",
+        )
         time.sleep(3)
         for beat in beats:
             beat.terminate()
@@ -305,8 +319,14 @@ def test_sigterm_aborts_a_long_run_with_shutdown_and_keeps_the_claim(
     prefix = f"term{time.time_ns()}:"
     url = f"{redis_server.url}?prefix={prefix}"
     notes = tmp_path / "journal.jsonl"
-    (beat,) = start_beats("tests.apps.long", url, tmp_path, command_env(notes), count=1,
-                          extra=["--shutdown-timeout", "3s"])  # fmt: skip
+    (beat,) = start_beats(
+        "tests.apps.long",
+        url,
+        tmp_path,
+        command_env(notes),
+        count=1,
+        extra=["--shutdown-timeout", "3s"],
+    )
     client = redis.Redis(port=redis_server.port, decode_responses=True)
     try:
         wait_for(lambda: any(x["event"] == "start" for x in journal.read(notes)), 30, "a run")

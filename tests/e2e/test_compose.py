@@ -57,8 +57,13 @@ def test_the_compose_file_says_what_production_needs() -> None:
     healthchecks, and every app service pointed at the same store."""
     services = load_compose()["services"]
     assert set(services) == {
-        "redis", "postgres", "beat", "celery-worker", "rq-worker", "dramatiq-worker",
-    }  # fmt: skip
+        "redis",
+        "postgres",
+        "beat",
+        "celery-worker",
+        "rq-worker",
+        "dramatiq-worker",
+    }
     beat = services["beat"]
     assert beat["deploy"]["replicas"] == 3
     shutdown = seconds(beat["environment"]["CRON_BRIDGE_SHUTDOWN_TIMEOUT"])
@@ -75,8 +80,10 @@ def test_the_compose_file_says_what_production_needs() -> None:
     if compose_client():
         checked = subprocess.run(
             ["docker", "compose", "-f", str(COMPOSE), "config", "--quiet"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert checked.returncode == 0, checked.stderr
 
 
@@ -228,8 +235,11 @@ def test_the_compose_services_run_as_local_processes(
                 if r.outcome in ("failed", "completed")
             )
             assert attempts == [(1, "failed", "queue"), (2, "completed", "queue")], (
-                library, at, attempts, logs,
-            )  # fmt: skip
+                library,
+                at,
+                attempts,
+                logs,
+            )
         slow_outcomes = Counter(r.outcome for r in records_of(store, [slow]))
         assert slow_outcomes["skipped-overlap"] >= 1, (library, slow_outcomes, logs)
         assert slow_outcomes["completed"] >= 1, (library, slow_outcomes, logs)

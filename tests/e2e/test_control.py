@@ -34,48 +34,91 @@ def test_pause_stops_every_replica_within_two_seconds_and_resume_restarts(
     kit = make_kit(kind, request, tmp_path)
     path = tmp_path / "journal.jsonl"
     env = command_env(path, CB_TEST_JOBS="2")
-    beats = [BeatProcess(f"b{i}", tmp_path, env, app="tests.apps.many", store_url=kit.url)
-             for i in range(3)]  # fmt: skip
+    beats = [
+        BeatProcess(f"b{i}", tmp_path, env, app="tests.apps.many", store_url=kit.url)
+        for i in range(3)
+    ]
     store = kit.open()
     try:
         for beat in beats:
             beat.start()
-        wait_for(lambda: any(line["job"] == "tick.00" for line in journal.read(path)), 30,
-                 "tick.00 running")  # fmt: skip
-        done = cli("pause", "tick.00", "--reason", "incident 42", "--store", kit.url,
-                   "-A", "tests.apps.many", env=env, cwd=tmp_path)  # fmt: skip
+        wait_for(
+            lambda: any(line["job"] == "tick.00" for line in journal.read(path)),
+            30,
+            "tick.00 running",
+        )
+        done = cli(
+            "pause",
+            "tick.00",
+            "--reason",
+            "incident 42",
+            "--store",
+            kit.url,
+            "-A",
+            "tests.apps.many",
+            env=env,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         paused_at = datetime.now(UTC)
         assert json.loads(done.stdout)["paused"]["reason"] == "incident 42"
-        listed = json.loads(cli("list", "-A", "tests.apps.many", "--json", "--store", kit.url,
-                                env=env, cwd=tmp_path).stdout)  # fmt: skip
+        listed = json.loads(
+            cli(
+                "list", "-A", "tests.apps.many", "--json", "--store", kit.url, env=env, cwd=tmp_path
+            ).stdout
+        )
         assert {row["name"]: bool(row["paused"]) for row in listed} == {
-            "tick.00": True, "tick.01": False}  # fmt: skip
+            "tick.00": True,
+            "tick.01": False,
+        }
         time.sleep(5)
         resuming_at = datetime.now(UTC)  # what was due until now was held back
-        done = cli("resume", "tick.00", "--catch-up", "-A", "tests.apps.many", "--store",
-                   kit.url, env=env, cwd=tmp_path)  # fmt: skip
+        done = cli(
+            "resume",
+            "tick.00",
+            "--catch-up",
+            "-A",
+            "tests.apps.many",
+            "--store",
+            kit.url,
+            env=env,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         resumed_at = datetime.now(UTC)
         caught_up = json.loads(done.stdout)["caught_up"]
         assert (caught_up["outcome"], caught_up["trigger"]) == ("completed", "misfire")
-        done = cli("history", "tick.00", "--changes", "--json", "--store", kit.url, env=env,
-                   cwd=tmp_path)  # fmt: skip
+        done = cli(
+            "history", "tick.00", "--changes", "--json", "--store", kit.url, env=env, cwd=tmp_path
+        )
         changes = [(c["action"], c["reason"], c["by"][:4]) for c in json.loads(done.stdout)]
         assert changes == [("resumed", "incident 42", "cli:"), ("paused", "incident 42", "cli:")]
-        wait_for(lambda: any(line["job"] == "tick.00" and _scheduled(line) > resumed_at
-                             for line in journal.read(path)),
-                 10, "tick.00 after resume")  # fmt: skip
+        wait_for(
+            lambda: any(
+                line["job"] == "tick.00" and _scheduled(line) > resumed_at
+                for line in journal.read(path)
+            ),
+            10,
+            "tick.00 after resume",
+        )
         for beat in beats:
             beat.terminate()
         ran = [line for line in journal.read(path) if line["job"] == "tick.00"]
         caught = [line for line in ran if line["trigger"] == "misfire"]
         assert [line["occurrence_id"] for line in caught] == [caught_up["occurrence_id"]]
-        held = [line for line in ran if line["trigger"] == "schedule"
-                if paused_at + timedelta(seconds=2) < _scheduled(line) <= resuming_at]  # fmt: skip
+        held = [
+            line
+            for line in ran
+            if line["trigger"] == "schedule"
+            if paused_at + timedelta(seconds=2) < _scheduled(line) <= resuming_at
+        ]
         assert held == [], f"ran while paused: {held}"
-        other = [line for line in journal.read(path) if line["job"] == "tick.01"
-                 if paused_at < _scheduled(line) <= resumed_at]  # fmt: skip
+        other = [
+            line
+            for line in journal.read(path)
+            if line["job"] == "tick.01"
+            if paused_at < _scheduled(line) <= resumed_at
+        ]
         assert len(other) >= 4, "the other job kept running"
         by_occurrence: dict[str, Counter[str]] = {}
         for record in aside.history(store, "tick.00", 1000):
@@ -128,8 +171,14 @@ def test_the_json_api_pauses_and_resumes_behind_the_secret(tmp_path: Path) -> No
 def test_the_json_api_manages_stored_schedules_behind_the_secret(tmp_path: Path) -> None:
     beat, base = _served_beat(tmp_path)
     api = f"{base}/api/schedules"
-    spec = {"name": "tenant-7.report", "library": "rq", "task": "proj.reports.report",
-            "every": "1h", "kwargs": {"tenant": 7}, "queue": "reports"}  # fmt: skip
+    spec = {
+        "name": "tenant-7.report",
+        "library": "rq",
+        "task": "proj.reports.report",
+        "every": "1h",
+        "kwargs": {"tenant": 7},
+        "queue": "reports",
+    }
     try:
         assert call(api, None, method="GET")[0] == 401
         assert call(api, "wrong", body=spec)[0] == 401
@@ -141,12 +190,17 @@ def test_the_json_api_manages_stored_schedules_behind_the_secret(tmp_path: Path)
         assert (status, "every" in body["error"]) == (400, True), body
         status, body = call(api, SECRET, body={**spec, "name": "odd", "colour": "blue"})
         assert status == 400, body
-        status, body = call(f"{api}/tenant-7.report", SECRET, method="PATCH",
-                            body={"cron": "0 6 * * *", "tz": "Europe/Warsaw"})  # fmt: skip
+        status, body = call(
+            f"{api}/tenant-7.report",
+            SECRET,
+            method="PATCH",
+            body={"cron": "0 6 * * *", "tz": "Europe/Warsaw"},
+        )
         assert status == 200, body
         assert body["schedule"]["options"] == {"cron": "0 6 * * *", "tz": "Europe/Warsaw"}
-        status, body = call(f"{api}/tenant-7.report", SECRET, method="PATCH",
-                            body={"cron": "99 * * * *"})  # fmt: skip
+        status, body = call(
+            f"{api}/tenant-7.report", SECRET, method="PATCH", body={"cron": "99 * * * *"}
+        )
         assert status == 400, body
         status, body = call(api, SECRET, method="GET")
         assert [s["name"] for s in body["schedules"]] == ["tenant-7.report"]
@@ -167,10 +221,13 @@ def _served_beat(tmp_path: Path) -> tuple[BeatProcess, str]:
     # The stored schedules these tests add name proj.reports tasks, which no module here has.
     env = command_env(CRON_BRIDGE_STORED_TASKS="proj.reports.*")
     beat = BeatProcess(
-        "api", tmp_path, env, app="tests.apps.cli_app",
+        "api",
+        tmp_path,
+        env,
+        app="tests.apps.cli_app",
         store_url=f"sqlite:///{tmp_path}/s.db",
         extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
-    ).start()  # fmt: skip
+    ).start()
     try:
         wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
     except AssertionError:

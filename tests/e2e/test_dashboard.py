@@ -43,8 +43,14 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}/_scheduler"
     env = command_env()
-    served = BeatProcess("dash", tmp_path, env, app="tests.apps.cli_app", store_url=url,
-                         extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET])  # fmt: skip
+    served = BeatProcess(
+        "dash",
+        tmp_path,
+        env,
+        app="tests.apps.cli_app",
+        store_url=url,
+        extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
+    )
     other = BeatProcess("other", tmp_path, env, app="tests.apps.cli_app", store_url=url)
     beats = [served.start(), other.start()]
     try:
@@ -130,7 +136,9 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
             assert page.locator("text=Pause on every replica").is_visible()
             changes = page.locator("#changes + div table tbody tr").all_inner_texts()
             assert [row.split("\t")[1:3] for row in changes] == [
-                ["resumed", "dashboard:127.0.0.1"], ["paused", "dashboard:127.0.0.1"]]  # fmt: skip
+                ["resumed", "dashboard:127.0.0.1"],
+                ["paused", "dashboard:127.0.0.1"],
+            ]
 
             phone = context.new_page()
             phone.set_viewport_size({"width": 390, "height": 844})
@@ -140,12 +148,15 @@ def test_the_dashboard_in_a_real_browser(tmp_path: Path, chromium: str) -> None:
             assert width[0] <= width[1], width
 
             # The cookie alone does not run a job: a form needs its token.
-            cookie_header = {"Cookie": f"{cookie['name']}={cookie['value']}",
-                             "Content-Type": "application/x-www-form-urlencoded"}  # fmt: skip
+            cookie_header = {
+                "Cookie": f"{cookie['name']}={cookie['value']}",
+                "Content-Type": "application/x-www-form-urlencoded",
+            }
             forged = status(f"{base}/run/cache.warm", data=b"csrf=guess", headers=cookie_header)
             assert forged == 403
-            forged = status(f"{base}/api/jobs/cache.warm/pause", data=b"csrf=guess",
-                            headers=cookie_header)  # fmt: skip
+            forged = status(
+                f"{base}/api/jobs/cache.warm/pause", data=b"csrf=guess", headers=cookie_header
+            )
             assert forged == 403
             # A link's own words never reach the status line: only what this server said.
             page.goto(f"{base}/jobs/cache.warm?said=Your+session+expired%2C+sign+in+at+evil")

@@ -73,8 +73,11 @@ def test_occurrences_counts_filters_and_run_now_with_ten_replicas(
         assert done, found
         for row in done:
             attempts = row[3].splitlines()
-            assert len(attempts) == 1 and re.match(r"#1 completed on beat\d\d-1, ran \d+ ms, "
-                                                   r"lag \d+ ms$", attempts[0]), row  # fmt: skip
+            assert len(attempts) == 1 and re.match(
+                r"#1 completed on beat\d\d-1, ran \d+ ms, "
+                r"lag \d+ ms$",
+                attempts[0],
+            ), row
         # The replicas that stood aside are counted: their ledgers cover the occurrences due
         # after they all started (the first few may be before the last one came up).
         stood = [int(r[4].split()[0]) for r in done if r[4]]
@@ -114,24 +117,39 @@ def test_occurrences_counts_filters_and_run_now_with_ten_replicas(
         try:
             warsaw = ZoneInfo("Europe/Warsaw")
             today = datetime.now(warsaw).date()
-            due = (datetime.combine(today - timedelta(days=n), time(8), warsaw).astimezone(UTC)
-                   for n in range(62))  # fmt: skip
+            due = (
+                datetime.combine(today - timedelta(days=n), time(8), warsaw).astimezone(UTC)
+                for n in range(62)
+            )
             days = [at for at in due if at <= datetime.now(UTC)][:60]  # its last 60, none left out
-            store.record_many([
-                RunRecord(job="emails.digest",
-                          occurrence_id=Occurrence(job="emails.digest", scheduled_at=at).id,
-                          outcome="failed", trigger="schedule", replica="beat01-1",
-                          started_at=at, duration_ms=50.0, error="SMTPError: relay down")
-                for at in days
-            ])  # fmt: skip
+            store.record_many(
+                [
+                    RunRecord(
+                        job="emails.digest",
+                        occurrence_id=Occurrence(job="emails.digest", scheduled_at=at).id,
+                        outcome="failed",
+                        trigger="schedule",
+                        replica="beat01-1",
+                        started_at=at,
+                        duration_ms=50.0,
+                        error="SMTPError: relay down",
+                    )
+                    for at in days
+                ]
+            )
         finally:
             store.close()
         page.goto(f"{shown.base}/jobs/emails.digest?state=failed")
         assert int(page.locator("#filter-failed b").inner_text()) == 60
         first_page = ids(page)
         assert len(first_page) == PER_PAGE and first_page == sorted(first_page, reverse=True)
-        assert page.locator(".pager").first.inner_text().split()[1:] == ["page", "1", "of", "3",
-                                                                         "Older"]  # fmt: skip
+        assert page.locator(".pager").first.inner_text().split()[1:] == [
+            "page",
+            "1",
+            "of",
+            "3",
+            "Older",
+        ]
         page.locator("a[rel=next]").first.click()
         second = ids(page)
         assert "page=2" in page.url and "state=failed" in page.url and len(second) == PER_PAGE

@@ -62,8 +62,11 @@ def test_strips_running_runs_and_namespaces_in_a_browser(tmp_path: Path, chromiu
     beats = [served.start(), other.start()]
     try:
         wait_for(lambda: "HTTP trigger on" in served.output(), 30, "the HTTP server")
-        wait_for(lambda: sum(1 for line in journal.read(notes) if line["job"] == "flaky.sync")
-                 >= 3, 60, "a failed and three completed runs")  # fmt: skip
+        wait_for(
+            lambda: sum(1 for line in journal.read(notes) if line["job"] == "flaky.sync") >= 3,
+            60,
+            "a failed and three completed runs",
+        )
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium)
             context = browser.new_context(viewport={"width": 1280, "height": 900})

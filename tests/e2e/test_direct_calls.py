@@ -52,8 +52,15 @@ OPTIONS = {
 
 
 def python(code: str, env: dict[str, str], cwd: Path) -> str:
-    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -67,14 +74,26 @@ def test_a_decorated_task_sent_directly_behaves_as_its_undecorated_twin(
     retries at least a second apart, and the task options read the same."""
     name = uuid.uuid4().hex[:8]
     notes = tmp_path / "journal.jsonl"
-    env = command_env(notes, CB_TEST_BROKER=redis_server.url, CB_TEST_QUEUE=f"q-{name}",
-                      CB_TEST_JOB=f"job.{name}", RQ_REDIS_URL=redis_server.url,
-                      CRON_BRIDGE_STORE=f"{redis_server.url}?prefix=dc{name}:")  # fmt: skip
+    env = command_env(
+        notes,
+        CB_TEST_BROKER=redis_server.url,
+        CB_TEST_QUEUE=f"q-{name}",
+        CB_TEST_JOB=f"job.{name}",
+        RQ_REDIS_URL=redis_server.url,
+        CRON_BRIDGE_STORE=f"{redis_server.url}?prefix=dc{name}:",
+    )
     plain, decorated = python(OPTIONS[library], env, tmp_path).splitlines()
     assert plain == decorated
     preload = "tests.apps.rq_app" if library == "rq" else ""  # RQ: the functions loaded
-    worker = Worker("worker", tmp_path, env, library=library, queue=f"q-{name}",
-                    broker=redis_server.url, preload=preload)  # fmt: skip
+    worker = Worker(
+        "worker",
+        tmp_path,
+        env,
+        library=library,
+        queue=f"q-{name}",
+        broker=redis_server.url,
+        preload=preload,
+    )
     worker.start()
     try:
         python(SEND[library], env, tmp_path)

@@ -62,8 +62,15 @@ assert count == 1, count
 def run(
     *argv: str | Path, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, check=False, env=env)  # fmt: skip
+    done = subprocess.run(
+        [str(a) for a in argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
+    )
     assert done.returncode == 0, f"{argv}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
 
@@ -106,8 +113,9 @@ def test_built_checked_and_installed_from_the_wheels_alone(
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(where)}
     version = run(bin_dir / "cron-bridge", "--version", cwd=where, env=env).stdout
     assert "cron-bridge 0.1.0" in version and "cron-bridge-celery 0.1.0 (celery " in version
-    lacking = subprocess.run([bin_dir / "python", "-c", "import redis"], capture_output=True,
-                             check=False, cwd=where)  # fmt: skip
+    lacking = subprocess.run(
+        [bin_dir / "python", "-c", "import redis"], capture_output=True, check=False, cwd=where
+    )
     assert lacking.returncode != 0, "the Celery adapter brought the Redis client along"
     run(bin_dir / "python", "-c", SEND_AMQP, rabbitmq_server.url, cwd=where, env=env)
 
@@ -115,8 +123,12 @@ def test_built_checked_and_installed_from_the_wheels_alone(
     (where / "jobs.py").write_text(JOBS)
     beat = subprocess.Popen(
         [bin_dir / "cron-bridge", "beat", "-A", "jobs", "--store", f"sqlite:///{where}/s.db"],
-        cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        cwd=where,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         ran = where / "ran.txt"
@@ -135,8 +147,12 @@ def test_built_checked_and_installed_from_the_wheels_alone(
     celery_env = {**env, "CRON_BRIDGE_STORE": f"sqlite:///{where}/celery.db"}
     stock = subprocess.Popen(
         [bin_dir / "celery", "-A", "proj", "beat", "-S", "cron_bridge", "-l", "INFO"],
-        cwd=where, env=celery_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        cwd=where,
+        env=celery_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(list((where / "box").iterdir())) < 2:
@@ -159,8 +175,10 @@ def _lines(path: Path) -> list[str]:
 def test_the_four_distributions_move_in_lockstep() -> None:
     """One version for all four; each adapter requires the core of exactly that version and
     the core's extras the adapters of it; the same licence, authors and home everywhere."""
-    projects = {name: tomllib.loads((folder / "pyproject.toml").read_text())["project"]
-                for name, folder in PROJECTS.items()}  # fmt: skip
+    projects = {
+        name: tomllib.loads((folder / "pyproject.toml").read_text())["project"]
+        for name, folder in PROJECTS.items()
+    }
     version = projects["cron-bridge"]["version"]
     assert {p["version"] for p in projects.values()} == {version}
     from cron_bridge import __version__

@@ -41,18 +41,35 @@ def django(env: dict[str, str], *args: str) -> Any:
     """``python -m tests.apps.djproj.rows ARGS`` (the ORM, as the admin uses it)."""
     done = subprocess.run(
         [sys.executable, "-m", "tests.apps.djproj.rows", *args],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
 
 def migrate(env: dict[str, str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "-v", "0",
-         "--settings=tests.apps.djproj.settings"],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "django",
+            "migrate",
+            "-v",
+            "0",
+            "--settings=tests.apps.djproj.settings",
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -102,26 +119,62 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
     the table equal what the worker ran; a beat_schedule entry is synced into the table."""
     queue = f"dj-{uuid.uuid4().hex[:8]}"
     notes = tmp_path / "journal.jsonl"
-    env = command_env(notes, CB_TEST_BROKER=redis_server.url, CB_TEST_QUEUE=queue,
-                      CB_TEST_DJANGO_DB=django_db)  # fmt: skip
+    env = command_env(
+        notes, CB_TEST_BROKER=redis_server.url, CB_TEST_QUEUE=queue, CB_TEST_DJANGO_DB=django_db
+    )
     migrate(env)
     now = datetime.now(UTC)
-    ids = django(env, "create", json.dumps([
-        {"name": "every second", "kind": "interval", "every": 1, "args": ["second"]},
-        {"name": "every two seconds", "kind": "interval", "every": 2,
-         "kwargs": {"label": "two", "n": 2}, "queue": queue, "priority": 5,
-         "headers": {"team": "ops"}, "expire_seconds": 60},
-        {"name": "every minute in Kolkata", "kind": "crontab", "minute": "*",
-         "tz": "Asia/Kolkata", "args": ["minute"]},
-        {"name": "clocked already due", "kind": "clocked",
-         "at": (now - timedelta(minutes=5)).isoformat(), "one_off": True, "args": ["due"]},
-        {"name": "unknown task", "kind": "interval", "every": 1, "task": "djproj.nope"},
-        {"name": "bad json", "kind": "interval", "every": 1, "raw": {"args": "[1,"}},
-        {"name": "no schedule", "kind": "interval", "every": 1, "raw": {"interval": None}},
-    ]))  # fmt: skip
-    worker = CeleryProcess("worker", tmp_path, env, "worker", "-Q", queue, "-c", "2",
-                           "--without-gossip", "--without-mingle", "-l", "WARNING",
-                           app=DJANGO_APP)  # fmt: skip
+    ids = django(
+        env,
+        "create",
+        json.dumps(
+            [
+                {"name": "every second", "kind": "interval", "every": 1, "args": ["second"]},
+                {
+                    "name": "every two seconds",
+                    "kind": "interval",
+                    "every": 2,
+                    "kwargs": {"label": "two", "n": 2},
+                    "queue": queue,
+                    "priority": 5,
+                    "headers": {"team": "ops"},
+                    "expire_seconds": 60,
+                },
+                {
+                    "name": "every minute in Kolkata",
+                    "kind": "crontab",
+                    "minute": "*",
+                    "tz": "Asia/Kolkata",
+                    "args": ["minute"],
+                },
+                {
+                    "name": "clocked already due",
+                    "kind": "clocked",
+                    "at": (now - timedelta(minutes=5)).isoformat(),
+                    "one_off": True,
+                    "args": ["due"],
+                },
+                {"name": "unknown task", "kind": "interval", "every": 1, "task": "djproj.nope"},
+                {"name": "bad json", "kind": "interval", "every": 1, "raw": {"args": "[1,"}},
+                {"name": "no schedule", "kind": "interval", "every": 1, "raw": {"interval": None}},
+            ]
+        ),
+    )
+    worker = CeleryProcess(
+        "worker",
+        tmp_path,
+        env,
+        "worker",
+        "-Q",
+        queue,
+        "-c",
+        "2",
+        "--without-gossip",
+        "--without-mingle",
+        "-l",
+        "WARNING",
+        app=DJANGO_APP,
+    )
     beats = [
         CeleryProcess(
             f"beat{i}",
@@ -144,12 +197,29 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
         # Added while the beats run: a clocked one-off and a solar noon a few seconds ahead.
         lon, noon = solar_noon_near(datetime.now(UTC) + timedelta(seconds=10))
         clocked_at = datetime.fromtimestamp(math.ceil(began) + 8, UTC)
-        ids |= django(env, "create", json.dumps([
-            {"name": "solar noon", "kind": "solar", "event": "solar_noon", "lat": "0",
-             "lon": lon, "args": ["noon"]},
-            {"name": "clocked later", "kind": "clocked", "at": clocked_at.isoformat(),
-             "one_off": True, "args": ["clocked"]},
-        ]))  # fmt: skip
+        ids |= django(
+            env,
+            "create",
+            json.dumps(
+                [
+                    {
+                        "name": "solar noon",
+                        "kind": "solar",
+                        "event": "solar_noon",
+                        "lat": "0",
+                        "lon": lon,
+                        "args": ["noon"],
+                    },
+                    {
+                        "name": "clocked later",
+                        "kind": "clocked",
+                        "at": clocked_at.isoformat(),
+                        "one_off": True,
+                        "args": ["clocked"],
+                    },
+                ]
+            ),
+        )
         time.sleep(max(0.0, began + 12 - time.time()))
         edited_at = time.time()
         django(env, "update", json.dumps({"name": "every two seconds", "every": 3}))
@@ -182,13 +252,16 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
         def stood_aside(job: str, at: float) -> bool:
             """An occurrence nobody sent: the live replicas stood aside (the killed one won)."""
             occurrence = Occurrence(job=job, scheduled_at=datetime.fromtimestamp(at, UTC)).id
-            outcomes = Counter(r.outcome for r in aside.history(store, job, 1000)
-                               if r.occurrence_id == occurrence)  # fmt: skip
+            outcomes = Counter(
+                r.outcome for r in aside.history(store, job, 1000) if r.occurrence_id == occurrence
+            )
             return outcomes == Counter({"skipped-claimed": 2}) and abs(at - killed_at) < 3
 
         def sent_at(label: str) -> set[float]:
-            return {Occurrence.parse(line["occurrence_id"]).scheduled_at.timestamp()
-                    for line in by_label[label]}  # fmt: skip
+            return {
+                Occurrence.parse(line["occurrence_id"]).scheduled_at.timestamp()
+                for line in by_label[label]
+            }
 
         second = sent_at("second")
         expected = range(math.ceil(began), math.floor(disabled_at))
@@ -204,8 +277,10 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
         missing = [at for at in every_three if at not in two]
         assert all(stood_aside(job_name("every two seconds"), at) for at in missing), missing
         assert {at for at in two if before <= at <= after} <= {
-            at for at in range(math.ceil(before), math.floor(after) + 1)
-            if at % 2 == 0 or at % 3 == 0}  # fmt: skip
+            at
+            for at in range(math.ceil(before), math.floor(after) + 1)
+            if at % 2 == 0 or at % 3 == 0
+        }
     finally:
         store.close()
 
@@ -221,25 +296,35 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
     assert [Occurrence.parse(line["occurrence_id"]).scheduled_at for line in by_label["noon"]] == [
         noon
     ]
-    assert [Occurrence.parse(line["occurrence_id"]).scheduled_at for line in
-            by_label["clocked"]] == [clocked_at]  # fmt: skip
+    assert [
+        Occurrence.parse(line["occurrence_id"]).scheduled_at for line in by_label["clocked"]
+    ] == [clocked_at]
     assert len(by_label["due"]) == 1, "a one-off whose time has passed runs once, at once"
     assert "" not in by_label, "the row without a schedule is never sent"
 
     rows = {row["name"]: row for row in django(env, "dump")}
     settings = sent_at_all(by_label["settings"])
     assert settings and all(at % 3 == 0 for at in settings), "beat_schedule, synced to a row"
-    for name, label in [("every second", "second"), ("every two seconds", "two"),
-                        ("every minute in Kolkata", "minute"), ("solar noon", "noon"),
-                        ("clocked later", "clocked"), ("clocked already due", "due"),
-                        ("from settings", "settings")]:  # fmt: skip
+    for name, label in [
+        ("every second", "second"),
+        ("every two seconds", "two"),
+        ("every minute in Kolkata", "minute"),
+        ("solar noon", "noon"),
+        ("clocked later", "clocked"),
+        ("clocked already due", "due"),
+        ("from settings", "settings"),
+    ]:
         # A run counts once its sender writes the row, just after the send: the SIGKILL
         # (half a second after an occurrence, on a loaded machine maybe before that write)
         # may leave the last one it sent uncounted, never more, and nothing is counted twice.
         ran = len(by_label[label])
-        at_kill = sum(1 for line in by_label[label]
-                      if killed_at - 2 < Occurrence.parse(line["occurrence_id"])
-                      .scheduled_at.timestamp() <= killed_at)  # fmt: skip
+        at_kill = sum(
+            1
+            for line in by_label[label]
+            if killed_at - 2
+            < Occurrence.parse(line["occurrence_id"]).scheduled_at.timestamp()
+            <= killed_at
+        )
         assert ran - at_kill <= rows[name]["total_run_count"] <= ran, (name, rows[name], ran)
     assert not rows["clocked later"]["enabled"] and not rows["clocked already due"]["enabled"]
     assert rows["clocked later"]["last_run_at"] is not None

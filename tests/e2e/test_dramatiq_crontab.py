@@ -42,12 +42,28 @@ def test_manage_py_crontab_and_three_cron_bridge_replicas_send_the_same_messages
     server = redis_server.url.rsplit("/", 1)[0]
     broker = f"{server}/6"
     stock_env = command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"stock-{name}")
-    stock = Command("stock", tmp_path, stock_env, sys.executable, "-m", "django", "crontab",
-                    f"--settings={SETTINGS}")  # fmt: skip
+    stock = Command(
+        "stock",
+        tmp_path,
+        stock_env,
+        sys.executable,
+        "-m",
+        "django",
+        "crontab",
+        f"--settings={SETTINGS}",
+    )
     ours_env = command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"ours-{name}")
     store_url = f"{server}/7?prefix=dc{name}:"
-    argv = [sys.executable, "-m", "cron_bridge", "dramatiq-crontab", "--settings", SETTINGS,
-            "--store", store_url]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "cron_bridge",
+        "dramatiq-crontab",
+        "--settings",
+        SETTINGS,
+        "--store",
+        store_url,
+    ]
     ours = [
         Command(f"replica{i}", tmp_path, ours_env, *argv, "--replica-id", f"replica{i}")
         for i in range(3)
@@ -55,8 +71,9 @@ def test_manage_py_crontab_and_three_cron_bridge_replicas_send_the_same_messages
     client = redis.Redis.from_url(broker)
     try:
         started = [p.start() for p in (stock, *ours)]
-        wait_for(lambda: all("started with 5 jobs" in p.output() for p in ours), 60,
-                 "three replicas")  # fmt: skip
+        wait_for(
+            lambda: all("started with 5 jobs" in p.output() for p in ours), 60, "three replicas"
+        )
         wait_for(lambda: "Starting scheduler" in stock.output(), 60, "manage.py crontab")
         time.sleep(2)
         began = time.time()
@@ -89,18 +106,33 @@ def test_manage_py_crontab_and_three_cron_bridge_replicas_send_the_same_messages
     assert {shape(m) for m in our_sent} == {shape(m) for m in stock_sent}
 
     def per_minute(found: list[dict[str, Any]]) -> Counter[tuple[str, int]]:
-        return Counter((m["actor_name"], int(m["message_timestamp"] / 60_000)) for m in found
-                       if m["actor_name"] != "pulse")  # fmt: skip
+        return Counter(
+            (m["actor_name"], int(m["message_timestamp"] / 60_000))
+            for m in found
+            if m["actor_name"] != "pulse"
+        )
 
     assert per_minute(our_sent) == per_minute(stock_sent)
     assert {actor for actor, _ in per_minute(stock_sent)} == {
-        "every_minute", "weekdays_and_weekends", "heartbeat"}  # fmt: skip
+        "every_minute",
+        "weekdays_and_weekends",
+        "heartbeat",
+    }
     pulses = Counter(m["actor_name"] for m in stock_sent)["pulse"]
     assert pulses >= 11 and abs(Counter(m["actor_name"] for m in our_sent)["pulse"] - pulses) <= 1
 
     # Each occurrence once: one message per occurrence the store says was enqueued.
-    history = cli("history", "every_minute", "--json", "-n", "50", "--store", store_url,
-                  env=ours_env, cwd=tmp_path)  # fmt: skip
+    history = cli(
+        "history",
+        "every_minute",
+        "--json",
+        "-n",
+        "50",
+        "--store",
+        store_url,
+        env=ours_env,
+        cwd=tmp_path,
+    )
     assert history.returncode == 0, history.stderr
     assert history.stdout.count('"enqueued"') == len(
         [m for m in messages(client, f"ours-{name}") if m["actor_name"] == "every_minute"]

@@ -46,10 +46,13 @@ def test_the_http_trigger_over_a_real_socket(tmp_path: Path) -> None:
     the health endpoint without a token."""
     port = free_port()
     beat = BeatProcess(
-        "http", tmp_path, command_env(), app="tests.apps.cli_app",
+        "http",
+        tmp_path,
+        command_env(),
+        app="tests.apps.cli_app",
         store_url=f"sqlite:///{tmp_path}/s.db",
         extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
-    ).start()  # fmt: skip
+    ).start()
     base = f"http://127.0.0.1:{port}/_scheduler/run"
     try:
         wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
@@ -69,8 +72,12 @@ def test_the_http_trigger_over_a_real_socket(tmp_path: Path) -> None:
         assert "ledger" in body["error"]
         status, body = call(f"http://127.0.0.1:{port}/_scheduler/healthz", method="GET")
         assert status == 200, body
-        assert body == {"replica": "http-1", "running": True, "store_reachable": True,
-                        "clock_offset_ms": None}  # SQLite: the host's own clock  # fmt: skip
+        assert body == {
+            "replica": "http-1",
+            "running": True,
+            "store_reachable": True,
+            "clock_offset_ms": None,
+        }  # SQLite: the host's own clock
         beat.terminate()
     finally:
         beat.ensure_stopped()
@@ -93,9 +100,12 @@ def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
     app = asgi_app(beat, secret=SECRET)
 
     def request(
-        headers: list[tuple[bytes, bytes]], path: str, method: str = "POST", body: bytes = b"",
+        headers: list[tuple[bytes, bytes]],
+        path: str,
+        method: str = "POST",
+        body: bytes = b"",
         root_path: str = "",
-    ) -> tuple[int, dict[bytes, bytes], bytes]:  # fmt: skip
+    ) -> tuple[int, dict[bytes, bytes], bytes]:
         sent: list[dict[str, Any]] = []
         chunks = [body[: len(body) // 2], body[len(body) // 2 :]]
 
@@ -106,8 +116,13 @@ def test_the_asgi_app_answers_like_the_wsgi_app() -> None:
         async def send(message: Any) -> None:
             sent.append(message)
 
-        scope = {"type": "http", "method": method, "path": path, "headers": headers,
-                 "root_path": root_path}  # fmt: skip
+        scope = {
+            "type": "http",
+            "method": method,
+            "path": path,
+            "headers": headers,
+            "root_path": root_path,
+        }
         asyncio.run(app(scope, receive, send))
         return int(sent[0]["status"]), dict(sent[0]["headers"]), sent[1]["body"]
 
@@ -143,10 +158,13 @@ def test_concurrent_triggers_of_an_overlap_skip_job_run_it_once(tmp_path: Path) 
     port = free_port()
     notes = tmp_path / "journal.jsonl"
     beat = BeatProcess(
-        "http", tmp_path, command_env(notes), app="tests.apps.triggered",
+        "http",
+        tmp_path,
+        command_env(notes),
+        app="tests.apps.triggered",
         store_url=f"sqlite:///{tmp_path}/s.db",
         extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
-    ).start()  # fmt: skip
+    ).start()
     url = f"http://127.0.0.1:{port}/_scheduler/run/cache.rebuild"
     try:
         wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")

@@ -28,9 +28,13 @@ def served(tmp_path: Path) -> Iterator[tuple[BeatProcess, int]]:
     secret_file = tmp_path / "secret"
     secret_file.write_text(SECRET + "\n", encoding="utf-8")
     beat = BeatProcess(
-        "http", tmp_path, command_env(), app=APP, store_url=f"sqlite:///{tmp_path}/s.db",
+        "http",
+        tmp_path,
+        command_env(),
+        app=APP,
+        store_url=f"sqlite:///{tmp_path}/s.db",
         extra=["--http", f"127.0.0.1:{port}", "--secret-file", str(secret_file)],
-    ).start()  # fmt: skip
+    ).start()
     try:
         wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
         yield beat, port
@@ -38,10 +42,16 @@ def served(tmp_path: Path) -> Iterator[tuple[BeatProcess, int]]:
         beat.terminate()
 
 
-def get(port: str | int, path: str, token: str | None = None, source: str = "127.0.0.1",
-        method: str = "GET") -> tuple[int, dict[str, str]]:  # fmt: skip
-    connection = http.client.HTTPConnection("127.0.0.1", int(port), timeout=10,
-                                            source_address=(source, 0))  # fmt: skip
+def get(
+    port: str | int,
+    path: str,
+    token: str | None = None,
+    source: str = "127.0.0.1",
+    method: str = "GET",
+) -> tuple[int, dict[str, str]]:
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", int(port), timeout=10, source_address=(source, 0)
+    )
     connection.putrequest(method, path, skip_accept_encoding=True)
     if token is not None:
         connection.putheader("Authorization", b"Bearer " + token.encode("utf-8"))
@@ -82,8 +92,10 @@ def test_idle_and_slow_sockets_are_cut_off_and_never_starve_the_probe(
 def _slow_body(port: int, path: str = "/_scheduler/api/schedules") -> socket.socket:
     """A connection that sends whole headers and the first bytes of a body it never ends."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 "Content-Length: 1000\r\n\r\n{\"name\": ".encode())  # fmt: skip
+    sock.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        'Content-Length: 1000\r\n\r\n{"name": '.encode()
+    )
     return sock
 
 
@@ -142,8 +154,10 @@ def test_a_bad_content_length_is_answered_at_once(
     sock = socket.create_connection(("127.0.0.1", port), timeout=5)
     began = time.monotonic()
     try:
-        sock.sendall(f"POST /_scheduler/api/schedules HTTP/1.1\r\nHost: x\r\n"
-                     f"Content-Length: {length}\r\n\r\n".encode())  # fmt: skip
+        sock.sendall(
+            f"POST /_scheduler/api/schedules HTTP/1.1\r\nHost: x\r\n"
+            f"Content-Length: {length}\r\n\r\n".encode()
+        )
         answer = sock.recv(4096).decode(errors="replace")
     finally:
         sock.close()
@@ -160,12 +174,15 @@ def test_json_nested_deep_and_a_flooding_interval_get_400(
 
     def post(body: str) -> tuple[int, str]:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        headers = {"Content-Type": "application/json",
-                   "Authorization": "Bearer " + urllib.parse.quote(SECRET, safe="")}  # fmt: skip
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": "Bearer " + urllib.parse.quote(SECRET, safe=""),
+        }
         connection.putrequest("POST", "/_scheduler/api/schedules")
         for key, value in headers.items():
-            connection.putheader(key, value.encode() if key != "Authorization" else
-                                 b"Bearer " + SECRET.encode())  # fmt: skip
+            connection.putheader(
+                key, value.encode() if key != "Authorization" else b"Bearer " + SECRET.encode()
+            )
         data = body.encode()
         connection.putheader("Content-Length", str(len(data)))
         connection.endheaders(data)
@@ -203,8 +220,9 @@ def test_guessing_over_the_network_is_throttled_but_the_right_secret_still_works
     """Twelve wrong bearer tokens from one address: 401s, then 429 with Retry-After; from
     another address the right (UTF-8) secret runs the job."""
     _, port = served
-    codes = [get(port, "/_scheduler/run/cache.warm", "wrong-" * 5, method="POST")[0]
-             for _ in range(12)]  # fmt: skip
+    codes = [
+        get(port, "/_scheduler/run/cache.warm", "wrong-" * 5, method="POST")[0] for _ in range(12)
+    ]
     assert codes[:10] == [401] * 10 and codes[10:] == [429, 429]
     status, headers = get(port, "/_scheduler/run/cache.warm", SECRET, method="POST")
     assert status == 429 and int(headers["retry-after"]) >= 1

@@ -19,14 +19,17 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 
 def test_jitter_spreads_a_burst_of_a_thousand_jobs_and_each_runs_once(
-    request: pytest.FixtureRequest, tmp_path: Path,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
     record_property: Callable[[str, object], None],
-) -> None:  # fmt: skip
+) -> None:
     kit = make_kit("redis", request, tmp_path)
     path = tmp_path / "journal.jsonl"
     env = command_env(path, CB_TEST_JOBS="1000")
-    beats = [BeatProcess(f"b{i}", tmp_path, env, app="tests.apps.spread", store_url=kit.url)
-             for i in range(3)]  # fmt: skip
+    beats = [
+        BeatProcess(f"b{i}", tmp_path, env, app="tests.apps.spread", store_url=kit.url)
+        for i in range(3)
+    ]
     try:
         for beat in beats:
             beat.start()
@@ -40,8 +43,11 @@ def test_jitter_spreads_a_burst_of_a_thousand_jobs_and_each_runs_once(
             return found
 
         # The first burst that began after every replica was up, whole.
-        wait_for(lambda: any(t > started and len(runs) >= 1000 for t, runs in bursts().items()),
-                 90, "a whole burst")  # fmt: skip
+        wait_for(
+            lambda: any(t > started and len(runs) >= 1000 for t, runs in bursts().items()),
+            90,
+            "a whole burst",
+        )
         for beat in beats:
             beat.terminate()
     finally:

@@ -36,9 +36,16 @@ LIBRARIES = ["celery", "rq", "dramatiq"]
 
 def a_stack(library: str, tmp_path: Path, redis_server: RedisServer) -> Stack:
     name = uuid.uuid4().hex[:8]
-    return Stack(library=library, broker=redis_server.url, queue=f"q-{name}", job=f"mon.{name}",
-                 store_url=f"{redis_server.url}?prefix=mon{name}:", redis_port=redis_server.port,
-                 folder=tmp_path, notes=tmp_path / "journal.jsonl")  # fmt: skip
+    return Stack(
+        library=library,
+        broker=redis_server.url,
+        queue=f"q-{name}",
+        job=f"mon.{name}",
+        store_url=f"{redis_server.url}?prefix=mon{name}:",
+        redis_port=redis_server.port,
+        folder=tmp_path,
+        notes=tmp_path / "journal.jsonl",
+    )
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
@@ -51,8 +58,9 @@ def test_a_retried_failing_run_checks_in_to_sentry_at_each_attempt(
     extra = {"CB_TEST_MONITOR": "sentry", "CB_TEST_SENTRY_DSN": next(served)}
     services = running(stack.workers("fail", 1, **extra))
     try:
-        sent = cli("run", stack.job, "-A", stack.app, env=stack.env("fail", **extra),
-                   cwd=stack.folder)  # fmt: skip
+        sent = cli(
+            "run", stack.job, "-A", stack.app, env=stack.env("fail", **extra), cwd=stack.folder
+        )
         assert sent.returncode == 0, sent.stderr
         wait_for(lambda: len(recorder.check_ins) >= 6, 60, "six check-ins")
         time.sleep(3)  # a seventh would come within this
@@ -66,9 +74,15 @@ def test_a_retried_failing_run_checks_in_to_sentry_at_each_attempt(
         by_id[check_in.check_in_id].append(check_in.status)
     assert len(by_id) == 3, by_id  # one check-in id per attempt
     assert sorted(by_id.values()) == [["in_progress", "error"]] * 3, by_id
-    assert {str(c.config) for c in recorder.check_ins} == {str({
-        "checkin_margin": 1, "schedule": {"type": "interval", "value": 1, "unit": "hour"},
-        "timezone": "UTC"})}  # fmt: skip
+    assert {str(c.config) for c in recorder.check_ins} == {
+        str(
+            {
+                "checkin_margin": 1,
+                "schedule": {"type": "interval", "value": 1, "unit": "hour"},
+                "timezone": "UTC",
+            }
+        )
+    }
 
 
 class Pings:
@@ -137,8 +151,9 @@ def test_a_retried_failing_run_pings_start_and_fail_at_each_attempt(
     extra = {"CB_TEST_MONITOR": f"ping:{url}"}
     services = running(stack.workers("fail", 1, **extra))
     try:
-        sent = cli("run", stack.job, "-A", stack.app, env=stack.env("fail", **extra),
-                   cwd=stack.folder)  # fmt: skip
+        sent = cli(
+            "run", stack.job, "-A", stack.app, env=stack.env("fail", **extra), cwd=stack.folder
+        )
         assert sent.returncode == 0, sent.stderr
         wait_for(lambda: len(pings.paths) >= 6, 60, "six pings")
         time.sleep(3)  # a seventh would come within this

@@ -30,8 +30,15 @@ def command(framework: str, port: int) -> list[str]:
         return [str(BIN / "uvicorn"), f"examples.web.{framework}_app:app", "--port", str(port)]
     if framework == "flask":
         return [str(BIN / "flask"), "--app", "examples.web.flask_app", "run", "--port", str(port)]
-    return [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload",
-            "--settings=examples.web.django_app"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "django",
+        "runserver",
+        f"127.0.0.1:{port}",
+        "--noreload",
+        "--settings=examples.web.django_app",
+    ]
 
 
 class Client:
@@ -39,9 +46,12 @@ class Client:
         self.port = port
 
     def call(
-        self, method: str, path: str, body: dict[str, str] | None = None,
+        self,
+        method: str,
+        path: str,
+        body: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-    ) -> tuple[int, dict[str, str], str]:  # fmt: skip
+    ) -> tuple[int, dict[str, str], str]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
             sent = dict(headers or {})
@@ -51,8 +61,11 @@ class Client:
                 sent["Content-Type"] = "application/x-www-form-urlencoded"
             conn.request(method, path, body=data, headers=sent)
             answer = conn.getresponse()
-            return answer.status, {k.lower(): v for k, v in answer.getheaders()}, (
-                answer.read().decode())  # fmt: skip
+            return (
+                answer.status,
+                {k.lower(): v for k, v in answer.getheaders()},
+                (answer.read().decode()),
+            )
         finally:
             conn.close()
 
@@ -72,8 +85,9 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Cli
     env = command_env(CRON_BRIDGE_STORE=store_url, CRON_BRIDGE_SECRET=secret)
     log = tmp_path / "server.log"
     with open(log, "wb") as out:
-        server = subprocess.Popen(command(request.param, port), env=env, cwd=REPO, stdout=out,
-                                  stderr=subprocess.STDOUT)  # fmt: skip
+        server = subprocess.Popen(
+            command(request.param, port), env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT
+        )
     client = Client(port)
     try:
         wait_for(lambda: client.up() or server.poll() is not None, 60, "the web app")
@@ -108,9 +122,11 @@ def test_the_panel_serves_from_the_web_app(served: tuple[Client, str, str]) -> N
     found = re.search(r'name=csrf value="([^"]+)"', page)
     assert found, page[:2000]
     status, headers, _ = client.call(
-        "POST", "/_scheduler/api/jobs/cache.rebuild/pause",
-        {"csrf": found[1], "reason": "from the page"}, headers={"Cookie": cookie},
-    )  # fmt: skip
+        "POST",
+        "/_scheduler/api/jobs/cache.rebuild/pause",
+        {"csrf": found[1], "reason": "from the page"},
+        headers={"Cookie": cookie},
+    )
     assert status == 303, headers
     status, _, body = client.call("GET", "/_scheduler/api/jobs/cache.rebuild", headers=bearer)
     assert status == 200 and "from the page" in body

@@ -37,10 +37,15 @@ def test_the_worker_span_is_a_child_of_the_beat_span(
     worker ran, its span has the beat's enqueue span as parent, in the same trace."""
     name = uuid.uuid4().hex[:8]
     stack = Stack(
-        library=library, broker=redis_server.url, queue=f"q-{name}", job=f"job.{name}",
-        store_url=f"{redis_server.url}?prefix=ot{name}:", redis_port=redis_server.port,
-        folder=tmp_path, notes=tmp_path / "journal.jsonl",
-    )  # fmt: skip
+        library=library,
+        broker=redis_server.url,
+        queue=f"q-{name}",
+        job=f"job.{name}",
+        store_url=f"{redis_server.url}?prefix=ot{name}:",
+        redis_port=redis_server.port,
+        folder=tmp_path,
+        notes=tmp_path / "journal.jsonl",
+    )
     spans_file = tmp_path / "spans.jsonl"
     (beat,) = stack.beats("every", 1, CB_TEST_SPANS=str(spans_file))
     (worker,) = stack.workers("every", 1, CB_TEST_SPANS=str(spans_file))
@@ -97,10 +102,16 @@ def test_metrics_scraped_from_running_beats_count_runs_by_outcome(tmp_path: Path
     ports = [free_port() for _ in range(3)]
     env = command_env(CB_TEST_JOBS="3")
     beats = [
-        BeatProcess(f"beat{i}", tmp_path, env, app="tests.apps.many", store_url=url,
-                    extra=["--metrics", f"127.0.0.1:{port}"]).start()
+        BeatProcess(
+            f"beat{i}",
+            tmp_path,
+            env,
+            app="tests.apps.many",
+            store_url=url,
+            extra=["--metrics", f"127.0.0.1:{port}"],
+        ).start()
         for i, port in enumerate(ports)
-    ]  # fmt: skip
+    ]
     try:
         wait_until_live(url, 3)
         time.sleep(6)

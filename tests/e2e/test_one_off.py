@@ -19,14 +19,22 @@ pytestmark = pytest.mark.slow
 
 def test_a_one_off_runs_exactly_once_across_three_replicas(tmp_path: Path) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
-    at, start, end = now + timedelta(seconds=6), now + timedelta(seconds=5), now + timedelta(
-        seconds=8)  # fmt: skip
+    at, start, end = (
+        now + timedelta(seconds=6),
+        now + timedelta(seconds=5),
+        now + timedelta(seconds=8),
+    )
     path = tmp_path / "journal.jsonl"
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    env = command_env(path, CB_TEST_AT=at.isoformat(), CB_TEST_START=start.isoformat(),
-                      CB_TEST_END=end.isoformat())  # fmt: skip
-    beats = [BeatProcess(f"b{i}", tmp_path, env, app="tests.apps.once", store_url=url)
-             for i in range(3)]  # fmt: skip
+    env = command_env(
+        path,
+        CB_TEST_AT=at.isoformat(),
+        CB_TEST_START=start.isoformat(),
+        CB_TEST_END=end.isoformat(),
+    )
+    beats = [
+        BeatProcess(f"b{i}", tmp_path, env, app="tests.apps.once", store_url=url) for i in range(3)
+    ]
     try:
         for beat in beats:
             beat.start()
@@ -39,8 +47,10 @@ def test_a_one_off_runs_exactly_once_across_three_replicas(tmp_path: Path) -> No
     runs = Counter(line["occurrence_id"] for line in journal.read(path))
     assert runs[f"once.report@{at.strftime('%Y-%m-%dT%H:%M:%S')}.000Z"] == 1
     window = sorted(o for o in runs if o.startswith("once.window@"))
-    assert window == [f"once.window@{(start + timedelta(seconds=n)).strftime('%Y-%m-%dT%H:%M:%S')}"
-                      ".000Z" for n in range(4)]  # fmt: skip
+    assert window == [
+        f"once.window@{(start + timedelta(seconds=n)).strftime('%Y-%m-%dT%H:%M:%S')}.000Z"
+        for n in range(4)
+    ]
     assert set(runs.values()) == {1}
     store = store_from_url(url)
     try:
@@ -48,8 +58,11 @@ def test_a_one_off_runs_exactly_once_across_three_replicas(tmp_path: Path) -> No
     finally:
         store.close()
     assert outcomes == Counter({"completed": 1, "skipped-claimed": 2})
-    listed = json.loads(cli("list", "-A", "tests.apps.once", "--json", "--store", url, env=env,
-                            cwd=tmp_path).stdout)  # fmt: skip
+    listed = json.loads(
+        cli("list", "-A", "tests.apps.once", "--json", "--store", url, env=env, cwd=tmp_path).stdout
+    )
     # Nothing left to run: no next time for either.
-    assert {row["name"]: row["next"] for row in listed} == {"once.report": None,
-                                                           "once.window": None}  # fmt: skip
+    assert {row["name"]: row["next"] for row in listed} == {
+        "once.report": None,
+        "once.window": None,
+    }

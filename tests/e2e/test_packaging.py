@@ -40,8 +40,11 @@ print(type(Service(app, scheduler_cls="cron_bridge").get_scheduler(lazy=True))._
 def _pip(python: Path, *args: str) -> None:
     installed = subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", *args],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert installed.returncode == 0, installed.stderr[-3000:]
 
 
@@ -62,8 +65,12 @@ def test_a_fresh_environment_with_the_celery_adapter_and_the_redis_extra_sends_o
     for name in ("cron_bridge", "cron_bridge_django"):
         beat = subprocess.run(
             [str(env_dir / "bin" / "celery"), "-A", "proj", "beat", "-S", name],
-            capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=tmp_path,
+        )
         assert beat.returncode == 2, beat.stderr[-3000:]
         assert beat.stderr.strip().splitlines() == [
             f"cron-bridge: celery beat -S {name} needs the Celery adapter, which is not "
@@ -73,14 +80,22 @@ def test_a_fresh_environment_with_the_celery_adapter_and_the_redis_extra_sends_o
     checkout = source_copy(tmp_path / "checkout")
     _pip(python, f"{checkout}[redis]", str(checkout / "adapters" / "celery"))
     resolved = subprocess.run(
-        [str(python), "-c", RESOLVED], capture_output=True, text=True, timeout=120, check=False,
-        cwd=tmp_path, env={"CRON_BRIDGE_STORE": f"sqlite:///{tmp_path / 's.db'}", "PATH": ""},
-    )  # fmt: skip
+        [str(python), "-c", RESOLVED],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env={"CRON_BRIDGE_STORE": f"sqlite:///{tmp_path / 's.db'}", "PATH": ""},
+    )
     assert resolved.stdout.strip() == "cron_bridge_celery.scheduler", resolved.stderr[-3000:]
     sent = subprocess.run(
         [str(python), "-c", SEND, redis_server.url],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert sent.returncode == 0, sent.stderr[-3000:]
     import redis
 

@@ -72,13 +72,22 @@ def test_stock_periodiq_and_three_cron_bridge_replicas_send_the_same_messages(
     server = redis_server.url.rsplit("/", 1)[0]
     broker = f"{server}/4"
     stock = Command(
-        "stock", tmp_path,
+        "stock",
+        tmp_path,
         command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"stock-{name}"),
-        str(Path(sys.executable).parent / "periodiq"), APP,
-    )  # fmt: skip
+        str(Path(sys.executable).parent / "periodiq"),
+        APP,
+    )
     ours_env = command_env(CB_TEST_BROKER=broker, CB_TEST_NAMESPACE=f"ours-{name}")
-    argv = [sys.executable, "-m", "cron_bridge", "periodiq", APP, "--store",
-            f"{server}/5?prefix=pq{name}:"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "cron_bridge",
+        "periodiq",
+        APP,
+        "--store",
+        f"{server}/5?prefix=pq{name}:",
+    ]
     ours = [
         Command(f"replica{i}", tmp_path, ours_env, *argv, "--replica-id", f"replica{i}")
         for i in range(3)
@@ -86,8 +95,9 @@ def test_stock_periodiq_and_three_cron_bridge_replicas_send_the_same_messages(
     client = redis.Redis.from_url(broker)
     try:
         started = [p.start() for p in (stock, *ours)]
-        wait_for(lambda: all("started with 4 jobs" in p.output() for p in ours), 60,
-                 "three replicas")  # fmt: skip
+        wait_for(
+            lambda: all("started with 4 jobs" in p.output() for p in ours), 60, "three replicas"
+        )
         wait_for(lambda: "Starting Periodiq" in stock.output(), 60, "periodiq")
         time.sleep(2)
         began = time.time()
@@ -101,10 +111,11 @@ def test_stock_periodiq_and_three_cron_bridge_replicas_send_the_same_messages(
 
     def in_window(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
-            m for m in found
+            m
+            for m in found
             # By the minute it was for (the same on both sides), sent well before the stop.
             if began <= _due(m) <= ended - 5
-        ]  # fmt: skip
+        ]
 
     stock_sent = in_window(messages(client, f"stock-{name}"))
     our_sent = in_window(messages(client, f"ours-{name}"))

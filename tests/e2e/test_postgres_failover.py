@@ -46,8 +46,10 @@ class Pair:
 
     def url(self, schema: str) -> str:
         hosts = f"127.0.0.1:{self.primary.port},127.0.0.1:{self.standby.port}"
-        return (f"postgresql://postgres@{hosts}/postgres?target_session_attrs=read-write"
-                f"&connect_timeout=1&schema={schema}")  # fmt: skip
+        return (
+            f"postgresql://postgres@{hosts}/postgres?target_session_attrs=read-write"
+            f"&connect_timeout=1&schema={schema}"
+        )
 
     def fail_over(self) -> None:
         """The primary crashes; the standby is promoted."""
@@ -125,13 +127,18 @@ def test_beats_through_a_promotion_mid_burst(
     path = tmp_path / "journal.jsonl"
     url = pair.url("burst")
     env = command_env(path, CB_TEST_JOBS="10")
-    beats = [BeatProcess(f"beat{i}", tmp_path, env, app="tests.apps.failover", store_url=url)
-             for i in range(3)]  # fmt: skip
+    beats = [
+        BeatProcess(f"beat{i}", tmp_path, env, app="tests.apps.failover", store_url=url)
+        for i in range(3)
+    ]
     try:
         for beat in beats:
             beat.start()
-        wait_for(lambda: len({line["replica"] for line in journal.read(path)}) >= 2, 30,
-                 "two replicas running jobs")  # fmt: skip
+        wait_for(
+            lambda: len({line["replica"] for line in journal.read(path)}) >= 2,
+            30,
+            "two replicas running jobs",
+        )
         time.sleep(2)
         pair.standby.wait_caught_up()
         lagging = beats[2].process
@@ -144,8 +151,11 @@ def test_beats_through_a_promotion_mid_burst(
         pair.standby.promote()
         lagging.send_signal(signal.SIGCONT)
         after = time.time()
-        wait_for(lambda: any(line["at"] > after + 3 for line in journal.read(path)), 30,
-                 "runs after the failover")  # fmt: skip
+        wait_for(
+            lambda: any(line["at"] > after + 3 for line in journal.read(path)),
+            30,
+            "runs after the failover",
+        )
     finally:
         for beat in beats:
             if beat.process is not None and beat.process.poll() is None:

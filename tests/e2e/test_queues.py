@@ -39,12 +39,16 @@ from tests.servers import RedisServer, ServerUnavailable, free_port
 pytestmark = pytest.mark.slow
 
 COMBOS = [
-    ("celery", "redis"), ("rq", "redis"), ("dramatiq", "redis"),
-    ("celery", "rabbitmq"), ("dramatiq", "rabbitmq"),
+    ("celery", "redis"),
+    ("rq", "redis"),
+    ("dramatiq", "redis"),
+    ("celery", "rabbitmq"),
+    ("dramatiq", "rabbitmq"),
     # The lowest RQ and Dramatiq the adapters declare (.venv-queue-floor, made by make test);
     # this environment has the newest. The Celery floor runs the celery beat twin test.
-    ("rq", "redis-floor"), ("dramatiq", "redis-floor"),
-]  # fmt: skip
+    ("rq", "redis-floor"),
+    ("dramatiq", "redis-floor"),
+]
 QUEUE_FLOOR = REPO / ".venv-queue-floor" / "bin" / "python"
 DISTRIBUTION = {"rq": "rq", "dramatiq": "dramatiq"}
 
@@ -60,11 +64,14 @@ def declared_floor(library: str) -> str:
 def floor_python(library: str) -> str:
     """The floor venv's interpreter, checked to hold exactly the declared lowest version."""
     if not QUEUE_FLOOR.exists():
-        unavailable("the lowest RQ and Dramatiq the adapters declare", FileNotFoundError(
-            f"{QUEUE_FLOOR} is missing: `make test` creates it"))  # fmt: skip
+        unavailable(
+            "the lowest RQ and Dramatiq the adapters declare",
+            FileNotFoundError(f"{QUEUE_FLOOR} is missing: `make test` creates it"),
+        )
     code = f"import importlib.metadata as m; print(m.version({DISTRIBUTION[library]!r}))"
-    done = subprocess.run([str(QUEUE_FLOOR), "-c", code], capture_output=True, text=True,
-                          check=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [str(QUEUE_FLOOR), "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
     assert Version(done.stdout.strip()) == Version(declared_floor(library)), done.stdout
     return str(QUEUE_FLOOR)
 
@@ -242,8 +249,9 @@ def test_a_job_of_one_attempt_is_not_retried_by_the_queue(stack: Stack) -> None:
     services = running(stack.workers("fail", 1, CB_TEST_ATTEMPTS="1"))
     try:
         env = stack.env("fail", CB_TEST_ATTEMPTS="1")
-        sent = cli("run", stack.job, "-A", stack.app, env=env, cwd=stack.folder,
-                   python=stack.python)  # fmt: skip
+        sent = cli(
+            "run", stack.job, "-A", stack.app, env=env, cwd=stack.folder, python=stack.python
+        )
         assert sent.returncode == 0, sent.stderr
         wait_for(lambda: len(stack.lines("attempt")) >= 1, 60, "the attempt")
         time.sleep(5)  # a retry would come within this (after about 1 s: the job's backoff)
@@ -423,9 +431,14 @@ MANUAL_CALL = {
 
 def cli_python(stack: Stack, code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [stack.python, "-c", code], env=stack.env("every"), cwd=stack.folder,
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [stack.python, "-c", code],
+        env=stack.env("every"),
+        cwd=stack.folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def _at(second: int) -> Any:
@@ -442,9 +455,16 @@ def test_a_redelivered_message_of_a_completed_occurrence_never_runs_again(
     a lost ack would): the handler runs once, the second delivery is recorded
     skipped-completed and acknowledged."""
     name = uuid.uuid4().hex[:8]
-    stack = Stack(library=library, broker=redis_server.url, queue=f"q-{name}", job=f"job.{name}",
-                  store_url=f"{redis_server.url}?prefix=rd{name}:", redis_port=redis_server.port,
-                  folder=tmp_path, notes=tmp_path / "journal.jsonl")  # fmt: skip
+    stack = Stack(
+        library=library,
+        broker=redis_server.url,
+        queue=f"q-{name}",
+        job=f"job.{name}",
+        store_url=f"{redis_server.url}?prefix=rd{name}:",
+        redis_port=redis_server.port,
+        folder=tmp_path,
+        notes=tmp_path / "journal.jsonl",
+    )
     at = "2026-01-01T12:00:00+00:00"  # no beat runs here: only these two messages
     occurrence = Occurrence(job=stack.job, scheduled_at=datetime.fromisoformat(at))
     env = stack.env("every")
@@ -456,9 +476,15 @@ def test_a_redelivered_message_of_a_completed_occurrence_never_runs_again(
     services = running(stack.workers("every", 1))
     try:
         for wanted in (["completed"], ["completed", "skipped-completed"]):
-            sent = subprocess.run([sys.executable, "-m", "tests.apps.resend", stack.app, at],
-                                  env=env, cwd=tmp_path, capture_output=True, text=True,
-                                  timeout=60, check=False)  # fmt: skip
+            sent = subprocess.run(
+                [sys.executable, "-m", "tests.apps.resend", stack.app, at],
+                env=env,
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
             assert sent.returncode == 0, sent.stderr
             wait_for(lambda wanted=wanted: outcomes() == wanted, 60, f"the outcomes {wanted}")
     finally:
@@ -479,25 +505,40 @@ def test_a_worker_that_finds_the_store_down_runs_the_occurrence_once_it_is_back(
     except ServerUnavailable as exc:
         unavailable("redis-server", exc)
     name = uuid.uuid4().hex[:8]
-    stack = Stack(library=library, broker=redis_server.url, queue=f"q-{name}", job=f"job.{name}",
-                  store_url=f"{store_server.url}?prefix=blip{name}:&connect_timeout=1",
-                  redis_port=redis_server.port, folder=tmp_path,
-                  notes=tmp_path / "journal.jsonl")  # fmt: skip
+    stack = Stack(
+        library=library,
+        broker=redis_server.url,
+        queue=f"q-{name}",
+        job=f"job.{name}",
+        store_url=f"{store_server.url}?prefix=blip{name}:&connect_timeout=1",
+        redis_port=redis_server.port,
+        folder=tmp_path,
+        notes=tmp_path / "journal.jsonl",
+    )
     at = "2026-01-01T12:00:00+00:00"  # no beat runs here: only this message
     services = running(stack.workers("every", 1))
     try:
         time.sleep(3)  # the worker is up and waiting
         store_server.stop()
-        sent = subprocess.run([sys.executable, "-m", "tests.apps.resend", stack.app, at],
-                              env=stack.env("every"), cwd=tmp_path, capture_output=True,
-                              text=True, timeout=60, check=False)  # fmt: skip
+        sent = subprocess.run(
+            [sys.executable, "-m", "tests.apps.resend", stack.app, at],
+            env=stack.env("every"),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert sent.returncode == 0, sent.stderr
         time.sleep(4)
         store_server.start()
         wait_for(lambda: bool(stack.lines("ran")), 60, "the run once the store is back")
         store = stack.store()
-        wait_for(lambda: [r.outcome for r in store.history(stack.job, 10)] == ["completed"], 30,
-                 "the record")  # fmt: skip
+        wait_for(
+            lambda: [r.outcome for r in store.history(stack.job, 10)] == ["completed"],
+            30,
+            "the record",
+        )
     finally:
         stop_all(services)
         store_server.remove()
@@ -513,10 +554,16 @@ def test_an_async_task_runs_on_a_real_worker_under_the_guard(
     occurrence completed once, ``ctx.signal`` usable."""
     library, _, middleware = library.partition("+")
     name = uuid.uuid4().hex[:8]
-    stack = Stack(library=library, broker=redis_server.url, queue=f"q-{name}",
-                  job=f"job.{name}", store_url=f"{redis_server.url}?prefix=as{name}:",
-                  redis_port=redis_server.port, folder=tmp_path,
-                  notes=tmp_path / "journal.jsonl")  # fmt: skip
+    stack = Stack(
+        library=library,
+        broker=redis_server.url,
+        queue=f"q-{name}",
+        job=f"job.{name}",
+        store_url=f"{redis_server.url}?prefix=as{name}:",
+        redis_port=redis_server.port,
+        folder=tmp_path,
+        notes=tmp_path / "journal.jsonl",
+    )
     extra = {"CB_TEST_DRAMATIQ_ASYNCIO": "1"} if middleware else {}
     services = running(stack.beats("async", 1), stack.workers("async", 1, **extra))
     try:
@@ -543,9 +590,16 @@ def test_a_retry_that_meets_the_next_occurrences_lock_waits_and_runs(
     waits for the lock and runs: every occurrence completes on attempt 2. (Before, the retry
     was recorded skipped-overlap and never tried again: half the occurrences were lost.)"""
     name = uuid.uuid4().hex[:8]
-    stack = Stack(library=library, broker=redis_server.url, queue=f"q-{name}", job=f"job.{name}",
-                  store_url=f"{redis_server.url}?prefix=rt{name}:", redis_port=redis_server.port,
-                  folder=tmp_path, notes=tmp_path / "journal.jsonl")  # fmt: skip
+    stack = Stack(
+        library=library,
+        broker=redis_server.url,
+        queue=f"q-{name}",
+        job=f"job.{name}",
+        store_url=f"{redis_server.url}?prefix=rt{name}:",
+        redis_port=redis_server.port,
+        folder=tmp_path,
+        notes=tmp_path / "journal.jsonl",
+    )
     env = stack.env("retry")
     several = {"concurrency": 2, "threads": None}  # Celery -c 2; Dramatiq's default threads
     workers = [
@@ -591,6 +645,9 @@ def test_a_retry_that_meets_the_next_occurrences_lock_waits_and_runs(
 
 
 def _line(stack: Stack, event: str, occurrence: str, attempt: int) -> dict[str, Any]:
-    found = [line for line in stack.lines(event)
-             if line["occurrence_id"] == occurrence and line["attempt"] == attempt]  # fmt: skip
+    found = [
+        line
+        for line in stack.lines(event)
+        if line["occurrence_id"] == occurrence and line["attempt"] == attempt
+    ]
     return found[0] if found else {}

@@ -58,10 +58,16 @@ def test_the_readme_quick_start_runs_as_written(tmp_path: Path, redis_server: Re
                 env[name] = value
                 continue
             if words[-1] == "&":
-                background.append(subprocess.Popen(
-                    words[:-1], cwd=tmp_path, env=env, text=True,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                ))  # fmt: skip
+                background.append(
+                    subprocess.Popen(
+                        words[:-1],
+                        cwd=tmp_path,
+                        env=env,
+                        text=True,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
                 time.sleep(1)
                 continue
             said[words[1]] = _until(words, tmp_path, env)
@@ -87,8 +93,9 @@ def _until(words: list[str], cwd: Path, env: dict[str, str]) -> str:
     README says it shows both, a moment after ``run``)."""
     deadline = time.monotonic() + 60
     while True:
-        done = subprocess.run(words, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=120, check=False)  # fmt: skip
+        done = subprocess.run(
+            words, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
         assert done.returncode == 0, f"{words}: {done.stdout}\n{done.stderr}"
         if words[1] != "history" or "completed" in done.stdout or time.monotonic() > deadline:
             return done.stdout

@@ -94,25 +94,34 @@ def test_an_unconfirmed_claim_is_confirmed_by_the_process_that_made_it_and_no_ot
 
 @pytest.mark.parametrize("wait_replicas", [1, 0], ids=["wait", "no-wait"])
 def test_beats_through_a_failover_mid_burst(
-    failover_group: RedisSentinel, tmp_path: Path, wait_replicas: int,
+    failover_group: RedisSentinel,
+    tmp_path: Path,
+    wait_replicas: int,
     record_property: Callable[[str, object], None],
-) -> None:  # fmt: skip
+) -> None:
     """3 beats, 10 jobs every second; the replicas are cut off, one beat freezes, the
     primary dies.
 
     The frozen beat wakes with due occurrences and claims them after the failover: without
     WAIT it wins the ones the others won on the dead primary and runs them again."""
     path = tmp_path / "journal.jsonl"
-    url = (f"{failover_group.url}?prefix=b{wait_replicas}:&connect_timeout=1"
-           f"&wait_replicas={wait_replicas}&wait_timeout=0.3")  # fmt: skip
+    url = (
+        f"{failover_group.url}?prefix=b{wait_replicas}:&connect_timeout=1"
+        f"&wait_replicas={wait_replicas}&wait_timeout=0.3"
+    )
     env = command_env(path, CB_TEST_JOBS="10")
-    beats = [BeatProcess(f"beat{i}", tmp_path, env, app="tests.apps.failover", store_url=url)
-             for i in range(3)]  # fmt: skip
+    beats = [
+        BeatProcess(f"beat{i}", tmp_path, env, app="tests.apps.failover", store_url=url)
+        for i in range(3)
+    ]
     try:
         for beat in beats:
             beat.start()
-        wait_for(lambda: len({line["replica"] for line in journal.read(path)}) >= 2, 30,
-                 "two replicas running jobs")  # fmt: skip
+        wait_for(
+            lambda: len({line["replica"] for line in journal.read(path)}) >= 2,
+            30,
+            "two replicas running jobs",
+        )
         time.sleep(2)
         lagging = beats[2].process
         assert lagging is not None
@@ -124,8 +133,11 @@ def test_beats_through_a_failover_mid_burst(
         lagging.send_signal(signal.SIGCONT)
         failover_group.wait_failed_over()
         after = time.time()
-        wait_for(lambda: any(line["at"] > after + 3 for line in journal.read(path)), 30,
-                 "runs after the failover")  # fmt: skip
+        wait_for(
+            lambda: any(line["at"] > after + 3 for line in journal.read(path)),
+            30,
+            "runs after the failover",
+        )
     finally:
         for beat in beats:
             if beat.process is not None and beat.process.poll() is None:

@@ -77,12 +77,28 @@ def test_stock_rq_cron_and_three_cron_bridge_replicas_enqueue_the_same_jobs(
     prefix = f"rc{uuid.uuid4().hex[:8]}:"
     env = command_env(tmp_path / "journal.jsonl")
     server = redis_server.url.rsplit("/", 1)[0]
-    stock = Command("stock", tmp_path, env, str(Path(sys.executable).parent / "rq"), "cron",
-                    "-u", f"{server}/{stock_db}", CONFIG)  # fmt: skip
+    stock = Command(
+        "stock",
+        tmp_path,
+        env,
+        str(Path(sys.executable).parent / "rq"),
+        "cron",
+        "-u",
+        f"{server}/{stock_db}",
+        CONFIG,
+    )
     forms = [CONFIG, "tests.apps.rq_cron_config", str(REPO / CONFIG)]  # file, dotted, absolute
     store_url = f"{server}/3?prefix={prefix}"
-    argv = [sys.executable, "-m", "cron_bridge", "rq-cron", "-u", f"{server}/{ours_db}",
-            "--store", store_url]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "cron_bridge",
+        "rq-cron",
+        "-u",
+        f"{server}/{ours_db}",
+        "--store",
+        store_url,
+    ]
     ours = [
         Command(f"replica{i}", tmp_path, env, *argv, "--replica-id", f"replica{i}", form)
         for i, form in enumerate(forms)
@@ -91,8 +107,9 @@ def test_stock_rq_cron_and_three_cron_bridge_replicas_enqueue_the_same_jobs(
     ours_client = redis.Redis(port=redis_server.port, db=ours_db)
     try:
         started = [p.start() for p in (stock, *ours)]
-        wait_for(lambda: all("started with 5 jobs" in p.output() for p in ours), 60,
-                 "three replicas")  # fmt: skip
+        wait_for(
+            lambda: all("started with 5 jobs" in p.output() for p in ours), 60, "three replicas"
+        )
         wait_for(lambda: "starting" in stock.output(), 60, "rq cron")
         time.sleep(2)
         began = time.time()
@@ -125,13 +142,17 @@ def test_stock_rq_cron_and_three_cron_bridge_replicas_enqueue_the_same_jobs(
 
     # Every interval registration is sent at start, all together, then every interval: stock
     # at its start, ours at the moment the cluster first saw them (the first replica's).
-    intervals = [("tests.apps.rq_cron_tasks.cleanup", "()", "default"),
-                 ("tests.apps.rq_cron_tasks.sync_accounts", "('eu',)", "sync"),
-                 ("tests.apps.rq_cron_tasks.sync_accounts", "('us',)", "sync"),
-                 ("tests.apps.rq_cron_tasks.send_report", "('hourly',)", "reports")]  # fmt: skip
+    intervals = [
+        ("tests.apps.rq_cron_tasks.cleanup", "()", "default"),
+        ("tests.apps.rq_cron_tasks.sync_accounts", "('eu',)", "sync"),
+        ("tests.apps.rq_cron_tasks.sync_accounts", "('us',)", "sync"),
+        ("tests.apps.rq_cron_tasks.send_report", "('hourly',)", "reports"),
+    ]
     for side, jobs in (("stock", stock_jobs), ("ours", our_jobs)):
-        firsts = [min(j.enqueued_at.timestamp() for j in jobs if registration(j) == key
-                      and j.enqueued_at) for key in intervals]  # fmt: skip
+        firsts = [
+            min(j.enqueued_at.timestamp() for j in jobs if registration(j) == key and j.enqueued_at)
+            for key in intervals
+        ]
         assert max(firsts) - min(firsts) < 1.0, (side, firsts)
         assert max(firsts) < began, (side, firsts, began)
         # The hourly one: once, at start, and not again within the window.
@@ -155,8 +176,17 @@ def test_stock_rq_cron_and_three_cron_bridge_replicas_enqueue_the_same_jobs(
 
     # Each occurrence once: one RQ job per occurrence the store says was enqueued.
     assert len({job.id for job in our_jobs}) == len(our_jobs)
-    store = cli("history", "minutely-report", "--json", "-n", "50", "--store", store_url,
-                env=env, cwd=tmp_path)  # fmt: skip
+    store = cli(
+        "history",
+        "minutely-report",
+        "--json",
+        "-n",
+        "50",
+        "--store",
+        store_url,
+        env=env,
+        cwd=tmp_path,
+    )
     assert store.returncode == 0, store.stderr
     assert store.stdout.count('"enqueued"') == len(
         [j for j in our_jobs if j.meta.get("owner") == "ops"]

@@ -44,8 +44,16 @@ def test_interval_registration_sent_at_first_deploy_then_every_interval_only(
         f"args=('nightly',), name={SHOWN!r})\n"
     )
     env = command_env(tmp_path / "journal.jsonl")
-    argv = [sys.executable, "-m", "cron_bridge", "rq-cron", "-u", f"{server}/4",
-            "--store", store_url]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "cron_bridge",
+        "rq-cron",
+        "-u",
+        f"{server}/4",
+        "--store",
+        store_url,
+    ]
 
     def replica(name: str) -> Command:
         return Command(name, tmp_path, env, *argv, "--replica-id", name, str(config))
@@ -57,8 +65,9 @@ def test_interval_registration_sent_at_first_deploy_then_every_interval_only(
 
     def sent() -> list[datetime]:
         """When each job in the queue was enqueued (no worker takes them)."""
-        return sorted(j.enqueued_at.replace(tzinfo=UTC) for j in rq_queue.get_jobs()
-                      if j.enqueued_at)  # fmt: skip
+        return sorted(
+            j.enqueued_at.replace(tzinfo=UTC) for j in rq_queue.get_jobs() if j.enqueued_at
+        )
 
     def started(process: Command) -> bool:
         return process.output().count("started with 1 job") >= process.starts
@@ -83,8 +92,11 @@ def test_interval_registration_sent_at_first_deploy_then_every_interval_only(
         assert datetime.now(UTC) - anchor < timedelta(seconds=GRACE)
 
         # One started well after the first (past the grace) arms from its own start.
-        wait_for(lambda: datetime.now(UTC) - anchor > timedelta(seconds=GRACE + 2), GRACE + 20,
-                 "the grace of the first send to pass")  # fmt: skip
+        wait_for(
+            lambda: datetime.now(UTC) - anchor > timedelta(seconds=GRACE + 2),
+            GRACE + 20,
+            "the grace of the first send to pass",
+        )
         late.start()
         wait_for(lambda: started(late), 60, "the replica started late")
         late_at = datetime.now(UTC)

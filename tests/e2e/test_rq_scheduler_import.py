@@ -30,8 +30,9 @@ def snapshot(client: redis.Redis) -> dict[bytes, object]:
     found: dict[bytes, object] = {}
     for key in client.scan_iter("*"):
         kind = client.type(key)
-        found[key] = (client.hgetall(key) if kind == b"hash"
-                      else client.zrange(key, 0, -1, withscores=True))  # fmt: skip
+        found[key] = (
+            client.hgetall(key) if kind == b"hash" else client.zrange(key, 0, -1, withscores=True)
+        )
     return found
 
 
@@ -44,17 +45,25 @@ def test_rq_scheduler_jobs_move_into_stored_schedules(
     url = f"{redis_server.url.rsplit('/', 1)[0]}/{db}"
     store_url = f"{redis_server.url.rsplit('/', 1)[0]}/14?prefix=imp{uuid.uuid4().hex[:8]}:"
     if not QUEUE_FLOOR.exists():
-        unavailable("rq-scheduler (in the floor venv)", FileNotFoundError(
-            f"{QUEUE_FLOOR} is missing: `make test` creates it"))  # fmt: skip
-    made = subprocess.run([str(QUEUE_FLOOR), "-m", "tests.apps.rq_scheduler_jobs", url],
-                          env=command_env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+        unavailable(
+            "rq-scheduler (in the floor venv)",
+            FileNotFoundError(f"{QUEUE_FLOOR} is missing: `make test` creates it"),
+        )
+    made = subprocess.run(
+        [str(QUEUE_FLOOR), "-m", "tests.apps.rq_scheduler_jobs", url],
+        env=command_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert made.returncode == 0, made.stderr
     ids = json.loads(made.stdout)
     every_at = datetime.fromtimestamp(ids.pop("every_at"), UTC)
     cron, local, every, counted, once, opaque, meta, unagreed = (
-        ids[k] for k in ("cron", "local", "every", "counted", "once", "opaque", "meta",
-                         "unagreed"))  # fmt: skip
+        ids[k] for k in ("cron", "local", "every", "counted", "once", "opaque", "meta", "unagreed")
+    )
     env = command_env(CRON_BRIDGE_STORED_TASKS="tests.apps.rq_cron_tasks.*", TZ="Europe/Warsaw")
     base = ["import", "rq-scheduler", "-u", url, "--store", store_url]
 
@@ -86,19 +95,33 @@ def test_rq_scheduler_jobs_move_into_stored_schedules(
         name: spec.to_json() for name, spec in Schedules(store_from_url(store_url)).list().items()
     }
     assert stored["nightly-report"] == {
-        "name": "nightly-report", "library": "rq", "task": "tests.apps.rq_cron_tasks.send_report",
-        "options": {"cron": "*/10 * * * *", "tz": "Europe/Warsaw", "day_or": False,
-                    "misfire": "run-once", "send": {"result_ttl": -1}}, "args": ["daily"],
-        "kwargs": {"to": "team@example.com"}, "queue": "reports", "backoff": None,
-    }  # fmt: skip
+        "name": "nightly-report",
+        "library": "rq",
+        "task": "tests.apps.rq_cron_tasks.send_report",
+        "options": {
+            "cron": "*/10 * * * *",
+            "tz": "Europe/Warsaw",
+            "day_or": False,
+            "misfire": "run-once",
+            "send": {"result_ttl": -1},
+        },
+        "args": ["daily"],
+        "kwargs": {"to": "team@example.com"},
+        "queue": "reports",
+        "backoff": None,
+    }
     (local_name,) = [n for n in stored if stored[n]["options"].get("cron") == "30 6 * * 1-5"]
     (meta_name,) = [n for n in stored if stored[n]["options"].get("cron") == "0 0 * * *"]
     assert stored[meta_name]["options"]["send"] == {"result_ttl": -1, "meta": {"owner": "ops"}}
     (once_name,) = [n for n in stored if "at" in stored[n]["options"]]
     assert stored[once_name]["task"] == "tests.apps.rq_cron_tasks.cleanup"
-    assert stored[local_name]["options"] == {"cron": "30 6 * * 1-5", "tz": "Europe/Warsaw",
-                                             "day_or": False, "misfire": "run-once",
-                                             "send": {"result_ttl": -1}}  # fmt: skip
+    assert stored[local_name]["options"] == {
+        "cron": "30 6 * * 1-5",
+        "tz": "Europe/Warsaw",
+        "day_or": False,
+        "misfire": "run-once",
+        "send": {"result_ttl": -1},
+    }
     by_region = {
         spec["args"][0]: spec for spec in stored.values() if spec["args"] in (["eu"], ["us"])
     }
@@ -130,9 +153,15 @@ def _side(redis_server: RedisServer, db: int, tmp_path: Path) -> tuple[redis.Red
     client = redis.Redis(port=redis_server.port, db=db)
     client.flushdb()
     url = f"{redis_server.url.rsplit('/', 1)[0]}/{db}"
-    made = subprocess.run([str(QUEUE_FLOOR), "-m", "tests.apps.rq_scheduler_jobs", url, "twin"],
-                          env=command_env(TZ="Europe/Warsaw"), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
+    made = subprocess.run(
+        [str(QUEUE_FLOOR), "-m", "tests.apps.rq_scheduler_jobs", url, "twin"],
+        env=command_env(TZ="Europe/Warsaw"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert made.returncode == 0, made.stderr
     return client, url, json.loads(made.stdout)
 
@@ -173,8 +202,10 @@ def test_twin_rqscheduler_and_the_imported_schedules_run_the_jobs_alike(
     TZ=Europe/Warsaw, comes next at the same instant; ``--apply`` without a store is
     refused."""
     if not QUEUE_FLOOR.exists():
-        unavailable("rq-scheduler (in the floor venv)", FileNotFoundError(
-            f"{QUEUE_FLOOR} is missing: `make test` creates it"))  # fmt: skip
+        unavailable(
+            "rq-scheduler (in the floor venv)",
+            FileNotFoundError(f"{QUEUE_FLOOR} is missing: `make test` creates it"),
+        )
     floor_bin = QUEUE_FLOOR.parent
     stock_client, stock_url, _ = _side(redis_server, 11, tmp_path)
     ours_client, ours_url, ours_ids = _side(redis_server, 12, tmp_path)
@@ -185,18 +216,40 @@ def test_twin_rqscheduler_and_the_imported_schedules_run_the_jobs_alike(
     base = ["import", "rq-scheduler", "-u", ours_url]
 
     stock_env = command_env(stock_journal)
-    ours_env = command_env(ours_journal, CRON_BRIDGE_STORE=store_url, RQ_REDIS_URL=ours_url,
-                           CRON_BRIDGE_STORED_TASKS=tasks)  # fmt: skip
+    ours_env = command_env(
+        ours_journal,
+        CRON_BRIDGE_STORE=store_url,
+        RQ_REDIS_URL=ours_url,
+        CRON_BRIDGE_STORED_TASKS=tasks,
+    )
     services = [
-        Command("rqscheduler", tmp_path, stock_env, str(floor_bin / "rqscheduler"), "-u",
-                stock_url, "-i", "1"),
-        Command("stock-worker", tmp_path, stock_env, str(floor_bin / "rq"), "worker", "default",
-                "--url", stock_url, "--name", f"stock-{uuid.uuid4().hex[:6]}"),
-        BeatProcess("beat", tmp_path, ours_env, app="tests.apps.rq_scheduler_tasks",
-                    store_url=store_url),
-        Worker("ours-worker", tmp_path, ours_env, library="rq", queue="default",
-               broker=ours_url),
-    ]  # fmt: skip
+        Command(
+            "rqscheduler",
+            tmp_path,
+            stock_env,
+            str(floor_bin / "rqscheduler"),
+            "-u",
+            stock_url,
+            "-i",
+            "1",
+        ),
+        Command(
+            "stock-worker",
+            tmp_path,
+            stock_env,
+            str(floor_bin / "rq"),
+            "worker",
+            "default",
+            "--url",
+            stock_url,
+            "--name",
+            f"stock-{uuid.uuid4().hex[:6]}",
+        ),
+        BeatProcess(
+            "beat", tmp_path, ours_env, app="tests.apps.rq_scheduler_tasks", store_url=store_url
+        ),
+        Worker("ours-worker", tmp_path, ours_env, library="rq", queue="default", broker=ours_url),
+    ]
     try:
         for service in services:
             service.start()
@@ -209,8 +262,9 @@ def test_twin_rqscheduler_and_the_imported_schedules_run_the_jobs_alike(
         assert done.returncode == 0 and "5 of 5 job(s) moved" in done.stdout, (
             done.stdout + done.stderr
         )
-        (nightly,) = [s for s in Schedules(store_from_url(store_url)).list().values()
-                      if s.args == ["nightly"]]  # fmt: skip
+        (nightly,) = [
+            s for s in Schedules(store_from_url(store_url)).list().values() if s.args == ["nightly"]
+        ]
         next_at = nightly.job().schedule.next_after(datetime.now(UTC))
         assert next_at.timestamp() == ours_ids["nightly_at"]  # rq-scheduler's own score
 
@@ -228,7 +282,13 @@ def test_twin_rqscheduler_and_the_imported_schedules_run_the_jobs_alike(
     finally:
         for service in services:
             service.ensure_stopped()
-    assert stock == {"slow ended": False, "slow status": b"failed", "kept owner": "ops",
-                     "kept result_ttl": b"-1", "kept expires": -1, "ttl": b"600",
-                     "once runs": 1}, stock  # fmt: skip
+    assert stock == {
+        "slow ended": False,
+        "slow status": b"failed",
+        "kept owner": "ops",
+        "kept result_ttl": b"-1",
+        "kept expires": -1,
+        "ttl": b"600",
+        "once runs": 1,
+    }, stock
     assert ours == stock, (ours, stock)

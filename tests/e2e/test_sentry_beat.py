@@ -99,9 +99,15 @@ class Recorder:
                 self.other_items.append(str(header.get("type")))
                 continue
             item = json.loads(payload)
-            self.check_ins.append(CheckIn(at=at, slug=item["monitor_slug"], status=item["status"],
-                                          check_in_id=item["check_in_id"],
-                                          config=item.get("monitor_config")))  # fmt: skip
+            self.check_ins.append(
+                CheckIn(
+                    at=at,
+                    slug=item["monitor_slug"],
+                    status=item["status"],
+                    check_in_id=item["check_in_id"],
+                    config=item.get("monitor_config"),
+                )
+            )
 
 
 def _line(data: bytes, start: int) -> tuple[bytes, int]:
@@ -133,8 +139,16 @@ def shape(runs: list[CheckIn]) -> dict[str, Any]:
     }
 
 
-WORKER = ("worker", "-P", "solo", "--without-gossip", "--without-mingle", "--without-heartbeat",
-          "-l", "INFO")  # fmt: skip
+WORKER = (
+    "worker",
+    "-P",
+    "solo",
+    "--without-gossip",
+    "--without-mingle",
+    "--without-heartbeat",
+    "-l",
+    "INFO",
+)
 
 
 @dataclass
@@ -156,11 +170,22 @@ def run_twin(tmp_path: Path, app: str, sides: list[Side]) -> tuple[int, str]:
         side.env["CB_TEST_SENTRY_DSN"] = next(dsn)
     processes = []
     for side in sides:
-        processes += [CeleryProcess(f"{side.name}-beat{i}", tmp_path, dict(side.env), "beat",
-                                    "-l", "INFO", *side.beat_args, app=app)
-                      for i in range(side.replicas)]  # fmt: skip
-        processes.append(CeleryProcess(f"{side.name}-worker", tmp_path, dict(side.env), *WORKER,
-                                       app=app))  # fmt: skip
+        processes += [
+            CeleryProcess(
+                f"{side.name}-beat{i}",
+                tmp_path,
+                dict(side.env),
+                "beat",
+                "-l",
+                "INFO",
+                *side.beat_args,
+                app=app,
+            )
+            for i in range(side.replicas)
+        ]
+        processes.append(
+            CeleryProcess(f"{side.name}-worker", tmp_path, dict(side.env), *WORKER, app=app)
+        )
     try:
         for process in processes:
             process.start()
@@ -169,9 +194,15 @@ def run_twin(tmp_path: Path, app: str, sides: list[Side]) -> tuple[int, str]:
         if minute * 60 - time.time() < 10:  # every beat and worker up before it, loaded or not
             minute += 1
         wait_for(lambda: time.time() > (minute + 1) * 60 - 40, 120, "the minute's runs ending")
-        wait_for(lambda: all(len([c for c in side.recorder.check_ins if c.at // 60 == minute])
-                             >= 2 * len(ENTRIES) for side in sides), 30,
-                 "both sides' check-ins")  # fmt: skip
+        wait_for(
+            lambda: all(
+                len([c for c in side.recorder.check_ins if c.at // 60 == minute])
+                >= 2 * len(ENTRIES)
+                for side in sides
+            ),
+            30,
+            "both sides' check-ins",
+        )
         time.sleep(2)  # a late duplicate would show up now
     finally:
         for process in processes:
@@ -192,8 +223,9 @@ def assert_twins(stock: Recorder, ours: Recorder, minute: int, zone: str, logs: 
         assert shape(stock_runs[key])["statuses"] == ["in_progress", ending], stock_runs[key]
         assert shape(stock_runs[key])["paired"]
     config = stock_runs[("send-invoices", minute)][0].config
-    assert config == {"schedule": {"type": "crontab", "value": "* * * * *"},
-                      "timezone": zone}, config  # fmt: skip
+    assert config == {"schedule": {"type": "crontab", "value": "* * * * *"}, "timezone": zone}, (
+        config
+    )
     # Once per occurrence across the three replicas: one in-progress check-in a minute.
     per_minute: dict[tuple[str, int], int] = defaultdict(int)
     for check_in in ours.check_ins:
@@ -219,13 +251,22 @@ def test_sentry_cron_check_ins_are_the_same_under_stock_celery_beat_and_cron_bri
     """``celery beat`` (its default scheduler) and ``-S cron_bridge`` on a ``beat_schedule``."""
     base = f"redis://127.0.0.1:{broker.port}"
     store = f"{base}/3?prefix=s{uuid.uuid4().hex[:6]}:"
-    stock = Side("stock", ["-s", str(tmp_path / "celerybeat-schedule")], 1,
-                 command_env(CB_TEST_BROKER=f"{base}/1"))  # fmt: skip
-    ours = Side("ours", ["-S", "cron_bridge"], 3,
-                command_env(CB_TEST_BROKER=f"{base}/2", CRON_BRIDGE_STORE=store))  # fmt: skip
+    stock = Side(
+        "stock",
+        ["-s", str(tmp_path / "celerybeat-schedule")],
+        1,
+        command_env(CB_TEST_BROKER=f"{base}/1"),
+    )
+    ours = Side(
+        "ours",
+        ["-S", "cron_bridge"],
+        3,
+        command_env(CB_TEST_BROKER=f"{base}/2", CRON_BRIDGE_STORE=store),
+    )
     minute, logs = run_twin(tmp_path, APP, [stock, ours])
-    record_property("check-ins", f"stock {len(stock.recorder.check_ins)}, "
-                                 f"ours {len(ours.recorder.check_ins)}")  # fmt: skip
+    record_property(
+        "check-ins", f"stock {len(stock.recorder.check_ins)}, ours {len(ours.recorder.check_ins)}"
+    )
     assert_twins(stock.recorder, ours.recorder, minute, "America/New_York", logs)
 
 
@@ -238,22 +279,32 @@ def test_sentry_cron_check_ins_are_the_same_under_django_celery_beat_and_cron_br
     from tests.e2e.test_django_beat import DJANGO_APP, django, migrate
 
     base = f"redis://127.0.0.1:{broker.port}"
-    rows = json.dumps([
-        {"name": "send-invoices", "kind": "crontab", "minute": "*", "tz": "Asia/Tokyo"},
-        {"name": "sync-ledger", "kind": "crontab", "minute": "*", "tz": "Asia/Tokyo",
-         "task": "djproj.fail"},
-    ])  # fmt: skip
+    rows = json.dumps(
+        [
+            {"name": "send-invoices", "kind": "crontab", "minute": "*", "tz": "Asia/Tokyo"},
+            {
+                "name": "sync-ledger",
+                "kind": "crontab",
+                "minute": "*",
+                "tz": "Asia/Tokyo",
+                "task": "djproj.fail",
+            },
+        ]
+    )
     sides = []
     for name, beat_args, replicas, db in (
         ("stock", ["-S", "django_celery_beat.schedulers:DatabaseScheduler"], 1, 1),
         ("ours", ["-S", "cron_bridge_django"], 3, 2),
-    ):  # fmt: skip
-        env = command_env(CB_TEST_BROKER=f"{base}/{db}",
-                          CB_TEST_DJANGO_DB=f"sqlite:///{tmp_path}/{name}.sqlite3")  # fmt: skip
+    ):
+        env = command_env(
+            CB_TEST_BROKER=f"{base}/{db}", CB_TEST_DJANGO_DB=f"sqlite:///{tmp_path}/{name}.sqlite3"
+        )
         migrate(env)
         django(env, "create", rows)
         sides.append(Side(name, beat_args, replicas, env))
     minute, logs = run_twin(tmp_path, DJANGO_APP, sides)
-    record_property("check-ins", f"stock {len(sides[0].recorder.check_ins)}, "
-                                 f"ours {len(sides[1].recorder.check_ins)}")  # fmt: skip
+    record_property(
+        "check-ins",
+        f"stock {len(sides[0].recorder.check_ins)}, ours {len(sides[1].recorder.check_ins)}",
+    )
     assert_twins(sides[0].recorder, sides[1].recorder, minute, "Asia/Tokyo", logs)

@@ -75,19 +75,29 @@ def test_a_worker_ends_on_sigterm_while_its_pings_trickle(
     being answered ends the worker within the pings' deadlines and the 5 s exit wait."""
     name = uuid.uuid4().hex[:8]
     with trickling(every=1.0) as peer:
-        stack = Stack(library=library, broker=redis_server.url, queue=f"q-{name}",
-                      job=f"job.{name}", store_url=f"{redis_server.url}?prefix=sp{name}:",
-                      redis_port=redis_server.port, folder=tmp_path,
-                      notes=tmp_path / "journal.jsonl")  # fmt: skip
+        stack = Stack(
+            library=library,
+            broker=redis_server.url,
+            queue=f"q-{name}",
+            job=f"job.{name}",
+            store_url=f"{redis_server.url}?prefix=sp{name}:",
+            redis_port=redis_server.port,
+            folder=tmp_path,
+            notes=tmp_path / "journal.jsonl",
+        )
         extra = {"CB_TEST_MONITOR": f"ping:{peer.url}/ping/{name}"}
         (worker,) = workers = running(stack.workers("every", 1, **extra))
         store = stack.store()
         try:
             sent = subprocess.run(
                 [stack.python, "-m", "tests.apps.resend", stack.app, "2026-01-01T12:00:00+00:00"],
-                env=stack.env("every", **extra), cwd=stack.folder, capture_output=True,
-                text=True, timeout=60, check=False,
-            )  # fmt: skip
+                env=stack.env("every", **extra),
+                cwd=stack.folder,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
             assert sent.returncode == 0, sent.stderr
             wait_for(lambda: len(stack.lines("ran")) == 1, 60, "the handler's run")
             wait_for(lambda: bool(store.history(stack.job, 5)), 30, "the run's record")

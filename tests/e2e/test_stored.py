@@ -38,13 +38,19 @@ def test_a_stored_schedule_is_added_updated_and_removed_while_three_beats_run(
     queue = f"stored-{library}-{uuid.uuid4().hex[:6]}"
     app, task = APPS[library]
     # The app's own scenario job is external (never armed): only the stored schedule runs.
-    env = command_env(path, CRON_BRIDGE_STORE=kit.url, RQ_REDIS_URL=redis_server.url,
-                      CB_TEST_BROKER=redis_server.url, CB_TEST_QUEUE=queue,
-                      CB_TEST_SCENARIO="long", CB_TEST_JOB=f"cb.job-{queue}")  # fmt: skip
-    beats = [BeatProcess(f"b{i}", tmp_path, env, app=app, store_url=kit.url)
-             for i in range(3)]  # fmt: skip
-    worker = Worker("w", tmp_path, env, library=library, queue=queue, broker=redis_server.url,
-                    preload=app)  # fmt: skip
+    env = command_env(
+        path,
+        CRON_BRIDGE_STORE=kit.url,
+        RQ_REDIS_URL=redis_server.url,
+        CB_TEST_BROKER=redis_server.url,
+        CB_TEST_QUEUE=queue,
+        CB_TEST_SCENARIO="long",
+        CB_TEST_JOB=f"cb.job-{queue}",
+    )
+    beats = [BeatProcess(f"b{i}", tmp_path, env, app=app, store_url=kit.url) for i in range(3)]
+    worker = Worker(
+        "w", tmp_path, env, library=library, queue=queue, broker=redis_server.url, preload=app
+    )
 
     def runs() -> Counter[str]:
         return Counter(str(line["occurrence_id"]) for line in journal.read(path))
@@ -54,18 +60,38 @@ def test_a_stored_schedule_is_added_updated_and_removed_while_three_beats_run(
             beat.start()
         worker.start()
         time.sleep(2)
-        done = cli("schedule", "add", "tenant.report", "--library", library, "--task", task,
-                   "--every", "2s", "--queue", queue, "--kwargs", '{"tenant": 7}', "-A", app,
-                   env=env, cwd=tmp_path)  # fmt: skip
+        done = cli(
+            "schedule",
+            "add",
+            "tenant.report",
+            "--library",
+            library,
+            "--task",
+            task,
+            "--every",
+            "2s",
+            "--queue",
+            queue,
+            "--kwargs",
+            '{"tenant": 7}',
+            "-A",
+            app,
+            env=env,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         wait_for(lambda: len(runs()) >= 4, 30, "four runs every 2 s")
-        done = cli("schedule", "update", "tenant.report", "--every", "3s", env=env,
-                   cwd=tmp_path)  # fmt: skip
+        done = cli("schedule", "update", "tenant.report", "--every", "3s", env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         updated = time.time()
-        wait_for(lambda: sum(1 for o in runs()
-                             if Occurrence.parse(o).scheduled_at.timestamp() > updated + 2) >= 3,
-                 30, "three runs every 3 s")  # fmt: skip
+        wait_for(
+            lambda: (
+                sum(1 for o in runs() if Occurrence.parse(o).scheduled_at.timestamp() > updated + 2)
+                >= 3
+            ),
+            30,
+            "three runs every 3 s",
+        )
         done = cli("schedule", "remove", "tenant.report", env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         removed = time.time()
@@ -85,7 +111,8 @@ def test_a_stored_schedule_is_added_updated_and_removed_while_three_beats_run(
     assert all(t <= removed + 1 for t in times), "ran after it was removed"
     lines = journal.read(path)
     assert {json.dumps(line["kwargs"]) for line in lines} == {'{"tenant": 7}'}
-    listed = cli("history", "tenant.report", "--changes", "--json", "--store", kit.url, env=env,
-                 cwd=tmp_path)  # fmt: skip
+    listed = cli(
+        "history", "tenant.report", "--changes", "--json", "--store", kit.url, env=env, cwd=tmp_path
+    )
     actions = [c["action"] for c in json.loads(listed.stdout)]
     assert actions == ["schedule removed", "schedule updated", "schedule added"]

@@ -28,11 +28,10 @@ from tests.servers import RedisServer, free_port
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 APPS = {
-    "rq": ("tests.apps.rq_app", "tests.apps.rq_app.decorated_report",
-           "tests.apps.rq_app.unmarked"),
+    "rq": ("tests.apps.rq_app", "tests.apps.rq_app.decorated_report", "tests.apps.rq_app.unmarked"),
     "celery": ("tests.apps.celery_app", "cb.decorated_report", "cb.unmarked"),
     "dramatiq": ("tests.apps.dramatiq_app", "cb.decorated_report", "cb.unmarked"),
-}  # fmt: skip
+}
 
 
 def _hostile(tmp_path: Path, unmarked: str) -> dict[str, tuple[str, list[str]]]:
@@ -54,15 +53,28 @@ def test_stored_schedules_run_only_agreed_tasks_on_real_workers(
     path = tmp_path / "journal.jsonl"
     queue = f"safe-{library}-{uuid.uuid4().hex[:6]}"
     app, decorated, unmarked = APPS[library]
-    env = command_env(path, CRON_BRIDGE_STORE=kit.url, RQ_REDIS_URL=redis_server.url,
-                      CB_TEST_BROKER=redis_server.url, CB_TEST_QUEUE=queue,
-                      CB_TEST_SCENARIO="long", CB_TEST_JOB=f"cb.job-{queue}")  # fmt: skip
+    env = command_env(
+        path,
+        CRON_BRIDGE_STORE=kit.url,
+        RQ_REDIS_URL=redis_server.url,
+        CB_TEST_BROKER=redis_server.url,
+        CB_TEST_QUEUE=queue,
+        CB_TEST_SCENARIO="long",
+        CB_TEST_JOB=f"cb.job-{queue}",
+    )
     env.pop(ENV, None)
     port = free_port()
-    beat = BeatProcess("b", tmp_path, env, app=app, store_url=kit.url,
-                       extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET])  # fmt: skip
-    worker = Worker("w", tmp_path, env, library=library, queue=queue, broker=redis_server.url,
-                    preload=app)  # fmt: skip
+    beat = BeatProcess(
+        "b",
+        tmp_path,
+        env,
+        app=app,
+        store_url=kit.url,
+        extra=["--http", f"127.0.0.1:{port}", "--secret", SECRET],
+    )
+    worker = Worker(
+        "w", tmp_path, env, library=library, queue=queue, broker=redis_server.url, preload=app
+    )
     api = f"http://127.0.0.1:{port}/_scheduler/api/schedules"
     hostile = _hostile(tmp_path, unmarked)
     store = store_from_url(kit.url)
@@ -71,8 +83,14 @@ def test_stored_schedules_run_only_agreed_tasks_on_real_workers(
         worker.start()
         wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
         for name, (task, args) in hostile.items():
-            spec = {"name": name, "library": library, "task": task, "args": args,
-                    "every": "2s", "queue": queue}  # fmt: skip
+            spec = {
+                "name": name,
+                "library": library,
+                "task": task,
+                "args": args,
+                "every": "2s",
+                "queue": queue,
+            }
             status, body = call(api, SECRET, body=spec)
             assert status == 400 and "stored schedules may name" in body["error"], (task, body)
             done = cli(
@@ -99,19 +117,25 @@ def test_stored_schedules_run_only_agreed_tasks_on_real_workers(
         status, body = call(api, SECRET, body={"name": "tenant-1.report", "every": "2s", **good})
         assert status == 201, body
         once_at = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
-        status, body = call(api, SECRET, body={"name": "tenant-1.once",
-                                               "at": once_at.isoformat(), **good})  # fmt: skip
+        status, body = call(
+            api, SECRET, body={"name": "tenant-1.once", "at": once_at.isoformat(), **good}
+        )
         assert status == 201, body
         # Whoever can write to the store skips the checks where the name is added; the
         # worker refuses them all the same, and an agreed schedule overwritten with a bad
         # task is refused from then on.
-        status, body = call(api, SECRET, body={"name": "evil.overwritten", "every": "2s",
-                                               **good})  # fmt: skip
+        status, body = call(api, SECRET, body={"name": "evil.overwritten", "every": "2s", **good})
         assert status == 201, body
         hostile["evil.overwritten"] = ("os.system", [f"touch {tmp_path}/pwned-overwritten"])
         for name, (task, args) in hostile.items():
-            spec = StoredSchedule(name=name, library=library, task=task, args=args,
-                                  options={"every": "2s"}, queue=queue)  # fmt: skip
+            spec = StoredSchedule(
+                name=name,
+                library=library,
+                task=task,
+                args=args,
+                options={"every": "2s"},
+                queue=queue,
+            )
             store.put_control(GROUP, name, json.dumps(spec.to_json()))
             announce(store, name)  # as a writer of the store can: followed within a second
 
@@ -123,9 +147,21 @@ def test_stored_schedules_run_only_agreed_tasks_on_real_workers(
         wait_for(lambda: len(_runs(path, "tenant-1.once")) == 1, 20, "the one-off run")
         wait_for(lambda: len(_runs(path, "tenant-1.report")) >= 3, 20, "three stored runs")
         histories = {name: store.history(name, 100) for name in hostile}
-        audit = cli("history", "evil.system", "--audit", "--since", "15s", "--grace", "3s",
-                    "--store", kit.url, "-A", app,
-                    env=env, cwd=tmp_path)  # fmt: skip
+        audit = cli(
+            "history",
+            "evil.system",
+            "--audit",
+            "--since",
+            "15s",
+            "--grace",
+            "3s",
+            "--store",
+            kit.url,
+            "-A",
+            app,
+            env=env,
+            cwd=tmp_path,
+        )
         beat.terminate()
         worker.terminate()
     finally:
@@ -159,15 +195,32 @@ def _runs(path: Path, job: str) -> list[dict[str, object]]:
 
 MISSING = {
     # A @cluster_task function of a module a plain `rq worker` (no -c) never loaded.
-    "rq": (APPS["rq"][1], [f"{APPS['rq'][1]!r} is not loaded in this worker",
-                           "`rq worker -c tests.apps.rq_app`", ENV]),
+    "rq": (
+        APPS["rq"][1],
+        [
+            f"{APPS['rq'][1]!r} is not loaded in this worker",
+            "`rq worker -c tests.apps.rq_app`",
+            ENV,
+        ],
+    ),
     # A task the worker's app does not have: its module is not imported there.
-    "celery": ("cb.elsewhere", ["'cb.elsewhere' is not loaded in this worker",
-                                "this worker's app has no task 'cb.elsewhere'", "include"]),
-    "dramatiq": ("cb.elsewhere", ["'cb.elsewhere' is not loaded in this worker",
-                                  "this worker has no actor 'cb.elsewhere'",
-                                  "`dramatiq MODULE cron_bridge_dramatiq.stored`"]),
-}  # fmt: skip
+    "celery": (
+        "cb.elsewhere",
+        [
+            "'cb.elsewhere' is not loaded in this worker",
+            "this worker's app has no task 'cb.elsewhere'",
+            "include",
+        ],
+    ),
+    "dramatiq": (
+        "cb.elsewhere",
+        [
+            "'cb.elsewhere' is not loaded in this worker",
+            "this worker has no actor 'cb.elsewhere'",
+            "`dramatiq MODULE cron_bridge_dramatiq.stored`",
+        ],
+    ),
+}
 
 
 @pytest.mark.parametrize("library", ["rq", "celery", "dramatiq"])
@@ -182,17 +235,28 @@ def test_a_worker_that_never_loaded_the_task_says_so_and_how_to_load_it(
     queue = f"unloaded-{library}-{uuid.uuid4().hex[:6]}"
     app = APPS[library][0]
     task, expected = MISSING[library]
-    env = command_env(tmp_path / "journal.jsonl", CRON_BRIDGE_STORE=kit.url,
-                      RQ_REDIS_URL=redis_server.url, CB_TEST_BROKER=redis_server.url,
-                      CB_TEST_QUEUE=queue, CB_TEST_SCENARIO="long",
-                      CB_TEST_JOB=f"cb.job-{queue}")  # fmt: skip
+    env = command_env(
+        tmp_path / "journal.jsonl",
+        CRON_BRIDGE_STORE=kit.url,
+        RQ_REDIS_URL=redis_server.url,
+        CB_TEST_BROKER=redis_server.url,
+        CB_TEST_QUEUE=queue,
+        CB_TEST_SCENARIO="long",
+        CB_TEST_JOB=f"cb.job-{queue}",
+    )
     env.pop(ENV, None)
     beat = BeatProcess("b", tmp_path, env, app=app, store_url=kit.url)
     worker = Worker("w", tmp_path, env, library=library, queue=queue, broker=redis_server.url)
     store = store_from_url(kit.url)
     name = "tenant-2.report"
-    spec = StoredSchedule(name=name, library=library, task=task, kwargs={"tenant": 2},
-                          options={"every": "2s"}, queue=queue)  # fmt: skip
+    spec = StoredSchedule(
+        name=name,
+        library=library,
+        task=task,
+        kwargs={"tenant": 2},
+        options={"every": "2s"},
+        queue=queue,
+    )
     store.put_control(GROUP, name, json.dumps(spec.to_json()))  # past the checks where added
     announce(store, name)
     try:

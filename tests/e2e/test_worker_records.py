@@ -40,13 +40,25 @@ def store_server() -> Iterator[RedisServer]:
     server.remove()
 
 
-def _stack(library: str, tmp_path: Path, broker: RedisServer, store: RedisServer,
-           python: str = sys.executable) -> Stack:  # fmt: skip
+def _stack(
+    library: str,
+    tmp_path: Path,
+    broker: RedisServer,
+    store: RedisServer,
+    python: str = sys.executable,
+) -> Stack:
     name = uuid.uuid4().hex[:8]
-    return Stack(library=library, broker=broker.url, queue=f"q-{name}", job=f"job.{name}",
-                 store_url=f"{store.url}?prefix=kept{name}:&connect_timeout=0.5",
-                 redis_port=broker.port, folder=tmp_path, notes=tmp_path / "journal.jsonl",
-                 python=python)  # fmt: skip
+    return Stack(
+        library=library,
+        broker=broker.url,
+        queue=f"q-{name}",
+        job=f"job.{name}",
+        store_url=f"{store.url}?prefix=kept{name}:&connect_timeout=0.5",
+        redis_port=broker.port,
+        folder=tmp_path,
+        notes=tmp_path / "journal.jsonl",
+        python=python,
+    )
 
 
 def _extra(store: RedisServer) -> dict[str, str]:
@@ -55,9 +67,15 @@ def _extra(store: RedisServer) -> dict[str, str]:
 
 def _send(stack: Stack, store: RedisServer, at: str) -> str:
     """One message of the job for ``at``, as the beat sends it; its occurrence id."""
-    sent = subprocess.run([stack.python, "-m", "tests.apps.resend", stack.app, at],
-                          env=stack.env("pause", **_extra(store)), cwd=stack.folder,
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    sent = subprocess.run(
+        [stack.python, "-m", "tests.apps.resend", stack.app, at],
+        env=stack.env("pause", **_extra(store)),
+        cwd=stack.folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert sent.returncode == 0, sent.stderr
     return f"{stack.job}@{at[:19]}.000Z"
 

@@ -127,12 +127,17 @@ def test_many_claim_holders_are_read_back_in_a_few_round_trips(store: Store) -> 
     owners = store.claimed_by_many(batch)
     assert store.stats.round_trips - before <= 3
     expected = [
-        "beat-a" if i < 400 and i % 2 == 0 else "beat-b" if i > 800 and (i - 801) % 3 == 0
-        else None for i in range(1200)
-    ]  # fmt: skip
+        "beat-a" if i < 400 and i % 2 == 0 else "beat-b" if i > 800 and (i - 801) % 3 == 0 else None
+        for i in range(1200)
+    ]
     assert owners == expected
     assert [store.claimed_by(batch[i]) for i in (0, 1, 2, 801, 802)] == [
-        "beat-a", None, "beat-a", "beat-b", None]  # fmt: skip
+        "beat-a",
+        None,
+        "beat-a",
+        "beat-b",
+        None,
+    ]
     assert store.claimed_by_many([]) == []
 
 
@@ -222,9 +227,14 @@ def test_a_failed_runs_traceback_is_kept_redacted_and_bounded(kit: StoreKit) -> 
         'Traceback (most recent call last):\n  File "/app/billing.py", line 9, in settle\n'
         "    pay(dsn)\nConnectionError: redis://:hunter2@cache:6379/0 refused (password=s3cret)\n"
     )
-    failed = RunRecord(**{**run("a", 1, "failed").to_json(), "started_at": T0,
-                          "error": "ConnectionError: amqp://app:hunter2@mq//",
-                          "traceback": shown})  # fmt: skip
+    failed = RunRecord(
+        **{
+            **run("a", 1, "failed").to_json(),
+            "started_at": T0,
+            "error": "ConnectionError: amqp://app:hunter2@mq//",
+            "traceback": shown,
+        }
+    )
     frames = "".join(f'  File "/app/deep.py", line {i}, in f{i}\n' for i in range(2000))
     deep = f"Traceback (most recent call last):\n{frames}ValueError: x"
     huge = RunRecord(**{**run("a", 2, "failed").to_json(), "started_at": T0, "traceback": deep})

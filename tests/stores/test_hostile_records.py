@@ -64,21 +64,47 @@ def _raw_run(kit: StoreKit, store: Any, job: str, values: dict[str, Any]) -> Non
         text = values.get("raw") or json.dumps(values)
         store._call(lambda c: c.lpush(store._key(f"runs:{job}"), text))
     elif kit.kind == "sqlite":
-        row = [values.get(c, "x") for c in ("occurrence_id", "outcome", "reason", "trigger",
-                                             "attempt", "replica", "started_at", "duration_ms",
-                                             "error")]  # fmt: skip
-        store._run(lambda conn: conn.execute("INSERT INTO runs (job, occurrence_id, outcome, "
-                   "reason, trigger, attempt, replica, started_at, duration_ms, error) VALUES "
-                   "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [job, *row]))  # fmt: skip
+        row = [
+            values.get(c, "x")
+            for c in (
+                "occurrence_id",
+                "outcome",
+                "reason",
+                "trigger",
+                "attempt",
+                "replica",
+                "started_at",
+                "duration_ms",
+                "error",
+            )
+        ]
+        store._run(
+            lambda conn: conn.execute(
+                "INSERT INTO runs (job, occurrence_id, outcome, "
+                "reason, trigger, attempt, replica, started_at, duration_ms, error) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [job, *row],
+            )
+        )
     elif kit.kind == "postgres":
         statement = store._sql(
             "INSERT INTO {runs} (job, occurrence_id, outcome, reason, trigger, attempt, replica,"
             " started_at, duration_ms, error) VALUES (%s, %s, %s, %s, %s, 1, %s, now(), 1, %s)"
         )
-        store._call(lambda conn: conn.execute(statement, (
-            job, str(values.get("occurrence_id"))[:900], str(values.get("outcome")),
-            str(values.get("reason")), str(values.get("trigger")), str(values.get("replica")),
-            str(values.get("error")))))  # fmt: skip
+        store._call(
+            lambda conn: conn.execute(
+                statement,
+                (
+                    job,
+                    str(values.get("occurrence_id"))[:900],
+                    str(values.get("outcome")),
+                    str(values.get("reason")),
+                    str(values.get("trigger")),
+                    str(values.get("replica")),
+                    str(values.get("error")),
+                ),
+            )
+        )
     elif kit.kind == "nats":
         from cron_bridge.stores.nats import _enc
 
@@ -94,18 +120,22 @@ def _raw_replicas(kit: StoreKit, store: Any) -> None:
         rows = [("evil-9e18", 9e18), ("evil-text", "soon")]
         store._run(lambda conn: conn.executemany("INSERT INTO replicas VALUES (?, ?)", rows))
     elif kit.kind == "postgres":
-        statement = store._sql("INSERT INTO {replicas} (id, expires_at, clock_offset_ms) VALUES"
-                               " ('evil-inf', 'infinity', 'NaN'), ('evil-far', now() + interval"
-                               " '1000 years', 'Infinity')")  # fmt: skip
+        statement = store._sql(
+            "INSERT INTO {replicas} (id, expires_at, clock_offset_ms) VALUES"
+            " ('evil-inf', 'infinity', 'NaN'), ('evil-far', now() + interval"
+            " '1000 years', 'Infinity')"
+        )
         store._call(lambda conn: conn.execute(statement))
     elif kit.kind == "nats":
         from cron_bridge.stores.nats import _enc
 
         alive = int(time.time() * 1000) + 60_000  # alive, with an offset past any float
-        for name, value in (("evil-9e18", b'{"x": 9e18}'), ("evil-nan", b'{"x": NaN}'),
-                            ("evil-deep", DEEP.encode()),
-                            ("evil-huge-offset", f'{{"x": {alive}, "off": {HUGE_INT}}}'.encode()),
-                            ):  # fmt: skip
+        for name, value in (
+            ("evil-9e18", b'{"x": 9e18}'),
+            ("evil-nan", b'{"x": NaN}'),
+            ("evil-deep", DEEP.encode()),
+            ("evil-huge-offset", f'{{"x": {alive}, "off": {HUGE_INT}}}'.encode()),
+        ):
             store._run(lambda v=value, n=name: store._state.put(f"rep.{_enc(n)}", v))
 
 
@@ -114,8 +144,9 @@ def _raw_last_claimed(kit: StoreKit, store: Any, job: str) -> None:
     if kit.kind in REDIS_KINDS:
         store._call(lambda c: c.hset(store._key("last"), job, "900000000000000000"))
     elif kit.kind == "sqlite":
-        store._run(lambda conn: conn.execute("INSERT INTO last_claimed VALUES (?, ?)",
-                                             (job, 9 * 10**17)))  # fmt: skip
+        store._run(
+            lambda conn: conn.execute("INSERT INTO last_claimed VALUES (?, ?)", (job, 9 * 10**17))
+        )
     elif kit.kind == "postgres":
         statement = store._sql("INSERT INTO {last_claimed} (job, scheduled_ms) VALUES (%s, %s)")
         store._call(lambda conn: conn.execute(statement, (job, 9 * 10**17)))
@@ -127,8 +158,14 @@ def _raw_last_claimed(kit: StoreKit, store: Any, job: str) -> None:
 
 def _write_everything_hostile(kit: StoreKit, store: Store) -> None:
     for key, raw in HOSTILE.items():
-        for group in (GROUP, control.PAUSES, catalog.GROUP, aside.GROUP, aside.JOBS_GROUP,
-                      control.CHANGES.format(job="hostile.tick")):  # fmt: skip
+        for group in (
+            GROUP,
+            control.PAUSES,
+            catalog.GROUP,
+            aside.GROUP,
+            aside.JOBS_GROUP,
+            control.CHANGES.format(job="hostile.tick"),
+        ):
             store.put_control(group, f"bad.{key}", raw)
     store.put_control(control.PAUSES, "hostile.stored", json.dumps({"since": MARKUP}))
     # The change feed the replicas follow: entries of every kind, and a head that is none.
@@ -137,20 +174,40 @@ def _write_everything_hostile(kit: StoreKit, store: Store) -> None:
         store.put_control(FEED_GROUP, f"seq:{number}", raw)
     # The other kinds of record: run records of the job that runs, heartbeats, catch-up.
     for values in [
-        {"raw": DEEP}, {"raw": MEGA}, {"raw": "NaN"},
-        {"occurrence_id": "hostile.tick@2026-12-01T10:00:00.000Z", "outcome": MARKUP,
-         "trigger": "x", "replica": "r", "started_at": "2026-12-01T10:00:00+00:00"},
-        {"occurrence_id": "hostile.tick@2026-12-01T10:00:01.000Z", "outcome": "failed",
-         "trigger": "queue", "replica": MARKUP, "started_at": "2026-12-01T10:00:01+00:00",
-         "attempt": "many", "error": MARKUP + MEGA, "reason": "refused"},
-        {"raw": f'{{"job": "hostile.tick", "occurrence_id": '
-                f'"hostile.tick@2026-12-01T10:00:02.000Z", "outcome": "completed", '
-                f'"trigger": "schedule", "replica": "r", "attempt": 1, '
-                f'"started_at": "2026-12-01T10:00:02+00:00", "duration_ms": {HUGE_INT}}}',
-         "occurrence_id": "hostile.tick@2026-12-01T10:00:02.000Z", "outcome": "completed",
-         "trigger": "schedule", "replica": "r", "attempt": 1,
-         "started_at": "2026-12-01T10:00:02+00:00", "duration_ms": HUGE_INT},
-    ]:  # fmt: skip
+        {"raw": DEEP},
+        {"raw": MEGA},
+        {"raw": "NaN"},
+        {
+            "occurrence_id": "hostile.tick@2026-12-01T10:00:00.000Z",
+            "outcome": MARKUP,
+            "trigger": "x",
+            "replica": "r",
+            "started_at": "2026-12-01T10:00:00+00:00",
+        },
+        {
+            "occurrence_id": "hostile.tick@2026-12-01T10:00:01.000Z",
+            "outcome": "failed",
+            "trigger": "queue",
+            "replica": MARKUP,
+            "started_at": "2026-12-01T10:00:01+00:00",
+            "attempt": "many",
+            "error": MARKUP + MEGA,
+            "reason": "refused",
+        },
+        {
+            "raw": f'{{"job": "hostile.tick", "occurrence_id": '
+            f'"hostile.tick@2026-12-01T10:00:02.000Z", "outcome": "completed", '
+            f'"trigger": "schedule", "replica": "r", "attempt": 1, '
+            f'"started_at": "2026-12-01T10:00:02+00:00", "duration_ms": {HUGE_INT}}}',
+            "occurrence_id": "hostile.tick@2026-12-01T10:00:02.000Z",
+            "outcome": "completed",
+            "trigger": "schedule",
+            "replica": "r",
+            "attempt": 1,
+            "started_at": "2026-12-01T10:00:02+00:00",
+            "duration_ms": HUGE_INT,
+        },
+    ]:
         _raw_run(kit, store, "hostile.tick", values)
     _raw_replicas(kit, store)
     _raw_last_claimed(kit, store, "hostile.tick")
@@ -158,9 +215,15 @@ def _write_everything_hostile(kit: StoreKit, store: Store) -> None:
 
 def _page(app: Callable[..., Any], path: str) -> tuple[str, str]:
     said: list[str] = []
-    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "",
-               "HTTP_AUTHORIZATION": f"Bearer {SECRET}", "wsgi.input": BytesIO(b""),
-               "REMOTE_ADDR": "127.0.0.1", "wsgi.url_scheme": "http"}  # fmt: skip
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "HTTP_AUTHORIZATION": f"Bearer {SECRET}",
+        "wsgi.input": BytesIO(b""),
+        "REMOTE_ADDR": "127.0.0.1",
+        "wsgi.url_scheme": "http",
+    }
     body = b"".join(app(environ, lambda status, headers: said.append(status)))
     return said[0], body.decode()
 
@@ -173,12 +236,18 @@ def test_hostile_records_in_every_store_stop_nothing(
     monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())  # this test's warnings
     store = shared_kit.open()
     _write_everything_hostile(shared_kit, store)
-    good = StoredSchedule(name="tenant.good", library="rq", task="proj.report",
-                          options={"every": "1h"})  # fmt: skip
+    good = StoredSchedule(
+        name="tenant.good", library="rq", task="proj.report", options={"every": "1h"}
+    )
     store.put_control(GROUP, "tenant.good", json.dumps(good.to_json()))
     ran: list[datetime] = []
-    job = declare("hostile.tick", every="1s", misfire="run-once", target="inline",
-                  handler=lambda ctx: ran.append(ctx.scheduled_at))  # fmt: skip
+    job = declare(
+        "hostile.tick",
+        every="1s",
+        misfire="run-once",
+        target="inline",
+        handler=lambda ctx: ran.append(ctx.scheduled_at),
+    )
     caplog.set_level(logging.WARNING)
     beat = Beat(store, [job], heartbeat_interval="1s")
     app = wsgi_app(beat, secret=SECRET)
@@ -199,13 +268,15 @@ def test_hostile_records_in_every_store_stop_nothing(
         beat.stop()
     runner = CliRunner()
     url = shared_kit.url
-    for args in (["list", "-A", "tests.apps.cli_app", "--store", url],
-                 ["history", "hostile.tick", "--store", url, "-n", "50"],
-                 ["history", "hostile.tick", "--store", url, "--json"],
-                 ["history", "bad.deep", "--audit", "--since", "1h", "--store", url],
-                 ["history", "tenant.good", "--audit", "--since", "10m", "--store", url],
-                 ["history", "hostile.tick", "--changes", "--store", url],
-                 ["schedule", "list", "--store", url]):  # fmt: skip
+    for args in (
+        ["list", "-A", "tests.apps.cli_app", "--store", url],
+        ["history", "hostile.tick", "--store", url, "-n", "50"],
+        ["history", "hostile.tick", "--store", url, "--json"],
+        ["history", "bad.deep", "--audit", "--since", "1h", "--store", url],
+        ["history", "tenant.good", "--audit", "--since", "10m", "--store", url],
+        ["history", "hostile.tick", "--changes", "--store", url],
+        ["schedule", "list", "--store", url],
+    ):
         done = runner.invoke(main, args)
         assert done.exit_code in (0, 1), (args, done.output[-500:], done.exception)
         assert not isinstance(done.exception, RecursionError | OverflowError | TypeError), args
@@ -327,18 +398,31 @@ def typed_writes(draw: st.DrawFn) -> tuple[str, str, str]:
 def _write_through(store: Any, url: str) -> None:
     """What a beat and an operator write: none of it may fail for a key of the wrong type, and
     a batch writes every record but those of a wrong-typed key."""
-    fresh = [Occurrence(job=job, scheduled_at=datetime(2030, 1, 1, tzinfo=UTC)
-                        + timedelta(milliseconds=time.time_ns() // 1000 % 10**9))
-             for job in (hostile_bytes.TICK, hostile_bytes.PAGE)]  # fmt: skip
+    fresh = [
+        Occurrence(
+            job=job,
+            scheduled_at=datetime(2030, 1, 1, tzinfo=UTC)
+            + timedelta(milliseconds=time.time_ns() // 1000 % 10**9),
+        )
+        for job in (hostile_bytes.TICK, hostile_bytes.PAGE)
+    ]
     assert store.claim_many(fresh, "r-1") == [True, True]  # a wrong-typed `last` or not
     assert store.claim_many(fresh, "r-2") == [False, False]
     mark = f"check:{uuid.uuid4().hex}"
     at = fresh[0].scheduled_at
-    store.record_many([
-        RunRecord(job=job, occurrence_id=Occurrence(job=job, scheduled_at=at).id,
-                  outcome="completed", trigger="schedule", replica=mark, started_at=at)
-        for job in (hostile_bytes.OTHER, hostile_bytes.PAGE, hostile_bytes.TICK)
-    ])  # fmt: skip
+    store.record_many(
+        [
+            RunRecord(
+                job=job,
+                occurrence_id=Occurrence(job=job, scheduled_at=at).id,
+                outcome="completed",
+                trigger="schedule",
+                replica=mark,
+                started_at=at,
+            )
+            for job in (hostile_bytes.OTHER, hostile_bytes.PAGE, hostile_bytes.TICK)
+        ]
+    )
     for job in (hostile_bytes.PAGE, hostile_bytes.TICK):  # whatever OTHER's list holds
         assert any(r.replica == mark for r in store.history(job, 5)), job
     store.heartbeat("r-check", timedelta(seconds=30), clock_offset_ms=1.0)
@@ -348,12 +432,13 @@ def _write_through(store: Any, url: str) -> None:
     app_of = ["-A", "tests.apps.cli_app", "--store", url]
     # A pause writes its record and its change-log entry: into a group of the wrong type it
     # writes nothing, and says so (one line, exit 2), instead of saying it paused.
-    written = [f"controls:{group}" for group in (control.PAUSES,
-               control.CHANGES.format(job=hostile_bytes.OTHER))]  # fmt: skip
+    written = [
+        f"controls:{group}"
+        for group in (control.PAUSES, control.CHANGES.format(job=hostile_bytes.OTHER))
+    ]
     kinds = {store._call(lambda c, k=key: c.type(store._key(k))) for key in written}
     refused = bool(kinds - {b"hash", b"none", "hash", "none"})
-    for args in (["pause", hostile_bytes.OTHER, *app_of],
-                 ["resume", hostile_bytes.OTHER, *app_of]):  # fmt: skip
+    for args in (["pause", hostile_bytes.OTHER, *app_of], ["resume", hostile_bytes.OTHER, *app_of]):
         done = CliRunner().invoke(main, args)
         if refused:
             assert done.exit_code == 2 and "delete it to repair" in done.output, done.output
@@ -364,9 +449,11 @@ def _write_through(store: Any, url: str) -> None:
 
 @pytest.mark.slow
 def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
-    request: pytest.FixtureRequest, tmp_path: Any, caplog: pytest.LogCaptureFixture,
+    request: pytest.FixtureRequest,
+    tmp_path: Any,
+    caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """Generated keys of every kind the Redis store uses, each replaced by another Redis type
     (string, list, set, zset, hash, stream): every reader goes on (the CLI exits 0, the pages
     answer 200), every write of the others goes through (a batch claimed with a wrong-typed
@@ -385,13 +472,21 @@ def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
     app = wsgi_app(beat, secret=SECRET)
     beat.start()
     try:
-        hostile_bytes._wait(lambda: hostile_bytes._ran_since(store, hostile_bytes.TICK,
-                                                             datetime.min.replace(tzinfo=UTC)),
-                            "a first run")  # fmt: skip
+        hostile_bytes._wait(
+            lambda: hostile_bytes._ran_since(
+                store, hostile_bytes.TICK, datetime.min.replace(tzinfo=UTC)
+            ),
+            "a first run",
+        )
         _write_through(store, kit.url)  # PAGE's first records, before any key is wrong
 
-        @settings(max_examples=TYPED_EXAMPLES, deadline=None, database=None, derandomize=True,
-                  suppress_health_check=list(HealthCheck))  # fmt: skip
+        @settings(
+            max_examples=TYPED_EXAMPLES,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(st.lists(typed_writes(), min_size=1, max_size=3))
         def each(batch: list[tuple[str, str, str]]) -> None:
             if client.type(prefix + b"replicas") in (b"zset", b"none"):  # a live replica
@@ -404,8 +499,10 @@ def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
 
         each()
         after = datetime.now(UTC)
-        hostile_bytes._wait(lambda: hostile_bytes._ran_since(store, hostile_bytes.TICK, after),
-                            "a run after the writes")  # fmt: skip
+        hostile_bytes._wait(
+            lambda: hostile_bytes._ran_since(store, hostile_bytes.TICK, after),
+            "a run after the writes",
+        )
         health = beat.health()
         assert health["running"] and health["store_reachable"], health
     finally:
@@ -415,8 +512,10 @@ def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
     since = datetime.now(UTC)
     second.start()
     try:
-        hostile_bytes._wait(lambda: hostile_bytes._ran_since(started, hostile_bytes.TICK, since),
-                            "a run by a beat started on them")  # fmt: skip
+        hostile_bytes._wait(
+            lambda: hostile_bytes._ran_since(started, hostile_bytes.TICK, since),
+            "a run by a beat started on them",
+        )
     finally:
         second.stop()
         client.close()
@@ -426,9 +525,11 @@ def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
 
 
 def test_a_pause_group_of_the_wrong_redis_type_keeps_what_was_read_of_it(
-    request: pytest.FixtureRequest, tmp_path: Any, caplog: pytest.LogCaptureFixture,
+    request: pytest.FixtureRequest,
+    tmp_path: Any,
+    caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """docs/control.md: a pause group replaced by a string keeps the pauses a reader last read
     (fail closed) and holds none for a reader that never read it, warned once each."""
     import redis

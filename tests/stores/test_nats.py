@@ -19,8 +19,10 @@ def test_a_batch_of_ten_thousand_claims_is_answered_within_a_one_second_timeout(
     store = store_from_url(f"{nats_server.url}?prefix=big{uuid.uuid4().hex[:6]}&connect_timeout=1")
     try:
         at = datetime(2026, 5, 1, 12, tzinfo=UTC)
-        batch = [Occurrence(job=f"job-{i:05d}", scheduled_at=at + timedelta(minutes=i % 7))
-                 for i in range(10_000)]  # fmt: skip
+        batch = [
+            Occurrence(job=f"job-{i:05d}", scheduled_at=at + timedelta(minutes=i % 7))
+            for i in range(10_000)
+        ]
         assert all(store.claim_many(batch[::100], "other"))
         assert store.claim_many(batch, "me") == [i % 100 != 0 for i in range(10_000)]
     finally:
@@ -46,8 +48,13 @@ def test_a_batch_that_cannot_be_made_whole_raises_and_leaves_no_request_unawaite
     store = store_from_url(f"{nats_server.url}?prefix=half{uuid.uuid4().hex[:6]}")
     try:
         at = datetime(2026, 5, 1, 12, tzinfo=UTC)
-        fields = {"job": "j", "outcome": "completed", "trigger": "schedule", "replica": "r",
-                  "started_at": at}  # fmt: skip
+        fields = {
+            "job": "j",
+            "outcome": "completed",
+            "trigger": "schedule",
+            "replica": "r",
+            "started_at": at,
+        }
         good = RunRecord(occurrence_id="j@2026-05-01T12:00:00.000Z", **fields)  # type: ignore[arg-type]
         bad = Unwritable(occurrence_id="j@2026-05-01T12:01:00.000Z", **fields)  # type: ignore[arg-type]
         try:

@@ -122,9 +122,16 @@ VALUES ('j', 'j@2026-01-01T00:00:00Z', 'failed', 'schedule', 1, 'r1', now(), 'Va
 
 
 def _failed(traceback: str) -> RunRecord:
-    return RunRecord(job="j", occurrence_id="j@2026-01-01T00:01:00Z", outcome="failed",
-                     trigger="schedule", replica="r1", started_at=datetime.now(UTC),
-                     error="ValueError: new", traceback=traceback)  # fmt: skip
+    return RunRecord(
+        job="j",
+        occurrence_id="j@2026-01-01T00:01:00Z",
+        outcome="failed",
+        trigger="schedule",
+        replica="r1",
+        started_at=datetime.now(UTC),
+        error="ValueError: new",
+        traceback=traceback,
+    )
 
 
 def test_tables_made_before_tracebacks_were_kept_get_the_column(

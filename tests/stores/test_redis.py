@@ -51,8 +51,9 @@ def test_the_claim_script_reads_each_job_and_time_from_its_key(redis_server: Red
     assert store.claim_many(batch, "beat-1") == [True] * 5
     assert store.claim_many(batch[:2], "beat-2") == [False, False]
     assert store.last_claimed(["x.y-z", "occ"]) == {
-        "x.y-z": base + timedelta(minutes=7), "occ": base,
-    }  # fmt: skip
+        "x.y-z": base + timedelta(minutes=7),
+        "occ": base,
+    }
     assert client.hget("a:occ:b:last", "x.y-z") == str(batch[2].epoch_ms)
     older = [Occurrence(job="x.y-z", scheduled_at=base)]
     assert store.claim_many(older, "beat-1") == [True]

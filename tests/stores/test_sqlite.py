@@ -68,9 +68,18 @@ VALUES ('j', 'j@2026-01-01T00:00:00Z', 'failed', 'schedule', 1, 'r1',
     (old,) = store.history("j")
     assert (old.error, old.traceback) == ("ValueError: old", None)
     at = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
-    store.record(RunRecord(job="j", occurrence_id="j@2026-01-01T00:01:00Z", outcome="failed",
-                           trigger="schedule", replica="r1", started_at=at, error="ValueError: new",
-                           traceback="Traceback ...\nValueError: new"))  # fmt: skip
+    store.record(
+        RunRecord(
+            job="j",
+            occurrence_id="j@2026-01-01T00:01:00Z",
+            outcome="failed",
+            trigger="schedule",
+            replica="r1",
+            started_at=at,
+            error="ValueError: new",
+            traceback="Traceback ...\nValueError: new",
+        )
+    )
     assert [r.traceback for r in store.history("j")] == ["Traceback ...\nValueError: new", None]
     store.close()
     with sqlite3.connect(path) as conn:

@@ -44,8 +44,11 @@ def test_a_postgres_url_may_list_several_hosts_as_libpq_does() -> None:
     pg = store_from_url(url)
     assert isinstance(pg, PostgresStore)
     assert pg.url == "postgresql://pg1:5432,pg2:5433/ops"  # what messages and listings show
-    for bad in ("postgresql://pg1:5432,pg2:99999/ops", "postgresql://pg1:5432,pg2:x/ops",
-                "nats://n1:4222,n2:port"):  # fmt: skip
+    for bad in (
+        "postgresql://pg1:5432,pg2:99999/ops",
+        "postgresql://pg1:5432,pg2:x/ops",
+        "nats://n1:4222,n2:port",
+    ):
         with pytest.raises(ConfigError, match="malformed store URL") as caught:
             store_from_url(bad)
         assert caught.value.option == "store"

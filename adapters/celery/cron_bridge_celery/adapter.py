@@ -108,8 +108,9 @@ class CeleryAdapter:
                     with app.connection_for_write() as connection:
                         # One quick try: the beat retries within misfire_grace itself, and a
                         # blocking reconnect loop would hold up the other occurrences.
-                        connection.ensure_connection(max_retries=1, interval_start=0,
-                                                     interval_step=0)  # fmt: skip
+                        connection.ensure_connection(
+                            max_retries=1, interval_start=0, interval_step=0
+                        )
                         with app.amqp.Producer(connection) as producer:
                             _publish(app, producer, dispatches, mine, results)
                 except Exception as exc:  # noqa: BLE001 - no connection: every send failed

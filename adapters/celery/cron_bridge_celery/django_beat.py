@@ -103,8 +103,9 @@ class Ledger:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: list[tuple[int, bool, datetime]] = []
-        self._outage = Outage("run counts wait for the database (written when it answers)",
-                              "run counts written again")  # fmt: skip
+        self._outage = Outage(
+            "run counts wait for the database (written when it answers)", "run counts written again"
+        )
 
     def note(self, row: Row) -> None:
         from django.utils import timezone
@@ -113,8 +114,11 @@ class Ledger:
             if len(self._pending) < _LEDGER_MAX:
                 self._pending.append((row.pk, row.one_off, timezone.now()))
             else:
-                log.warning("cron-bridge: run count of %s not kept: %d sends wait for the "
-                            "database", row.name, _LEDGER_MAX)  # fmt: skip
+                log.warning(
+                    "cron-bridge: run count of %s not kept: %d sends wait for the database",
+                    row.name,
+                    _LEDGER_MAX,
+                )
 
     def flush(self) -> None:
         from django.db import DatabaseError, InterfaceError, close_old_connections
@@ -191,8 +195,10 @@ class DjangoClusterScheduler(ClusterScheduler):
         self._marker: Any = None
         self._next_look = 0.0
         self._next_full_read = 0.0
-        self._outage = Outage("periodic tasks not read (the schedule read last stands until "
-                              "the database answers)", "periodic tasks read again")  # fmt: skip
+        self._outage = Outage(
+            "periodic tasks not read (the schedule read last stands until the database answers)",
+            "periodic tasks read again",
+        )
         super().__init__(app, *args, lazy=lazy, **kwargs)
 
     def _default_store_url(self) -> str | None:
@@ -200,8 +206,10 @@ class DjangoClusterScheduler(ClusterScheduler):
 
         url = django_store_url(settings.DATABASES["default"])
         if url is None:
-            _exit("set CRON_BRIDGE_STORE (or CELERY_CRON_BRIDGE_STORE) to the store URL: the "
-                  "project's database is not PostgreSQL or a SQLite file")  # fmt: skip
+            _exit(
+                "set CRON_BRIDGE_STORE (or CELERY_CRON_BRIDGE_STORE) to the store URL: the "
+                "project's database is not PostgreSQL or a SQLite file"
+            )
         return url
 
     def setup_schedule(self) -> None:
@@ -212,9 +220,14 @@ class DjangoClusterScheduler(ClusterScheduler):
         self._start([], self._sender, announce=False)
         self._follow(force=True)
         assert self._beat is not None
-        log.info("cron-bridge: %d periodic tasks (%d skipped) and %d other jobs on %s as replica "
-                 "%s", len(self._rows), len(self._bad), len(self._beat.jobs()) - len(self._rows),
-                 self._beat.store.url, self._beat.replica_id)  # fmt: skip
+        log.info(
+            "cron-bridge: %d periodic tasks (%d skipped) and %d other jobs on %s as replica %s",
+            len(self._rows),
+            len(self._bad),
+            len(self._beat.jobs()) - len(self._rows),
+            self._beat.store.url,
+            self._beat.replica_id,
+        )
 
     def _sync_beat_schedule(self) -> None:
         """The app's ``beat_schedule`` (and Celery's ``celery.backend_cleanup``) written into
@@ -224,9 +237,14 @@ class DjangoClusterScheduler(ClusterScheduler):
 
         entries = dict(self.app.conf.beat_schedule or {})
         if self.app.conf.result_expires:
-            entries.setdefault("celery.backend_cleanup", {
-                "task": "celery.backend_cleanup", "schedule": _cleanup_schedule(),
-                "options": {"expire_seconds": 12 * 3600}})  # fmt: skip
+            entries.setdefault(
+                "celery.backend_cleanup",
+                {
+                    "task": "celery.backend_cleanup",
+                    "schedule": _cleanup_schedule(),
+                    "options": {"expire_seconds": 12 * 3600},
+                },
+            )
         for name, fields in entries.items():
             for attempt in (1, 2):  # replicas starting together race to create the row
                 try:
@@ -280,15 +298,17 @@ class DjangoClusterScheduler(ClusterScheduler):
         rows: dict[str, Row] = {}
         bad: dict[int, str] = {}
         found = PeriodicTask.objects.filter(enabled=True).select_related(
-            "interval", "crontab", "solar", "clocked")  # fmt: skip
+            "interval", "crontab", "solar", "clocked"
+        )
         for task in found:
             try:
                 row = row_job(task, self.app, tz_aware=tz_aware)
             except BadRow as exc:
                 bad[task.pk] = str(exc)
                 if self._bad.get(task.pk) != str(exc):  # once, and again when it changes
-                    log.error("cron-bridge: periodic task %r (id %s) skipped: %s", task.name,
-                              task.pk, exc)  # fmt: skip
+                    log.error(
+                        "cron-bridge: periodic task %r (id %s) skipped: %s", task.name, task.pk, exc
+                    )
                 continue
             if row is not None:
                 rows[row.job.name] = row
@@ -301,8 +321,11 @@ class DjangoClusterScheduler(ClusterScheduler):
         declared = {job.name for job in beat.jobs()} - set(self._rows)
         collided = declared & set(rows)
         for name in collided - self._collided:  # once, like a bad row
-            log.error("cron-bridge: periodic task %r skipped: a @cluster_task job has its "
-                      "name %s", rows[name].name, name)  # fmt: skip
+            log.error(
+                "cron-bridge: periodic task %r skipped: a @cluster_task job has its name %s",
+                rows[name].name,
+                name,
+            )
         self._collided = collided
         for name in collided:
             del rows[name]
@@ -315,8 +338,13 @@ class DjangoClusterScheduler(ClusterScheduler):
                 beat.replace(row.job, since=row.since)
                 schedule = row.job.schedule
                 zone = f" in {schedule.tz}" if schedule.tz != "UTC" else ""
-                log.info("cron-bridge: periodic task %r (job %s): %s%s", row.name, name,
-                         schedule.describe(), zone)  # fmt: skip
+                log.info(
+                    "cron-bridge: periodic task %r (job %s): %s%s",
+                    row.name,
+                    name,
+                    schedule.describe(),
+                    zone,
+                )
         self._rows = rows
         self._sender.set_rows(rows)
 

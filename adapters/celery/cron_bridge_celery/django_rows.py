@@ -101,8 +101,14 @@ def row_job(task: Any, app: Celery, *, tz_aware: bool = True) -> Row | None:
     from django_celery_beat.schedulers import ModelEntry
 
     job = Job(name=name, schedule=schedule, adapter=SENDER, task=task.task, **options)
-    return Row(pk=task.pk, name=task.name, job=job, entry=ModelEntry(task, app=app),
-               one_off=one_off, since=since)  # fmt: skip
+    return Row(
+        pk=task.pk,
+        name=task.name,
+        job=job,
+        entry=ModelEntry(task, app=app),
+        one_off=one_off,
+        since=since,
+    )
 
 
 def _schedule(task: Any, app: Celery, *, tz_aware: bool) -> Schedule:
@@ -123,9 +129,13 @@ def _schedule(task: Any, app: Celery, *, tz_aware: bool) -> Schedule:
         return _every(every, _aware(task.start_time))
     if kind == "crontab":
         try:
-            value = crontab(minute=model.minute, hour=model.hour, day_of_week=model.day_of_week,
-                            day_of_month=model.day_of_month,
-                            month_of_year=model.month_of_year)  # fmt: skip
+            value = crontab(
+                minute=model.minute,
+                hour=model.hour,
+                day_of_week=model.day_of_week,
+                day_of_month=model.day_of_month,
+                month_of_year=model.month_of_year,
+            )
         except (ValueError, TypeError) as exc:
             raise BadRow(f"crontab {model}: {exc}") from None
         zone: tzinfo | str | None = str(model.timezone) if tz_aware else app.timezone

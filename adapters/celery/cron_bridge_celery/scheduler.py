@@ -59,14 +59,16 @@ def entry_job(name: str, entry: ScheduleEntry, app_zone: tzinfo | None) -> Job:
         ConfigError: naming the entry, the field and the value.
     """
     if not isinstance(entry.task, str) or not entry.task:
-        raise ConfigError("expected the task's name", job=entry.name, option="task",
-                          value=entry.task)  # fmt: skip
+        raise ConfigError(
+            "expected the task's name", job=entry.name, option="task", value=entry.task
+        )
     try:
         schedule = to_schedule(entry.schedule, app_zone=app_zone)
         return Job(name=name, schedule=schedule, adapter=SENDER, task=entry.task)
     except ConfigError as exc:
-        raise ConfigError(exc.reason, job=entry.name, option=exc.option or "schedule",
-                          value=entry.schedule) from None  # fmt: skip
+        raise ConfigError(
+            exc.reason, job=entry.name, option=exc.option or "schedule", value=entry.schedule
+        ) from None
 
 
 def beat_schedule_jobs(modules: Sequence[ModuleType]) -> list[Job]:
@@ -87,8 +89,13 @@ def beat_schedule_jobs(modules: Sequence[ModuleType]) -> list[Job]:
                 schedule = to_schedule(raw["schedule"], app_zone=zone)
                 queue = (raw.get("options") or {}).get("queue")
                 queue = queue if isinstance(queue, str) else None
-                job = Job(name=job_name(str(key)), schedule=schedule, adapter=SENDER, task=task,
-                          queue=queue)  # fmt: skip
+                job = Job(
+                    name=job_name(str(key)),
+                    schedule=schedule,
+                    adapter=SENDER,
+                    task=task,
+                    queue=queue,
+                )
                 jobs.append(job)
             except (ConfigError, KeyError, TypeError, AttributeError) as exc:
                 log.warning("beat_schedule entry %.200r cannot be listed: %s", key, exc)
@@ -104,11 +111,16 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
 
     def __init__(self, app: Celery, *args: Any, lazy: bool = False, **kwargs: Any) -> None:
         self._beat: Beat | None = None
-        self._store_url = (app.conf.get("cron_bridge_store") or os.environ.get("CRON_BRIDGE_STORE")
-                           or self._default_store_url())  # fmt: skip
+        self._store_url = (
+            app.conf.get("cron_bridge_store")
+            or os.environ.get("CRON_BRIDGE_STORE")
+            or self._default_store_url()
+        )
         if not self._store_url:
-            _exit("set app.conf.cron_bridge_store or CRON_BRIDGE_STORE to the store URL, "
-                  "e.g. redis://localhost:6379/0")  # fmt: skip
+            _exit(
+                "set app.conf.cron_bridge_store or CRON_BRIDGE_STORE to the store URL, "
+                "e.g. redis://localhost:6379/0"
+            )
         super().__init__(app, *args, lazy=lazy, **kwargs)
 
     def _default_store_url(self) -> str | None:
@@ -151,9 +163,13 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
             _exit(str(exc))
         self._beat = Beat(store, jobs)
         if announce:
-            log.info("cron-bridge: %d entr%s on %s as replica %s", len(jobs),
-                     "y" if len(jobs) == 1 else "ies", store.url,
-                     self._beat.replica_id)  # fmt: skip
+            log.info(
+                "cron-bridge: %d entr%s on %s as replica %s",
+                len(jobs),
+                "y" if len(jobs) == 1 else "ies",
+                store.url,
+                self._beat.replica_id,
+            )
 
     def _ours(self, job: Job) -> bool:
         handler: Any = job.handler
@@ -162,8 +178,9 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
         except AttributeError:
             return getattr(handler, "app", None) is self.app
 
-    def apply_async(self, entry: ScheduleEntry, producer: Any = None, advance: bool = True,
-                    **kwargs: Any) -> Any:  # fmt: skip
+    def apply_async(
+        self, entry: ScheduleEntry, producer: Any = None, advance: bool = True, **kwargs: Any
+    ) -> Any:
         """What ``Scheduler.apply_entry`` calls to send, as under celery beat: here with one
         occurrence's copy of the entry, sent by the sender (never reserved: the store keeps
         what was sent, not ``last_run_at``)."""
@@ -194,8 +211,7 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
 def _check_entry(key: str, raw: Any, zone: tzinfo | None) -> None:
     """Exit with one line naming the entry, the field and the value Celery cannot run."""
     if not isinstance(raw, dict):
-        _exit(f"beat_schedule entry {key!r}: expected a dict with task and schedule, "
-              f"got {raw!r}")  # fmt: skip
+        _exit(f"beat_schedule entry {key!r}: expected a dict with task and schedule, got {raw!r}")
     task = raw.get("task")
     if not isinstance(task, str) or not task:
         _exit(f"beat_schedule entry {key!r}: task={task!r}: expected the task's name")

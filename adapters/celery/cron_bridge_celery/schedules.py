@@ -55,8 +55,13 @@ def _compact(values: Iterable[int], low: int, high: int) -> str:
 
 def crontab_fields(value: crontab) -> str:
     """The five cron fields of a Celery ``crontab``, from the sets Celery expanded."""
-    expanded = (value.minute, value.hour, value.day_of_month, value.month_of_year,
-                value.day_of_week)  # fmt: skip
+    expanded = (
+        value.minute,
+        value.hour,
+        value.day_of_month,
+        value.month_of_year,
+        value.day_of_week,
+    )
     return " ".join(
         _compact(field, low, high)
         for field, (low, high) in zip(expanded, _FIELD_RANGES, strict=True)
@@ -158,8 +163,11 @@ class SolarSchedule:
                     # anti-transit, as Celery does.
                     start = observer.next_antitransit(sun, start=start)
             else:
-                raise ConfigError("the event never happens at this place", option="schedule",
-                                  value=self.describe())  # fmt: skip
+                raise ConfigError(
+                    "the event never happens at this place",
+                    option="schedule",
+                    value=self.describe(),
+                )
         event: datetime = found.datetime().replace(tzinfo=UTC)
         # Occurrence ids carry milliseconds: round up, so nothing is sent before the event.
         rounded = event.replace(microsecond=event.microsecond // 1000 * 1000)

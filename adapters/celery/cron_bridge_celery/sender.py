@@ -100,8 +100,9 @@ class BeatScheduleSender(Sender):
             if task is not None:
                 result = task.apply_async(args, kwargs, producer=producer, **entry.options)
             else:
-                result = self.app.send_task(entry.task, args, kwargs, producer=producer,
-                                            **entry.options)  # fmt: skip
+                result = self.app.send_task(
+                    entry.task, args, kwargs, producer=producer, **entry.options
+                )
         except Exception as exc:
             self._sent.error = exc
             raise

@@ -52,7 +52,8 @@ def run_stored(self: Any, schedule: str) -> Any:
         "celery", schedule, meta, attempt=lambda job: retries, resolve=resolve, unloaded=unloaded
     )
     if delivery.retry_in is not None:
-        raise self.retry(countdown=delivery.retry_in, max_retries=job.attempts - 1,
-                         exc=delivery.error)  # fmt: skip
+        raise self.retry(
+            countdown=delivery.retry_in, max_retries=job.attempts - 1, exc=delivery.error
+        )
     delivery.raise_if_failed()
     return delivery.value

@@ -60,8 +60,14 @@ _PROBES: dict[str, Any] = {
     "month": lambda v: datetime(2000, v, 1),
     "day_of_week": lambda v: datetime(2000, 1, 3 + v),
 }
-_RANGES = {"second": (0, 59), "minute": (0, 59), "hour": (0, 23), "day": (1, 31),
-           "month": (1, 12), "day_of_week": (0, 6)}  # fmt: skip
+_RANGES = {
+    "second": (0, 59),
+    "minute": (0, 59),
+    "hour": (0, 23),
+    "day": (1, 31),
+    "month": (1, 12),
+    "day_of_week": (0, 6),
+}
 
 
 def _matched(field: Any) -> set[int]:
@@ -75,8 +81,13 @@ def _matched(field: Any) -> set[int]:
     low, high = _RANGES[field.name]
     for expression in field.expressions:
         kind = type(expression).__name__
-        if kind not in ("AllExpression", "RangeExpression", "MonthRangeExpression",
-                        "WeekdayRangeExpression", "LastDayOfMonthExpression"):  # fmt: skip
+        if kind not in (
+            "AllExpression",
+            "RangeExpression",
+            "MonthRangeExpression",
+            "WeekdayRangeExpression",
+            "LastDayOfMonthExpression",
+        ):
             raise ConfigError(f"a {field.name} field of {str(field)!r} cannot be read")
     probe = _PROBES[field.name]
     return {
@@ -115,13 +126,15 @@ def _cron(trigger: Any) -> Cron:
     ):
         raise ConfigError("only crontab-style triggers (no seconds, years or weeks) can be read")
     weekdays = {(day + 1) % 7 for day in _matched(fields["day_of_week"])}  # cron: Sunday 0
-    expr = " ".join([
-        cron_field(_matched(fields["minute"]), 0, 59),
-        cron_field(_matched(fields["hour"]), 0, 23),
-        _days(fields["day"]),
-        cron_field(_matched(fields["month"]), 1, 12),
-        cron_field(weekdays, 0, 6),
-    ])  # fmt: skip
+    expr = " ".join(
+        [
+            cron_field(_matched(fields["minute"]), 0, 59),
+            cron_field(_matched(fields["hour"]), 0, 23),
+            _days(fields["day"]),
+            cron_field(_matched(fields["month"]), 1, 12),
+            cron_field(weekdays, 0, 6),
+        ]
+    )
     return Cron(expr, tz=str(getattr(trigger.timezone, "key", trigger.timezone)), day_or=False)
 
 
@@ -168,8 +181,9 @@ def _jitter(trigger: Any) -> timedelta:
         or not isinstance(jitter, int | float)
         or not 0 <= jitter <= MAX_JITTER_SECONDS
     ):
-        raise ConfigError("expected a number of seconds from 0 to 86400", option="jitter",
-                          value=jitter)  # fmt: skip
+        raise ConfigError(
+            "expected a number of seconds from 0 to 86400", option="jitter", value=jitter
+        )
     return timedelta(seconds=jitter)
 
 
@@ -193,8 +207,9 @@ def _call(entry: Any, actor: Any) -> Call:
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"dramatiq sends JSON ({exc})", option=option,
-                              value=repr(value)) from None  # fmt: skip
+            raise ConfigError(
+                f"dramatiq sends JSON ({exc})", option=option, value=repr(value)
+            ) from None
     return Call(actor, args, kwargs)
 
 
@@ -218,7 +233,10 @@ def crontab_jobs(
             name = name_for(str(entry.name), fallback=SENDER)
             refused[name] = ConfigError(
                 "not an actor's send: dramatiq-crontab's @cron and @interval add only those",
-                job=name, option="func", value=repr(entry.func))  # fmt: skip
+                job=name,
+                option="func",
+                value=repr(entry.func),
+            )
             continue
         base = name_for(actor.actor_name, fallback=SENDER)
         name, count = base, 1
@@ -227,12 +245,17 @@ def crontab_jobs(
             name = name_for(f"{base}-{count}", fallback=SENDER)  # a long base: within 200
         try:
             call = _call(entry, actor)
-            job = Job(name=name, schedule=_schedule(entry.trigger), adapter=SENDER,
-                      task=actor.actor_name, queue=actor.queue_name,
-                      jitter=_jitter(entry.trigger), kwargs=call.kwargs)  # fmt: skip
+            job = Job(
+                name=name,
+                schedule=_schedule(entry.trigger),
+                adapter=SENDER,
+                task=actor.actor_name,
+                queue=actor.queue_name,
+                jitter=_jitter(entry.trigger),
+                kwargs=call.kwargs,
+            )
         except ConfigError as exc:  # the others still run
-            refused[name] = ConfigError(exc.reason, job=name, option=exc.option,
-                                        value=exc.value)  # fmt: skip
+            refused[name] = ConfigError(exc.reason, job=name, option=exc.option, value=exc.value)
             continue
         if base != actor.actor_name:
             log.info("dramatiq-crontab actor %r runs as job %s", actor.actor_name, name)
@@ -302,16 +325,22 @@ def _load_tasks(heartbeat: bool, load: bool) -> None:
 
 
 @click.command("dramatiq-crontab")
-@click.option("--settings", default=None, help="The Django settings module (default: "
-              "$DJANGO_SETTINGS_MODULE), as manage.py takes it.")  # fmt: skip
+@click.option(
+    "--settings",
+    default=None,
+    help="The Django settings module (default: $DJANGO_SETTINGS_MODULE), as manage.py takes it.",
+)
 @click.option("--pythonpath", default=None, help="A directory to add to the import path.")
 @click.option("--no-task-loading", is_flag=True, help="Don't load tasks from installed apps.")
 @click.option("--no-heartbeat", is_flag=True, help="Don't start the heartbeat actor.")
 @beat_options
 def dramatiq_crontab(
-    settings: str | None, pythonpath: str | None, no_task_loading: bool, no_heartbeat: bool,
+    settings: str | None,
+    pythonpath: str | None,
+    no_task_loading: bool,
+    no_heartbeat: bool,
     **options: Any,
-) -> None:  # fmt: skip
+) -> None:
     """Run dramatiq-crontab's @cron and @interval actors (what `manage.py crontab` runs) on any
     number of replicas: each occurrence is claimed once in the store and sent by one replica.
 
@@ -323,8 +352,9 @@ def dramatiq_crontab(
         if settings:
             os.environ["DJANGO_SETTINGS_MODULE"] = settings
         if not os.environ.get("DJANGO_SETTINGS_MODULE"):
-            raise ConfigError("give --settings or set DJANGO_SETTINGS_MODULE",
-                              option="--settings", value=None)  # fmt: skip
+            raise ConfigError(
+                "give --settings or set DJANGO_SETTINGS_MODULE", option="--settings", value=None
+            )
         try:
             import django
 
@@ -332,15 +362,19 @@ def dramatiq_crontab(
             _load_tasks(heartbeat=not no_heartbeat, load=not no_task_loading)
             from dramatiq_crontab import scheduler
         except Exception as exc:  # noqa: BLE001 - the user's project, said in one line
-            raise ConfigError(f"{type(exc).__name__}: {exc}", option="--settings",
-                              value=os.environ["DJANGO_SETTINGS_MODULE"]) from None  # fmt: skip
+            raise ConfigError(
+                f"{type(exc).__name__}: {exc}",
+                option="--settings",
+                value=os.environ["DJANGO_SETTINGS_MODULE"],
+            ) from None
         jobs, refused = crontab_jobs(scheduler.get_jobs())
         for name, error in refused.items():  # logged at ERROR once; the others are sent
             refuse(name, SENDER, str(error))
         if not jobs:
             log.warning("no actor is registered with dramatiq-crontab's @cron or @interval")
         for name, (job, _) in jobs.items():
-            log.info("    %-24s %s@%s (%s)", job.schedule.describe(), name, job.queue,
-                     job.schedule.tz)  # fmt: skip
+            log.info(
+                "    %-24s %s@%s (%s)", job.schedule.describe(), name, job.queue, job.schedule.tz
+            )
         register(CrontabSender({name: call for name, (_, call) in jobs.items()}))
     run_beat(lambda: [job for job, _ in jobs.values()], options)

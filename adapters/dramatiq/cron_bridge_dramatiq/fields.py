@@ -35,5 +35,6 @@ def cron_field(values: Iterable[int], low: int, high: int) -> str:
             runs[-1].append(value)
         else:
             runs.append([value])
-    return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run))
-                    for run in runs)  # fmt: skip
+    return ",".join(
+        f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)) for run in runs
+    )

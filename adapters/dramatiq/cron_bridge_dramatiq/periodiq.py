@@ -71,13 +71,15 @@ def cron_expression(spec: Any) -> str:
     Raises:
         ConfigError: a field periodiq never matches.
     """
-    return " ".join([
-        cron_field(spec.minute, 0, 59),
-        cron_field(spec.hour, 0, 23),
-        cron_field(spec.dom, 1, 31),
-        cron_field(spec.month, 1, 12),
-        cron_field({value % 7 for value in spec.dow if 0 <= value <= 7}, 0, 6),
-    ])  # fmt: skip
+    return " ".join(
+        [
+            cron_field(spec.minute, 0, 59),
+            cron_field(spec.hour, 0, 23),
+            cron_field(spec.dom, 1, 31),
+            cron_field(spec.month, 1, 12),
+            cron_field({value % 7 for value in spec.dow if 0 <= value <= 7}, 0, 6),
+        ]
+    )
 
 
 def periodiq_schedule(spec: Any, zone: str) -> Cron:
@@ -125,18 +127,24 @@ def periodic_jobs(
         name = name_for(shown, fallback=SENDER)
         try:
             if name in found:  # an actor named as another's mapped name: never by chance
-                raise ConfigError("its job name is another actor's", job=shown, option="name",
-                                  value=name)  # fmt: skip
+                raise ConfigError(
+                    "its job name is another actor's", job=shown, option="name", value=name
+                )
             try:
                 schedule = periodiq_schedule(spec, zone)
             except (ConfigError, AttributeError, TypeError) as exc:
                 reason = exc.reason if isinstance(exc, ConfigError) else "not a periodiq cron(...)"
                 raise ConfigError(reason, job=shown, option="periodic", value=str(spec)) from None
-            job = Job(name=name, schedule=schedule, adapter=SENDER, task=shown,
-                      queue=actor.queue_name, misfire_grace=timedelta(seconds=grace))  # fmt: skip
+            job = Job(
+                name=name,
+                schedule=schedule,
+                adapter=SENDER,
+                task=shown,
+                queue=actor.queue_name,
+                misfire_grace=timedelta(seconds=grace),
+            )
         except ConfigError as exc:  # the others are still sent
-            refused[shown] = ConfigError(exc.reason, job=shown, option=exc.option,
-                                         value=exc.value)  # fmt: skip
+            refused[shown] = ConfigError(exc.reason, job=shown, option=exc.option, value=exc.value)
             continue
         if name != shown:
             log.info("periodiq actor %r runs as job %s", shown, name)
@@ -213,8 +221,15 @@ def declared(modules: Sequence[Any]) -> list[Job]:
 @click.command("periodiq")
 @click.argument("broker")
 @click.argument("modules", nargs=-1)
-@click.option("--path", "-P", "paths", multiple=True, default=["."], show_default=True,
-              help="The module import path; repeat it for several.")  # fmt: skip
+@click.option(
+    "--path",
+    "-P",
+    "paths",
+    multiple=True,
+    default=["."],
+    show_default=True,
+    help="The module import path; repeat it for several.",
+)
 @click.option("--verbose", "-v", count=True, help="Turn on verbose log output.")
 @beat_options
 def periodiq(
@@ -238,20 +253,25 @@ def periodiq(
             for module in modules:
                 importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - the user's modules, said in one line
-            raise ConfigError(f"{type(exc).__name__}: {exc}", option="BROKER",
-                              value=broker) from None  # fmt: skip
+            raise ConfigError(
+                f"{type(exc).__name__}: {exc}", option="BROKER", value=broker
+            ) from None
         actors = periodic_actors(found)
         if not actors:
-            raise ConfigError("No periodic actor to schedule.", option="MODULE",
-                              value=" ".join((broker, *modules)))  # fmt: skip
+            raise ConfigError(
+                "No periodic actor to schedule.",
+                option="MODULE",
+                value=" ".join((broker, *modules)),
+            )
         zone = local_zone_name(why="periodiq")
         jobs, refused = periodic_jobs(actors, zone, skip_delay(found))
         _print_periodic_actors(actors, zone, refused)
         for name, error in refused.items():  # logged at ERROR once; the others are sent
             refuse(name, SOURCE, str(error))
         if not jobs:
-            raise ConfigError("No periodic actor can be scheduled.", option="periodic",
-                              value=", ".join(refused))  # fmt: skip
+            raise ConfigError(
+                "No periodic actor can be scheduled.", option="periodic", value=", ".join(refused)
+            )
         register(PeriodiqSender({name: actor for name, (_, actor) in jobs.items()}, zone))
     run_beat(lambda: [job for job, _ in jobs.values()], options)
 
@@ -266,6 +286,12 @@ def _print_periodic_actors(
     log.info("    %-24s ------------------", "-" * 24)
     for actor in actors:
         mark = " (refused: see below)" if actor.actor_name in refused else ""
-        log.info("    %-24s %s:%s@%s%s", str(actor.options["periodic"]), actor.fn.__module__,
-                 actor.actor_name, actor.queue_name, mark)  # fmt: skip
+        log.info(
+            "    %-24s %s:%s@%s%s",
+            str(actor.options["periodic"]),
+            actor.fn.__module__,
+            actor.actor_name,
+            actor.queue_name,
+            mark,
+        )
     log.info("")

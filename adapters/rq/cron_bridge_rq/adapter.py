@@ -165,9 +165,14 @@ class RQAdapter:
         data = self._data(dispatch)
         try:
             self._queue(dispatch.job).enqueue_call(
-                func=data.func, kwargs=data.kwargs, job_id=data.job_id, meta=data.meta,
-                retry=data.retry, timeout=data.timeout, unique=True,
-            )  # fmt: skip
+                func=data.func,
+                kwargs=data.kwargs,
+                job_id=data.job_id,
+                meta=data.meta,
+                retry=data.retry,
+                timeout=data.timeout,
+                unique=True,
+            )
         except DuplicateJobError:
             return None  # in RQ already: sent once, not twice
         except Exception as exc:  # noqa: BLE001 - the broker's error is the outcome

@@ -117,8 +117,9 @@ def _schedule(registration: CronJob, name: str, zone: str) -> Cron | Every:
     Raises:
         ConfigError: naming the job, ``cron`` or ``interval``, and the value.
     """
-    option, value = ("cron", registration.cron) if registration.cron else (
-        "interval", registration.interval)  # fmt: skip
+    option, value = (
+        ("cron", registration.cron) if registration.cron else ("interval", registration.interval)
+    )
     try:
         if registration.cron:
             return Cron(registration.cron, tz=zone, seconds=True)
@@ -153,8 +154,13 @@ def jobs_of(
             schedule = _schedule(registration, shown, zone)
             avoid = set(taken) if explicit else taken | reserved
             name = _unique(job_name(shown), avoid)
-            job = Job(name=name, schedule=schedule, adapter=SENDER,
-                      task=registration.func_name, queue=registration.queue_name)  # fmt: skip
+            job = Job(
+                name=name,
+                schedule=schedule,
+                adapter=SENDER,
+                task=registration.func_name,
+                queue=registration.queue_name,
+            )
         except ConfigError as exc:
             if strict:
                 raise
@@ -190,8 +196,9 @@ def _data_name(data: dict[str, Any]) -> str:
     """A registration's name before RQ made it a ``CronJob``: its ``name``, else its
     function's dotted path."""
     func = data.get("func")
-    return str(data.get("name") or
-               f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}")  # fmt: skip
+    return str(
+        data.get("name") or f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}"
+    )
 
 
 def anchored(
@@ -221,8 +228,7 @@ def anchored(
         kept = store.control(ANCHORS, key)
         anchor = _read_anchor(kept)
         if anchor is None:
-            log.warning("the stored anchor of %s is unreadable (%r); it starts now", job.name,
-                        kept)  # fmt: skip
+            log.warning("the stored anchor of %s is unreadable (%r); it starts now", job.name, kept)
             store.put_control(ANCHORS, key, json.dumps({"at": stamp.isoformat()}))
             anchor = stamp
         found.append(dataclasses.replace(job, schedule=_from(anchor, interval)))
@@ -319,8 +325,11 @@ class RQCronSender(Sender):
         # The registration's own enqueue, with the occurrence's job id: RQ refuses a second
         # job of that id (a send again after a lost answer) instead of enqueueing it twice.
         once = copy.copy(registration)
-        once.job_options = {**registration.job_options, "job_id": rq_job_id(dispatch.occurrence),
-                            "unique": True}  # fmt: skip
+        once.job_options = {
+            **registration.job_options,
+            "job_id": rq_job_id(dispatch.occurrence),
+            "unique": True,
+        }
         try:
             once.enqueue(self.connection)
         except DuplicateJobError:
@@ -427,8 +436,11 @@ def rq_cron(
         except Exception as exc:  # noqa: BLE001 - said in one line, as for the store
             kwargs = connection.connection_pool.connection_kwargs
             where = f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
-            raise ConfigError(f"cannot reach RQ's Redis at {where}: {exc}", option="--url",
-                              value=redact_url(cli_config.url or "")) from None  # fmt: skip
+            raise ConfigError(
+                f"cannot reach RQ's Redis at {where}: {exc}",
+                option="--url",
+                value=redact_url(cli_config.url or ""),
+            ) from None
         scheduler = _Loading(connection=connection, logging_level=logging_level.upper())
         quiet = _NoTraceback()  # RQ's loader logs a refused registration with its traceback
         scheduler.log.addFilter(quiet)
@@ -442,21 +454,29 @@ def rq_cron(
             # rq cron logs these and runs the others: so does this, and lists them as refused
             # (list, /healthz, the dashboard); --strict does not start instead.
             if strict:
-                raise ConfigError(f"rq.cron.register refused it: {error}", job=name,
-                                  option="CONFIG", value=config_path)  # fmt: skip
+                raise ConfigError(
+                    f"rq.cron.register refused it: {error}",
+                    job=name,
+                    option="CONFIG",
+                    value=config_path,
+                )
             refuse(name, DECLARED_AS, f"RQ refuses it: {error}")
         jobs = jobs_of(scheduler.get_jobs(), zone, strict=strict)
         if not jobs:
             log.warning("%s registers no job with rq.cron.register(...)", config_path)
         sender = RQCronSender(connection, {name: reg for name, (_, reg) in jobs.items()})
         register(sender)
-        log.info("rq cron config %s: %d registration(s), cron fields in %s", config_path,
-                 len(jobs), zone)  # fmt: skip
+        log.info(
+            "rq cron config %s: %d registration(s), cron fields in %s", config_path, len(jobs), zone
+        )
     registrations = {name: registration for name, (_, registration) in jobs.items()}
 
     def arm(store: Store, loaded: list[Job]) -> tuple[list[Job], Mapping[str, datetime]]:
         return anchored(store, loaded, registrations, datetime.now(UTC))
 
     with Registered(scheduler, sender):
-        run_beat(lambda: [job for job, _ in jobs.values()], options,
-                 arm=arm if interval_anchor == "first-seen" else None)  # fmt: skip
+        run_beat(
+            lambda: [job for job, _ in jobs.values()],
+            options,
+            arm=arm if interval_anchor == "first-seen" else None,
+        )

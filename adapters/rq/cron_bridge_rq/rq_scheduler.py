@@ -102,8 +102,11 @@ class Move:
 def _name(job_id: str, task: str, taken: set[str]) -> str:
     """The stored schedule's name: the job's own id when it is one a person chose, else the
     task with the id's first characters."""
-    base = job_id if not _UUID.fullmatch(job_id) and NAME_PATTERN.fullmatch(job_id) else (
-        f"{task.rsplit('.', 1)[-1]}-{job_id[:8]}")  # fmt: skip
+    base = (
+        job_id
+        if not _UUID.fullmatch(job_id) and NAME_PATTERN.fullmatch(job_id)
+        else (f"{task.rsplit('.', 1)[-1]}-{job_id[:8]}")
+    )
     base = re.sub(r"[^A-Za-z0-9._-]", "-", base)[:180]
     name, count = base, 1
     while name in taken:
@@ -113,15 +116,17 @@ def _name(job_id: str, task: str, taken: set[str]) -> str:
     return name
 
 
-def _read(client: Redis, member: bytes, score: float, taken: set[str], zone: str,
-          now: datetime) -> Move:  # fmt: skip
+def _read(
+    client: Redis, member: bytes, score: float, taken: set[str], zone: str, now: datetime
+) -> Move:
     """The move of one job: read through ``read_job``, which bounds and checks it, so a job
     that holds anything else stays, with the reason in one line, and the others go on."""
     try:
         job = read_job(client, member, score)
     except Unreadable as exc:
-        return Move(job_id=shown(member.decode(errors="replace")), task="?", when="?",
-                    left=str(exc))  # fmt: skip
+        return Move(
+            job_id=shown(member.decode(errors="replace")), task="?", when="?", left=str(exc)
+        )
     move = Move(job_id=job.job_id, task=job.task, when=job.when, queue=job.queue, job=job)
     if job.instance:
         move.left = "it calls a method of an object"
@@ -149,13 +154,22 @@ def stored_spec(job: ScheduledJob, zone: str, now: datetime) -> dict[str, Any]:
     Raises:
         ConfigError: the option that cannot be carried over, and why.
     """
-    spec: dict[str, Any] = {"task": job.task, "library": "rq", "queue": job.queue,
-                            "args": job.args, "kwargs": job.kwargs,
-                            "misfire": "run-once"}  # fmt: skip
+    spec: dict[str, Any] = {
+        "task": job.task,
+        "library": "rq",
+        "queue": job.queue,
+        "args": job.args,
+        "kwargs": job.kwargs,
+        "misfire": "run-once",
+    }
     send: dict[str, Any] = {}
-    for option, value in (("job_timeout", job.timeout), ("result_ttl", job.result_ttl),
-                          ("ttl", job.ttl), ("meta", job.meta or None),
-                          ("at_front", job.at_front or None)):  # fmt: skip
+    for option, value in (
+        ("job_timeout", job.timeout),
+        ("result_ttl", job.result_ttl),
+        ("ttl", job.ttl),
+        ("meta", job.meta or None),
+        ("at_front", job.at_front or None),
+    ):
         if value is not None:
             send[option] = value
     if send:
@@ -194,9 +208,12 @@ def _end(spec: dict[str, Any], next_at: datetime, repeat: int) -> datetime:
             last = next_at + timedelta(seconds=int(spec["every"][:-1]) * (repeat - 1))
         else:
             if repeat > CRON_REPEAT_MAX:
-                raise ConfigError(f"more runs than the importer counts for a cron job "
-                                  f"(at most {CRON_REPEAT_MAX:,})", option="repeat",
-                                  value=repeat)  # fmt: skip
+                raise ConfigError(
+                    f"more runs than the importer counts for a cron job "
+                    f"(at most {CRON_REPEAT_MAX:,})",
+                    option="repeat",
+                    value=repeat,
+                )
             schedule = Cron(spec["cron"], tz=spec["tz"], day_or=spec["day_or"])
             last = next_at - timedelta(seconds=1)
             for _ in range(repeat):
@@ -205,8 +222,9 @@ def _end(spec: dict[str, Any], next_at: datetime, repeat: int) -> datetime:
     except (OverflowError, ValueError) as exc:
         if isinstance(exc, ConfigError):
             raise
-        raise ConfigError("its last run is past the year 9999", option="repeat",
-                          value=repeat) from None  # fmt: skip
+        raise ConfigError(
+            "its last run is past the year 9999", option="repeat", value=repeat
+        ) from None
 
 
 def crontab_fields(expr: str) -> str:
@@ -221,21 +239,27 @@ def crontab_fields(expr: str) -> str:
     fields = CRONTAB_ALIASES.get(expr.strip(), expr.strip()).lower().split()
     if len(fields) == 7:
         if fields[0] != "0":
-            raise ConfigError("cron-bridge fires on whole minutes, not on seconds",
-                              option="cron_string", value=expr)  # fmt: skip
+            raise ConfigError(
+                "cron-bridge fires on whole minutes, not on seconds",
+                option="cron_string",
+                value=expr,
+            )
         fields = fields[1:]
     if len(fields) == 6:
         if fields[5] not in ("*", "?"):
-            raise ConfigError("a stored schedule has no year field", option="cron_string",
-                              value=expr)  # fmt: skip
+            raise ConfigError(
+                "a stored schedule has no year field", option="cron_string", value=expr
+            )
         fields = fields[:5]
     if len(fields) != 5:
         raise ConfigError("expected 5 to 7 fields", option="cron_string", value=expr)
     if fields[2].startswith("z"):
-        raise ConfigError("croniter has no days before the end of the month (Z)",
-                          option="cron_string", value=expr)  # fmt: skip
-    return " ".join("*" if f == "?" else f.replace("l", "L") if f.startswith("l") else f
-                    for f in fields)  # fmt: skip
+        raise ConfigError(
+            "croniter has no days before the end of the month (Z)", option="cron_string", value=expr
+        )
+    return " ".join(
+        "*" if f == "?" else f.replace("l", "L") if f.startswith("l") else f for f in fields
+    )
 
 
 def plan(client: Redis, zone: str, now: datetime | None = None) -> list[Move]:
@@ -252,24 +276,37 @@ def plan(client: Redis, zone: str, now: datetime | None = None) -> list[Move]:
 
 def _alive(client: Redis) -> list[str]:
     """The rqscheduler processes still running (their hash has no ``death``), and its lock."""
-    alive = [key.decode() for key in client.scan_iter(f"{INSTANCES}*")
-             if not client.hexists(key, "death")]  # fmt: skip
+    alive = [
+        key.decode()
+        for key in client.scan_iter(f"{INSTANCES}*")
+        if not client.hexists(key, "death")
+    ]
     if client.exists(LOCK):
         alive.append(LOCK)
     return alive
 
 
 @click.command("rq-scheduler")
-@click.option("--url", "-u", envvar="RQ_REDIS_URL", default="redis://localhost:6379/0",
-              show_default=True, help="The Redis rq-scheduler keeps its jobs in.")  # fmt: skip
+@click.option(
+    "--url",
+    "-u",
+    envvar="RQ_REDIS_URL",
+    default="redis://localhost:6379/0",
+    show_default=True,
+    help="The Redis rq-scheduler keeps its jobs in.",
+)
 @store_option
 @optional_app_option(
     "The module that declares the tasks (repeatable; default $CRON_BRIDGE_APP): imported to "
     "check that stored schedules may name them (@storable or CRON_BRIDGE_STORED_TASKS)."
 )
-@click.option("--tz", metavar="ZONE", default=None,
-              help="The zone rq-scheduler's host is in, where its cron strings are read "
-                   "(default: this host's, from TZ or /etc/localtime).")  # fmt: skip
+@click.option(
+    "--tz",
+    metavar="ZONE",
+    default=None,
+    help="The zone rq-scheduler's host is in, where its cron strings are read "
+    "(default: this host's, from TZ or /etc/localtime).",
+)
 @click.option("--apply", is_flag=True, help="Move them; without it, only say what would move.")
 def rq_scheduler(
     url: str, store: str | None, app: tuple[str, ...], tz: str | None, apply: bool
@@ -280,8 +317,11 @@ def rq_scheduler(
         if apply and not (store or os.environ.get("CRON_BRIDGE_STORE")):
             # The move deletes the jobs from rq-scheduler: into a local file no beat reads,
             # they would be lost.
-            raise ConfigError("--apply needs the store your beats use (--store or "
-                              "CRON_BRIDGE_STORE)", option="--store", value=None)  # fmt: skip
+            raise ConfigError(
+                "--apply needs the store your beats use (--store or CRON_BRIDGE_STORE)",
+                option="--store",
+                value=None,
+            )
         if app:
             load_app(app)
         zone = local_zone_name(why="rq-scheduler") if tz is None else tz
@@ -290,8 +330,9 @@ def rq_scheduler(
         try:
             client.ping()
         except Exception as exc:  # noqa: BLE001 - said in one line
-            raise ConfigError(f"cannot reach rq-scheduler's Redis: {exc}", option="--url",
-                              value=redact_url(url)) from None  # fmt: skip
+            raise ConfigError(
+                f"cannot reach rq-scheduler's Redis: {exc}", option="--url", value=redact_url(url)
+            ) from None
         schedules = Schedules(open_store(store))
         moves = plan(client, zone)
         if not moves:
@@ -306,9 +347,11 @@ def rq_scheduler(
             rows.append([move.job_id, move.task, move.when, move.name or "-", action])
         print_table(rows)
         moved = sum(1 for m in moves if not m.left)
-        click.echo(f"{moved} of {len(moves)} job(s) {'moved' if apply else 'would move'}"
-                   + ("" if apply else "; run again with --apply to move them")
-                   + f" (cron strings read in {zone})")  # fmt: skip
+        click.echo(
+            f"{moved} of {len(moves)} job(s) {'moved' if apply else 'would move'}"
+            + ("" if apply else "; run again with --apply to move them")
+            + f" (cron strings read in {zone})"
+        )
         if moved < len(moves):
             click.echo(_staying(moves))
 
@@ -319,13 +362,17 @@ def _staying(moves: list[Move]) -> str:
     stays = sorted({m.queue for m in moves if m.left and m.queue})
     moved = {m.queue for m in moves if not m.left}
     shared = [queue for queue in stays if queue in moved]
-    said = (f"What stays keeps running with rq-scheduler: keep `rqscheduler` and serve its "
-            f"queue(s) {', '.join(stays) or '(unknown)'} with an `rq worker` without "
-            "--serializer (pickle); never point a JSON-serializer worker at them.")  # fmt: skip
+    said = (
+        f"What stays keeps running with rq-scheduler: keep `rqscheduler` and serve its "
+        f"queue(s) {', '.join(stays) or '(unknown)'} with an `rq worker` without "
+        "--serializer (pickle); never point a JSON-serializer worker at them."
+    )
     if shared:
-        said += (f" Queue(s) {', '.join(shared)} get both kinds: give the moved schedules "
-                 "another queue (`cron-bridge schedule update NAME --queue ...`) or move what "
-                 "stays first.")  # fmt: skip
+        said += (
+            f" Queue(s) {', '.join(shared)} get both kinds: give the moved schedules "
+            "another queue (`cron-bridge schedule update NAME --queue ...`) or move what "
+            "stays first."
+        )
     return said
 
 
@@ -384,8 +431,11 @@ def _apply(client: Redis, moves: list[Move], schedules: Schedules, written: set[
     transaction): killed between the two, both are left, and the next run only deletes."""
     alive = _alive(client)
     if alive:
-        raise ConfigError("rqscheduler is running: stop it first, or both would send "
-                          f"({', '.join(alive[:3])})", option="--apply", value=True)  # fmt: skip
+        raise ConfigError(
+            f"rqscheduler is running: stop it first, or both would send ({', '.join(alive[:3])})",
+            option="--apply",
+            value=True,
+        )
     for move in moves:
         if move.left:
             continue

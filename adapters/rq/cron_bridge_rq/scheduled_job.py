@@ -269,8 +269,9 @@ def _whole(value: object, what: str, low: int, high: int) -> int | None:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise Unreadable(f"its {what} {shown(value, 40)} is not a whole number from {low} to "
-                         f"{high:,}")  # fmt: skip
+        raise Unreadable(
+            f"its {what} {shown(value, 40)} is not a whole number from {low} to {high:,}"
+        )
     return value
 
 
@@ -343,7 +344,12 @@ def _own_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 def _cannot(raw: Mapping[bytes, bytes]) -> tuple[str, ...]:
     """What the job has that a stored schedule cannot carry."""
-    return tuple(label for label, key in (("depends_on", b"dependency_ids"),
-                                          ("on_success", b"success_callback_name"),
-                                          ("on_failure", b"failure_callback_name"))
-                 if raw.get(key) not in (None, b""))  # fmt: skip
+    return tuple(
+        label
+        for label, key in (
+            ("depends_on", b"dependency_ids"),
+            ("on_success", b"success_callback_name"),
+            ("on_failure", b"failure_callback_name"),
+        )
+        if raw.get(key) not in (None, b"")
+    )

@@ -34,8 +34,9 @@ def check_send(options: Mapping[str, Any]) -> None:
             raise ConfigError(f"RQ takes {', '.join(SEND_OPTIONS)}", option=option, value=value)
         if name == "meta":
             if not isinstance(value, dict) or META_KEY in value:
-                raise ConfigError(f"expected a JSON object without {META_KEY!r}",
-                                  option=option, value=value)  # fmt: skip
+                raise ConfigError(
+                    f"expected a JSON object without {META_KEY!r}", option=option, value=value
+                )
         elif name == "at_front":
             if not isinstance(value, bool):
                 raise ConfigError("expected true or false", option=option, value=value)

@@ -12,9 +12,12 @@ if os.environ.get("CB_TEST_SENTRY_DSN"):  # Sentry's cron monitoring on (test_se
     import sentry_sdk
     from sentry_sdk.integrations.celery import CeleryIntegration
 
-    sentry_sdk.init(dsn=os.environ["CB_TEST_SENTRY_DSN"], default_integrations=False,
-                    integrations=[CeleryIntegration(monitor_beat_tasks=True)],
-                    environment="twin")  # fmt: skip
+    sentry_sdk.init(
+        dsn=os.environ["CB_TEST_SENTRY_DSN"],
+        default_integrations=False,
+        integrations=[CeleryIntegration(monitor_beat_tasks=True)],
+        environment="twin",
+    )
 
 app = Celery("djproj")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -62,13 +62,17 @@ def create(specs: list[dict[str, Any]]) -> dict[str, int]:
     ids = {}
     for spec in specs:
         task = PeriodicTask(
-            name=spec["name"], task=spec.get("task", "djproj.tick"),
-            args=json.dumps(spec.get("args", [])), kwargs=json.dumps(spec.get("kwargs", {})),
-            queue=spec.get("queue"), priority=spec.get("priority"),
+            name=spec["name"],
+            task=spec.get("task", "djproj.tick"),
+            args=json.dumps(spec.get("args", [])),
+            kwargs=json.dumps(spec.get("kwargs", {})),
+            queue=spec.get("queue"),
+            priority=spec.get("priority"),
             headers=json.dumps(spec.get("headers", {})),
-            expire_seconds=spec.get("expire_seconds"), one_off=spec.get("one_off", False),
+            expire_seconds=spec.get("expire_seconds"),
+            one_off=spec.get("one_off", False),
             **_schedule(spec),
-        )  # fmt: skip
+        )
         task.save()
         if spec.get("raw"):
             PeriodicTask.objects.filter(pk=task.pk).update(**spec["raw"])
@@ -88,10 +92,15 @@ def update(change: dict[str, Any]) -> dict[str, Any]:
 
 def dump() -> list[dict[str, Any]]:
     return [
-        {"id": t.pk, "name": t.name, "enabled": t.enabled, "total_run_count": t.total_run_count,
-         "last_run_at": t.last_run_at.isoformat() if t.last_run_at else None}
+        {
+            "id": t.pk,
+            "name": t.name,
+            "enabled": t.enabled,
+            "total_run_count": t.total_run_count,
+            "last_run_at": t.last_run_at.isoformat() if t.last_run_at else None,
+        }
         for t in PeriodicTask.objects.order_by("pk")
-    ]  # fmt: skip
+    ]
 
 
 if __name__ == "__main__":

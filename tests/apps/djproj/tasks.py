@@ -16,16 +16,21 @@ def tick(self: Any, label: str = "", n: int = 0) -> None:
     meta = headers.get("cron_bridge") or {}
     path = os.environ.get("CB_TEST_JOURNAL")
     if path:
-        journal.append(path, {
-            "label": label, "n": n,
-            "periodic_task_name": headers.get("periodic_task_name"),
-            "team": headers.get("team"),
-            "job": meta.get("job"), "occurrence_id": meta.get("occurrence_id"),
-            "replica": meta.get("replica"),
-            "queue": (self.request.delivery_info or {}).get("routing_key"),
-            "priority": (self.request.delivery_info or {}).get("priority"),
-            "expires": self.request.expires,
-        })  # fmt: skip
+        journal.append(
+            path,
+            {
+                "label": label,
+                "n": n,
+                "periodic_task_name": headers.get("periodic_task_name"),
+                "team": headers.get("team"),
+                "job": meta.get("job"),
+                "occurrence_id": meta.get("occurrence_id"),
+                "replica": meta.get("replica"),
+                "queue": (self.request.delivery_info or {}).get("routing_key"),
+                "priority": (self.request.delivery_info or {}).get("priority"),
+                "expires": self.request.expires,
+            },
+        )
 
 
 @shared_task(name="djproj.fail")
