@@ -1,4 +1,4 @@
-"""Jobs, their occurrences, and the backoff between attempts.
+"""Jobs and their occurrences.
 
 A ``Job`` is a validated declaration: what runs, when, and under which guarantees. It is a
 value: registering it, running it and enqueueing it happen elsewhere.
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast, get_args
 
+from cron_bridge.backoff import Backoff
 from cron_bridge.errors import ConfigError
 from cron_bridge.keys import claim_key
 from cron_bridge.monitors import Monitor
@@ -55,56 +55,6 @@ def name_for(shown: str, *, fallback: str) -> str:
     digest = hashlib.sha256(shown.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     base = _NOT_IN_NAMES.sub("-", shown).strip("-._")[:180]
     return f"{base}-{digest}" if base else f"{fallback}-{digest}"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Backoff:
-    """The wait between a failed attempt and the next one.
-
-    Build it with ``Backoff.fixed(seconds)`` or ``Backoff.exponential(seconds, max=...)``.
-    """
-
-    kind: Literal["fixed", "exponential"]
-    base: float
-    max: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("fixed", "exponential"):
-            raise ConfigError("unknown backoff kind", option="backoff", value=self.kind)
-        numbers = (self.base,) if self.max is None else (self.base, self.max)
-        if not all(isinstance(n, int | float) and math.isfinite(n) for n in numbers):
-            raise ConfigError(
-                "the backoff needs finite numbers of seconds", option="backoff", value=self
-            )
-        if self.base < 0 or (self.max is not None and self.max < self.base):
-            raise ConfigError(
-                "the backoff needs base >= 0 and max >= base", option="backoff", value=self
-            )
-
-    @classmethod
-    def fixed(cls, seconds: float | str | timedelta = 0) -> Backoff:
-        """The same wait before every retry."""
-        return cls(kind="fixed", base=parse_duration(seconds, option="backoff").total_seconds())
-
-    @classmethod
-    def exponential(
-        cls, seconds: float | str | timedelta, *, max: float | str | timedelta | None = None
-    ) -> Backoff:
-        """``seconds``, then twice that, four times, ... capped at ``max``."""
-        cap = None if max is None else parse_duration(max, option="backoff").total_seconds()
-        base = parse_duration(seconds, option="backoff").total_seconds()
-        return cls(kind="exponential", base=base, max=cap)
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after the failed attempt number ``attempt`` (from 1)."""
-        if self.kind == "fixed":
-            return self.base
-        wait = self.base * 2.0 ** (attempt - 1)
-        return wait if self.max is None else min(wait, self.max)
-
-    def delays(self, retries: int) -> list[float]:
-        """The waits before each of ``retries`` retries."""
-        return [self.delay(attempt) for attempt in range(1, retries + 1)]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
