@@ -165,7 +165,7 @@ class Job:
     lock_ttl: timedelta = DEFAULTS["lock_ttl"]
     timeout: timedelta | None = DEFAULTS["timeout"]
     jitter: timedelta = DEFAULTS["jitter"]
-    external: bool = DEFAULTS["external"]
+    on_demand: bool = DEFAULTS["on_demand"]
     kwargs: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULTS["kwargs"]))
     queue: str | None = None
     # JSON values, checked by the adapter.
@@ -239,6 +239,11 @@ class Job:
     def is_cluster(self) -> bool:
         return self.scope == "cluster"
 
+    @property
+    def external(self) -> bool:
+        """The old name of ``on_demand``."""
+        return self.on_demand
+
     def occurrence(self, scheduled_at: datetime) -> Occurrence:
         return Occurrence(job=self.name, scheduled_at=scheduled_at)
 
@@ -282,7 +287,7 @@ def declare(
         raise ConfigError(
             "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}", job=str(name), option="name", value=name
         )
-    values = given(options, DeclareOptions, caller="declare")
+    values = given(options, DeclareOptions, caller="declare", job=name)
     start, end, send = values["start"], values["end"], values["send"]
     try:
         schedule = _schedule(values)
@@ -312,7 +317,7 @@ def declare(
         coalesce=values["coalesce"],
         attempts=values["attempts"],
         backoff=DEFAULTS["backoff"] if backoff is None else backoff,
-        external=values["external"],
+        on_demand=values["on_demand"],
         kwargs=dict(values["kwargs"] or {}),
         queue=queue,
         send=dict(send) if isinstance(send, Mapping) else ({} if send is None else send),

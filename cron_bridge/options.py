@@ -6,7 +6,8 @@ it, how the command line reads it. Everything else is derived from them:
 
 - ``declare`` takes ``**options: Unpack[DeclareOptions]``, ``@cluster_task``
   ``Unpack[JobOptions]``, ``Beat.cron`` and ``Beat.every`` ``Unpack[CommonOptions]``, so mypy
-  checks every call; ``given`` reads a call's options, defaults filled in;
+  checks every call; ``given`` reads a call's options, defaults filled in, an old name read
+  as the new one;
 - ``Job``'s fields take their defaults from ``DEFAULTS``;
 - a stored schedule may set the options marked ``stored`` (``STORED``);
 - ``cron-bridge schedule add|update`` has a flag for each option with a ``cli`` reader, and
@@ -26,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, TypedDict, get_args, get_origin, get_type_hints
 
 from cron_bridge.backoff import Backoff
+from cron_bridge.errors import ConfigError
 from cron_bridge.monitors import Monitor
 
 __all__ = [
@@ -68,6 +70,7 @@ class Option:
         cli: how ``cron-bridge schedule add|update`` reads ``--<name, _ as ->``: as text
             (``str``, then read as the Python API reads text) or as a whole number in a
             ``range``; None: no flag.
+        old_name_of: this key is an older spelling of that option, read as it.
     """
 
     default: Any = None
@@ -75,6 +78,7 @@ class Option:
     schedule: bool = False
     stored: bool = False
     cli: type[str] | range | None = None
+    old_name_of: str | None = None
 
 
 class _Kind(TypedDict, total=False):
@@ -246,12 +250,18 @@ class CommonOptions(TypedDict, total=False):
             cli=str,
         ),
     ]
-    external: Annotated[
+    on_demand: Annotated[
         bool,
         Option(
             default=False,
-            help="Never armed by a beat's timer: only cron-bridge run, HTTP or the dashboard "
-            "trigger it.",
+            help="Never armed by a beat's timer: it runs only when asked for (cron-bridge run, "
+            "HTTP, the dashboard).",
+        ),
+    ]
+    external: Annotated[
+        bool,
+        Option(
+            default=False, help="The old name of on_demand, read as it.", old_name_of="on_demand"
         ),
     ]
     kwargs: Annotated[
@@ -334,15 +344,34 @@ def check_names(options: Mapping[str, Any], accepted: type, *, caller: str) -> f
     return known
 
 
-def given(options: Mapping[str, Any], accepted: type, *, caller: str) -> dict[str, Any]:
+def given(options: Mapping[str, Any], accepted: type, *, caller: str, job: str) -> dict[str, Any]:
     """``options`` as a declaration taking ``accepted`` (one of the ``TypedDict`` s above)
-    reads them: every option it takes, the default where one is not given.
+    reads them: every option it takes, the default where one is not given, an old name read as
+    the new one.
 
     Raises:
         TypeError: an option ``accepted`` does not have, as Python says of a keyword argument.
+        ConfigError: an option given under its old and its new name, with different values.
     """
     known = check_names(options, accepted, caller=caller)
-    return {name: options.get(name, OPTIONS[name].default) for name in known}
+    values = {}
+    for name in known:
+        option = OPTIONS[name]
+        if option.old_name_of is None:
+            values[name] = options.get(name, option.default)
+    for name in known & options.keys():
+        new = OPTIONS[name].old_name_of
+        if new is None:
+            continue
+        if new in options and options[new] != options[name]:
+            raise ConfigError(
+                f"{name}= is the old name of {new}=, which says {options[new]!r}",
+                job=job,
+                option=name,
+                value=options[name],
+            )
+        values[new] = options[name]
+    return values
 
 
 def shown(value: Any) -> str:

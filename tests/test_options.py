@@ -83,7 +83,8 @@ SAMPLES: dict[str, tuple[dict[str, Any], Any, Callable[[Job], object]]] = {
     ),
     "lock_ttl": (EVERY, "3s", lambda job: job.lock_ttl == timedelta(seconds=3)),
     "timeout": (EVERY, "2m", lambda job: job.timeout == timedelta(minutes=2)),
-    "external": (EVERY, True, lambda job: job.external is True),
+    "on_demand": (EVERY, True, lambda job: job.on_demand is True),
+    "external": (EVERY, True, lambda job: job.on_demand is True),
     "kwargs": (EVERY, {"tenant": 7}, lambda job: dict(job.kwargs) == {"tenant": 7}),
     "monitor": (EVERY, "sentry", lambda job: isinstance(job.monitor, Sentry)),
     "target": (EVERY, "inline", lambda job: job.target == "inline"),
@@ -127,7 +128,7 @@ def test_each_signature_unpacks_the_definition() -> None:
 
 def test_job_takes_each_default_from_the_definition() -> None:
     """Each option ``Job`` keeps as a field defaults to the definition's default; the others
-    are folded into its schedule."""
+    are folded into its schedule, or are old names."""
     fields = {f.name: f for f in dataclasses.fields(Job)}
     for name, option in OPTIONS.items():
         if name not in fields:
@@ -136,7 +137,7 @@ def test_job_takes_each_default_from_the_definition() -> None:
         made = found.default_factory() if found.default is dataclasses.MISSING else found.default
         assert made == option.default, name
     folded = set(OPTIONS) - set(fields)
-    assert folded == {"cron", "every", "at", "tz", "day_or", "offset", "start", "end"}
+    assert folded == {"cron", "every", "at", "tz", "day_or", "offset", "start", "end", "external"}
 
 
 def declared(name: str, **more: Any) -> dict[str, Any]:
@@ -242,14 +243,42 @@ def test_each_flag_reaches_the_stored_schedule(name: str, tmp_path: Path) -> Non
 
 def test_each_option_is_in_the_reference_and_in_the_jobs_page() -> None:
     """docs/configuration.md has its row (generated); docs/jobs.md's options table, written
-    by hand, names each one."""
+    by hand, names each one, an old name beside its new one."""
     reference = (REPO / "docs" / "configuration.md").read_text()
     jobs_page = (REPO / "docs" / "jobs.md").read_text()
     table = jobs_page.partition("## Options")[2].partition("\n\n```")[0]
-    firsts = [row.split(" | ")[0] for row in table.splitlines() if row.startswith("| `")]
-    for name in OPTIONS:
+    rows = {row.split(" | ")[0]: row for row in table.splitlines() if row.startswith("| `")}
+    for name, option in OPTIONS.items():
         assert f"\n| `{name}` |" in reference, name
-        assert [first for first in firsts if f"`{name}`" in first], name
+        new = option.old_name_of or name
+        (row,) = [row for first, row in rows.items() if f"`{new}`" in first]
+        assert f"`{name}`" in row, name
+
+
+def test_the_old_name_of_on_demand_is_read_as_it_everywhere() -> None:
+    """``external=`` is read as ``on_demand=`` silently (warnings are errors here), is
+    ``Job.external``, and contradicting the new name is a ConfigError naming both."""
+    registry = Registry()
+    cluster_task(every="1h", name="old.a", target="inline", external=True, registry=registry)(
+        handler
+    )
+    beat = Beat(MemoryStore(), [])
+    beat.every("1h", name="old.b", external=True)(handler)
+    beat.cron("0 3 * * *", name="old.c", external=True, on_demand=True)(handler)
+    jobs = [
+        *registry.jobs(),
+        *beat.jobs(),
+        declare("old.d", every="1h", external=True, adapter="a", task="t"),
+    ]
+    assert [(job.on_demand, job.external) for job in jobs] == [(True, True)] * 4
+    with pytest.raises(ConfigError) as caught:
+        declare("old.e", every="1h", external=True, on_demand=False, adapter="a", task="t")
+    assert (caught.value.job, caught.value.option, caught.value.value) == (
+        "old.e",
+        "external",
+        True,
+    )
+    assert "on_demand" in str(caught.value)
 
 
 def test_an_option_there_is_none_of_is_a_type_error_as_python_says_it() -> None:
@@ -274,7 +303,7 @@ def test_mypy_checks_each_call_against_the_definition(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A value outside an option's Literal, a value of the wrong type and an option there is
-    none of are mypy errors in user code."""
+    none of are mypy errors in user code; the old name is not."""
     from mypy import api
 
     monkeypatch.setenv("MYPYPATH", str(REPO))  # this checkout's cron_bridge, not an install
@@ -286,7 +315,7 @@ def test_mypy_checks_each_call_against_the_definition(
         'cluster_task(cron="0 3 * * *", overlap="skipp")\n'
         'cluster_task(cron="0 3 * * *", attempts="3")\n'
         'cluster_task(cron="0 3 * * *", colour="blue")\n'
-        'cluster_task(cron="0 3 * * *", external=True, day_or=False)\n'
+        'cluster_task(cron="0 3 * * *", external=True, on_demand=True, day_or=False)\n'
         'declare("x", every="1h", send={"job_timeout": 3}, adapter="rq", task="t")\n'
         'Beat(MemoryStore(), []).cron("0 3 * * *", tz="Europe/Warsaw", misfire="run-once")\n'
     )

@@ -149,7 +149,7 @@ class Beat:
 
     def _swept(self) -> list[str]:
         """The jobs this replica claims on their schedules (its ledger's job set)."""
-        return [job.name for job in self.jobs() if job.is_cluster and not job.external]
+        return [job.name for job in self.jobs() if job.is_cluster and not job.on_demand]
 
     def add(self, job: Job, *, since: datetime | None = None) -> None:
         """Schedule ``job`` from its next occurrence on (also while running); with ``since``,
@@ -458,7 +458,7 @@ class Beat:
             yield at
 
     def _catch_up(self, now: datetime) -> None:
-        jobs = [job for job in self.jobs() if job.is_cluster and not job.external]
+        jobs = [job for job in self.jobs() if job.is_cluster and not job.on_demand]
         try:
             last = self.store.last_claimed([job.name for job in jobs]) if jobs else {}
         except StoreUnavailable as exc:
