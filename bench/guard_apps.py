@@ -41,7 +41,7 @@ if LIB == "celery":
     def bare() -> None:
         finished("bare")
 
-    @cluster_task(every="1h", external=True)
+    @cluster_task(every="1h", on_demand=True)
     @app.task(name="guard.guarded")
     def guarded(ctx: Any) -> None:
         finished("guarded")
@@ -56,7 +56,7 @@ elif LIB == "dramatiq":
     def bare() -> None:
         finished("bare")
 
-    @cluster_task(every="1h", external=True)
+    @cluster_task(every="1h", on_demand=True)
     @dramatiq.actor(actor_name="guard.guarded", queue_name=QUEUE)
     def guarded(ctx: Any) -> None:
         finished("guarded")
@@ -66,6 +66,6 @@ else:
     def bare() -> None:
         finished("bare")
 
-    @cluster_task(every="1h", external=True, queue=QUEUE)
+    @cluster_task(every="1h", on_demand=True, queue=QUEUE)
     def guarded(ctx: Any) -> None:
         finished("guarded")

@@ -17,6 +17,7 @@ from cron_bridge.errors import (
 )
 from cron_bridge.jobs import Backoff, Job, Occurrence, declare
 from cron_bridge.monitors import Monitor, Ping, Sentry
+from cron_bridge.options import JobOptions
 from cron_bridge.registry import Registry, cluster_task, default_registry
 from cron_bridge.schedules import Cron, Every, Schedule
 from cron_bridge.storable import storable
@@ -34,6 +35,7 @@ __all__ = [
     "InvalidMessage",
     "Job",
     "JobContext",
+    "JobOptions",
     "Monitor",
     "Occurrence",
     "Ping",

@@ -1,24 +1,35 @@
-"""Jobs, their occurrences, and the backoff between attempts.
+"""Jobs and their occurrences.
 
 A ``Job`` is a validated declaration: what runs, when, and under which guarantees. It is a
-value: registering it, running it and enqueueing it happen elsewhere.
+value: registering it, running it and enqueueing it happen elsewhere. The options it is
+declared with are defined once, in ``cron_bridge.options``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, cast, get_args
+from typing import Any, Unpack
 
+from cron_bridge.backoff import Backoff
 from cron_bridge.errors import ConfigError
 from cron_bridge.keys import claim_key
 from cron_bridge.monitors import Monitor
 from cron_bridge.monitors import resolve as resolve_monitor
+from cron_bridge.options import (
+    CHOICES,
+    DEFAULTS,
+    DeclareOptions,
+    Misfire,
+    Overlap,
+    Scope,
+    Target,
+    given,
+)
 from cron_bridge.schedules import EPOCH, Cron, Every, Schedule, load_zone, parse_duration
 from cron_bridge.windows import At, Window
 
@@ -29,11 +40,6 @@ __all__ = [
     "declare",
     "name_for",
 ]
-
-Scope = Literal["cluster", "instance"]
-Overlap = Literal["skip", "allow"]
-Misfire = Literal["skip", "run-once"]
-Target = Literal["queue", "inline"]
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
@@ -55,56 +61,6 @@ def name_for(shown: str, *, fallback: str) -> str:
     digest = hashlib.sha256(shown.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     base = _NOT_IN_NAMES.sub("-", shown).strip("-._")[:180]
     return f"{base}-{digest}" if base else f"{fallback}-{digest}"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Backoff:
-    """The wait between a failed attempt and the next one.
-
-    Build it with ``Backoff.fixed(seconds)`` or ``Backoff.exponential(seconds, max=...)``.
-    """
-
-    kind: Literal["fixed", "exponential"]
-    base: float
-    max: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("fixed", "exponential"):
-            raise ConfigError("unknown backoff kind", option="backoff", value=self.kind)
-        numbers = (self.base,) if self.max is None else (self.base, self.max)
-        if not all(isinstance(n, int | float) and math.isfinite(n) for n in numbers):
-            raise ConfigError(
-                "the backoff needs finite numbers of seconds", option="backoff", value=self
-            )
-        if self.base < 0 or (self.max is not None and self.max < self.base):
-            raise ConfigError(
-                "the backoff needs base >= 0 and max >= base", option="backoff", value=self
-            )
-
-    @classmethod
-    def fixed(cls, seconds: float | str | timedelta = 0) -> Backoff:
-        """The same wait before every retry."""
-        return cls(kind="fixed", base=parse_duration(seconds, option="backoff").total_seconds())
-
-    @classmethod
-    def exponential(
-        cls, seconds: float | str | timedelta, *, max: float | str | timedelta | None = None
-    ) -> Backoff:
-        """``seconds``, then twice that, four times, ... capped at ``max``."""
-        cap = None if max is None else parse_duration(max, option="backoff").total_seconds()
-        base = parse_duration(seconds, option="backoff").total_seconds()
-        return cls(kind="exponential", base=base, max=cap)
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after the failed attempt number ``attempt`` (from 1)."""
-        if self.kind == "fixed":
-            return self.base
-        wait = self.base * 2.0 ** (attempt - 1)
-        return wait if self.max is None else min(wait, self.max)
-
-    def delays(self, retries: int) -> list[float]:
-        """The waits before each of ``retries`` retries."""
-        return [self.delay(attempt) for attempt in range(1, retries + 1)]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -169,15 +125,6 @@ class Occurrence:
         return cls(job=job, scheduled_at=datetime.fromisoformat(stamp[:-1] + "+00:00"))
 
 
-_CHOICES = tuple(
-    (option, get_args(allowed))
-    for option, allowed in (
-        ("scope", Scope),
-        ("overlap", Overlap),
-        ("misfire", Misfire),
-        ("target", Target),
-    )
-)
 _SCHEDULE_TYPES: set[type] = set()  # classes already found to be schedules
 
 
@@ -204,31 +151,31 @@ class Job:
         task: the name the adapter enqueues by (task name, dotted path, actor name).
     """
 
+    # The options, validated: their defaults, meanings and the options folded into
+    # ``schedule`` (cron, every, at, tz, day_or, offset, start, end) are in cron_bridge.options.
     name: str
     schedule: Schedule
-    scope: Scope = "cluster"
-    overlap: Overlap = "skip"
-    misfire: Misfire = "skip"
-    misfire_grace: timedelta = timedelta(seconds=30)
-    coalesce: bool = True
-    attempts: int = 1
-    backoff: Backoff = field(default_factory=Backoff.fixed)
-    lock_ttl: timedelta = timedelta(seconds=30)
-    timeout: timedelta | None = None
-    jitter: timedelta = timedelta(0)
-    external: bool = False
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    scope: Scope = DEFAULTS["scope"]
+    overlap: Overlap = DEFAULTS["overlap"]
+    misfire: Misfire = DEFAULTS["misfire"]
+    misfire_grace: timedelta = DEFAULTS["misfire_grace"]
+    coalesce: bool = DEFAULTS["coalesce"]
+    attempts: int = DEFAULTS["attempts"]
+    backoff: Backoff = DEFAULTS["backoff"]
+    lock_ttl: timedelta = DEFAULTS["lock_ttl"]
+    timeout: timedelta | None = DEFAULTS["timeout"]
+    jitter: timedelta = DEFAULTS["jitter"]
+    on_demand: bool = DEFAULTS["on_demand"]
+    kwargs: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULTS["kwargs"]))
     queue: str | None = None
-    # What the adapter hands its queue library with each message, by the library's own names
-    # (RQ: job_timeout, result_ttl, ttl, meta, at_front); JSON values, checked by the adapter.
-    send: Mapping[str, Any] = field(default_factory=dict)
-    target: Target = "queue"
+    # JSON values, checked by the adapter.
+    send: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULTS["send"]))
+    target: Target = DEFAULTS["target"]
     handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     adapter: str | None = None
     task: str | None = None
-    # Told when each attempt starts and ends (cron_bridge.monitors); None: the process's
-    # default (CRON_BRIDGE_MONITOR, --monitor), if any.
-    monitor: Monitor | None = field(default=None, compare=False)
+    # None: the process's default (CRON_BRIDGE_MONITOR, --monitor), if any.
+    monitor: Monitor | None = field(default=DEFAULTS["monitor"], compare=False)
 
     def __post_init__(self) -> None:
         def fail(option: str, value: Any, reason: str) -> ConfigError:
@@ -238,7 +185,7 @@ class Job:
             raise fail("name", self.name, "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}")
         if not _is_schedule(self.schedule):
             raise fail("schedule", self.schedule, "expected a Cron or Every schedule")
-        for option, allowed in _CHOICES:
+        for option, allowed in CHOICES.items():
             value = getattr(self, option)
             if value not in allowed:
                 raise fail(option, value, f"expected one of {', '.join(allowed)}")
@@ -292,6 +239,11 @@ class Job:
     def is_cluster(self) -> bool:
         return self.scope == "cluster"
 
+    @property
+    def external(self) -> bool:
+        """The old name of ``on_demand``."""
+        return self.on_demand
+
     def occurrence(self, scheduled_at: datetime) -> Occurrence:
         return Occurrence(job=self.name, scheduled_at=scheduled_at)
 
@@ -310,74 +262,66 @@ class Job:
 def declare(
     name: str,
     *,
-    cron: str | None = None,
-    every: str | float | timedelta | None = None,
-    at: datetime | str | None = None,
-    tz: str = "UTC",
-    day_or: bool = True,
-    offset: str | float | timedelta = 0,
-    start: datetime | str | None = None,
-    end: datetime | str | None = None,
-    scope: str = "cluster",
-    overlap: str = "skip",
-    misfire: str = "skip",
-    misfire_grace: str | float | timedelta = 30,
-    coalesce: bool = True,
-    attempts: int = 1,
-    backoff: Backoff | None = None,
-    lock_ttl: str | float | timedelta = 30,
-    timeout: str | float | timedelta | None = None,
-    jitter: str | float | timedelta = 0,
-    external: bool = False,
-    kwargs: Mapping[str, Any] | None = None,
     queue: str | None = None,
-    send: Mapping[str, Any] | None = None,
-    target: str = "queue",
     handler: Callable[..., Any] | None = None,
     adapter: str | None = None,
     task: str | None = None,
-    monitor: str | Monitor | None = None,
+    **options: Unpack[DeclareOptions],
 ) -> Job:
-    """Validate the options (docs/jobs.md lists them) and build the ``Job``.
+    """Validate the options (``cron_bridge.options``, described in docs/jobs.md) and build
+    the ``Job``.
+
+    Args:
+        name: the job's name.
+        queue: the queue a queue target is sent to (None: the task's own).
+        handler: the callable: what an inline target runs, a queue target's wrapped task.
+        adapter: the adapter that enqueues a queue target.
+        task: the name that adapter enqueues by.
+        **options: the job's options.
 
     Raises:
         ConfigError: naming the job, the option and the value.
+        TypeError: an option there is none of.
     """
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise ConfigError(
             "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}", job=str(name), option="name", value=name
         )
+    values = given(options, DeclareOptions, caller="declare", job=name)
+    start, end, send = values["start"], values["end"], values["send"]
     try:
-        schedule = _schedule(cron=cron, every=every, at=at, tz=tz, offset=offset, day_or=day_or)
+        schedule = _schedule(values)
         if start is not None or end is not None:
-            if at is not None:
+            if values["at"] is not None:
                 raise ConfigError(
                     "a one-off run (at=) takes no start or end",
                     option="start" if start is not None else "end",
                     value=start if start is not None else end,
                 )
             schedule = Window(schedule, start=start, end=end)
-        grace = parse_duration(misfire_grace, option="misfire_grace")
-        lock_lifetime = parse_duration(lock_ttl, option="lock_ttl")
+        grace = parse_duration(values["misfire_grace"], option="misfire_grace")
+        lock_lifetime = parse_duration(values["lock_ttl"], option="lock_ttl")
+        timeout = values["timeout"]
         time_limit = None if timeout is None else parse_duration(timeout, option="timeout")
-        spread = parse_duration(jitter, option="jitter")
-        watcher = resolve_monitor(monitor, job=name)
+        spread = parse_duration(values["jitter"], option="jitter")
+        watcher = resolve_monitor(values["monitor"], job=name)
     except ConfigError as exc:
         raise exc.for_job(name) from None
+    backoff = values["backoff"]
     return Job(
         name=name,
         schedule=schedule,
-        scope=cast(Scope, scope),
-        overlap=cast(Overlap, overlap),
-        misfire=cast(Misfire, misfire),
-        coalesce=coalesce,
-        attempts=attempts,
-        backoff=Backoff.fixed(0) if backoff is None else backoff,
-        external=external,
-        kwargs=dict(kwargs or {}),
+        scope=values["scope"],
+        overlap=values["overlap"],
+        misfire=values["misfire"],
+        coalesce=values["coalesce"],
+        attempts=values["attempts"],
+        backoff=DEFAULTS["backoff"] if backoff is None else backoff,
+        on_demand=values["on_demand"],
+        kwargs=dict(values["kwargs"] or {}),
         queue=queue,
         send=dict(send) if isinstance(send, Mapping) else ({} if send is None else send),
-        target=cast(Target, target),
+        target=values["target"],
         handler=handler,
         adapter=adapter,
         task=task,
@@ -389,26 +333,22 @@ def declare(
     )
 
 
-def _schedule(
-    *,
-    cron: str | None,
-    every: str | float | timedelta | None,
-    at: datetime | str | None,
-    tz: str,
-    offset: str | float | timedelta,
-    day_or: bool = True,
-) -> Schedule:
-    given = {
+def _schedule(values: Mapping[str, Any]) -> Schedule:
+    """The schedule the options ``cron``, ``every``, ``at``, ``tz``, ``day_or`` and ``offset``
+    say."""
+    cron, every, at = values["cron"], values["every"], values["at"]
+    tz, day_or, offset = values["tz"], values["day_or"], values["offset"]
+    kinds = {
         name: value
         for name, value in (("cron", cron), ("every", every), ("at", at))
         if value is not None
     }
-    if len(given) > 1:
-        first = next(iter(given))
+    if len(kinds) > 1:
+        first = next(iter(kinds))
         raise ConfigError(
-            f"give one of cron=, every= or at=, not {' and '.join(given)}",
+            f"give one of cron=, every= or at=, not {' and '.join(kinds)}",
             option=first,
-            value=given[first],
+            value=kinds[first],
         )
     if day_or is not True and (cron is None or day_or is not False):
         raise ConfigError(

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from cron_bridge.errors import ConfigError
-from cron_bridge.jobs import Backoff, Job, declare
-from cron_bridge.monitors import Monitor
+from cron_bridge.jobs import Job, declare
+from cron_bridge.options import JobOptions, check_names
 from cron_bridge.plugins import find_adapter
 from cron_bridge.storable import agree
 
@@ -82,30 +81,10 @@ default_registry = Registry()
 
 def cluster_task(
     *,
-    cron: str | None = None,
-    every: str | float | timedelta | None = None,
-    at: datetime | str | None = None,
-    tz: str = "UTC",
-    offset: str | float | timedelta = 0,
-    start: datetime | str | None = None,
-    end: datetime | str | None = None,
     name: str | None = None,
-    scope: str = "cluster",
-    overlap: str = "skip",
-    misfire: str = "skip",
-    misfire_grace: str | float | timedelta = 30,
-    coalesce: bool = True,
-    attempts: int = 1,
-    backoff: Backoff | None = None,
-    lock_ttl: str | float | timedelta = 30,
-    timeout: str | float | timedelta | None = None,
-    jitter: str | float | timedelta = 0,
-    external: bool = False,
-    kwargs: Mapping[str, Any] | None = None,
     queue: Any = None,
-    target: str = "queue",
-    monitor: str | Monitor | None = None,
     registry: Registry | None = None,
+    **options: Unpack[JobOptions],
 ) -> Callable[[T], T]:
     """Declare a scheduled job on top of a queue library's task, or on a plain function.
 
@@ -114,31 +93,19 @@ def cluster_task(
     run it in the beat itself. Every option and its default is described in "Jobs and
     schedules" (docs/jobs.md).
 
+    Args:
+        name: the job's name (default: the task's, or the function's module and name).
+        queue: the queue to send to (default: the task's); for RQ an ``rq.Queue`` or a name.
+        registry: where the job is kept (default: ``default_registry``).
+        **options: the job's options (``cron_bridge.options.JobOptions``).
+
     Raises:
         ConfigError: at import, naming the job, the option and the value.
+        TypeError: an option there is none of.
     """
-    options: dict[str, Any] = {
-        "cron": cron,
-        "every": every,
-        "at": at,
-        "tz": tz,
-        "offset": offset,
-        "start": start,
-        "end": end,
-        "scope": scope,
-        "overlap": overlap,
-        "misfire": misfire,
-        "misfire_grace": misfire_grace,
-        "coalesce": coalesce,
-        "attempts": attempts,
-        "backoff": backoff,
-        "lock_ttl": lock_ttl,
-        "timeout": timeout,
-        "jitter": jitter,
-        "external": external,
-        "kwargs": kwargs,
-        "monitor": monitor,
-    }
+    check_names(options, JobOptions, caller="cluster_task")  # now, not once decorating
+    target = options.pop("target", "queue")
+    rest: dict[str, Any] = dict(options)  # without the target, which each path sets
     jobs = default_registry if registry is None else registry
 
     def decorate(obj: T) -> T:
@@ -146,7 +113,7 @@ def cluster_task(
             origin = _origin(obj)
             job_name = origin.replace(":", ".") if name is None else name
             job = declare(
-                job_name, target="inline", handler=_callable(obj, job_name), queue=queue, **options
+                job_name, target="inline", handler=_callable(obj, job_name), queue=queue, **rest
             )
             jobs.add(job, origin=origin)
             return obj
@@ -166,7 +133,7 @@ def cluster_task(
             queue=ref.queue,
             adapter=adapter.name,
             task=ref.task,
-            **options,
+            **rest,
         )
         wrapped: T = adapter.wrap(obj, job)
         agree(adapter.name, ref.task)  # stored schedules may name a task declared in code

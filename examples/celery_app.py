@@ -60,7 +60,7 @@ def rebuild_search(ctx: JobContext) -> str:
     return "rebuilt"
 
 
-@cluster_task(cron="0 1 1 * *", external=True)
+@cluster_task(cron="0 1 1 * *", on_demand=True)
 @app.task(name="reports.monthly_export")
 def monthly_export(ctx: JobContext) -> str:
     """Not armed by the beat: a CronJob runs ``cron-bridge run reports.monthly_export``."""

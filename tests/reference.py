@@ -1,5 +1,6 @@
-"""The generated parts of docs/configuration.md: every command's options from the click
-commands themselves, and every store URL option from the URL parser.
+"""The generated parts of docs/configuration.md: every job option from its definition
+(``cron_bridge.options``), every command's options from the click commands themselves, and
+every store URL option from the URL parser.
 
 ``python -m tests.reference`` rewrites them in the page; ``tests/test_reference.py`` fails when
 the page and the code differ.
@@ -16,6 +17,10 @@ import click
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 BEGIN, END = "<!-- generated: commands -->", "<!-- end generated: commands -->"
+OPTIONS_BEGIN, OPTIONS_END = (
+    "<!-- generated: job options -->",
+    "<!-- end generated: job options -->",
+)
 STORES_BEGIN, STORES_END = (
     "<!-- generated: store options -->",
     "<!-- end generated: store options -->",
@@ -77,6 +82,32 @@ def commands() -> str:
     return "\n".join(parts)
 
 
+def job_options() -> str:
+    """Each job option: its default, whether a stored schedule may set it, its flag on
+    ``cron-bridge schedule add`` (as the command has it) and its help."""
+    from cron_bridge.cli.schedules import add
+    from cron_bridge.options import OPTIONS, shown
+
+    flags = {param.name: param.opts[0] for param in add.params if isinstance(param, click.Option)}
+    rows = [
+        "| option | default | stored schedules | command line | what it does |",
+        "|---|---|---|---|---|",
+    ]
+    for name, option in OPTIONS.items():
+        value = option.default
+        said = (
+            "-"
+            if value is None
+            else f'`"{value}"`'
+            if isinstance(value, str)
+            else f"`{shown(value)}`"
+        )
+        flag = f"`{flags[name]}`" if name in flags else "-"
+        text = option.help.replace("|", "\\|")
+        rows.append(f"| `{name}` | {said} | {'yes' if option.stored else '-'} | {flag} | {text} |")
+    return "\n".join(rows) + "\n"
+
+
 def store_options() -> str:
     """Each store URL scheme and the query parameters it reads, with their kinds."""
     from cron_bridge.stores.urls import _FAMILY, _OPTIONS
@@ -100,6 +131,7 @@ def _replace(text: str, begin: str, end: str, body: str) -> str:
 def page() -> str:
     """docs/configuration.md with its generated parts as the code has them now."""
     text = PAGE.read_text()
+    text = _replace(text, OPTIONS_BEGIN, OPTIONS_END, job_options())
     text = _replace(text, BEGIN, END, commands())
     return _replace(text, STORES_BEGIN, STORES_END, store_options())
 

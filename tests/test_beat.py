@@ -167,12 +167,12 @@ def test_instance_scope_runs_on_every_replica_without_claims(
     assert store.claimed_by(Occurrence.parse(seen[0].occurrence_id)) is None
 
 
-def test_external_jobs_are_not_armed_and_trigger_claims_once(
+def test_on_demand_jobs_are_not_armed_and_trigger_claims_once(
     clock: FakeClock, beats: list[Beat]
 ) -> None:
-    """external=True only runs when triggered; two triggers of one scheduled time run it once."""
+    """on_demand=True only runs when triggered; two triggers of one scheduled time run it once."""
     store = MemoryStore(clock=clock)
-    job, seen = inline("manual.only", every="1m", external=True)
+    job, seen = inline("manual.only", every="1m", on_demand=True)
     beat = Beat(store, [job], clock=clock)
     beats.append(beat)
     beat.start()
@@ -538,7 +538,7 @@ def test_timeout_aborts_the_run(clock: FakeClock) -> None:
         store,
         [
             declare(
-                "slow", every="1h", timeout="200ms", external=True, target="inline", handler=slow
+                "slow", every="1h", timeout="200ms", on_demand=True, target="inline", handler=slow
             )
         ],
         clock=clock,
@@ -557,7 +557,13 @@ def test_inline_attempts_retry_with_the_backoff(clock: FakeClock) -> None:
         raise ValueError(f"try {ctx.attempt}")
 
     job = declare(
-        "flaky", every="1h", attempts=3, external=True, target="inline", handler=flaky, backoff=None
+        "flaky",
+        every="1h",
+        attempts=3,
+        on_demand=True,
+        target="inline",
+        handler=flaky,
+        backoff=None,
     )
     result = Beat(store, [job], clock=clock).trigger("flaky")
     assert attempts == [1, 2, 3]
@@ -607,7 +613,7 @@ def test_cluster_jobs_refuse_the_memory_store_in_production(
 def test_records_carry_the_replica_and_the_trigger(clock: FakeClock) -> None:
     """Every record names the replica and the trigger."""
     store = MemoryStore(clock=clock)
-    job, _ = inline("x", external=True)
+    job, _ = inline("x", on_demand=True)
     Beat(store, [job], clock=clock, replica_id="host-1-abcd").trigger("x")
     (record,) = store.history("x")
     assert isinstance(record, RunRecord)

@@ -3,6 +3,7 @@ only the entries of the jobs that changed, without reading the whole catalog aga
 
 from __future__ import annotations
 
+import json
 import time
 
 from cron_bridge import declare
@@ -55,3 +56,14 @@ def test_a_change_publishes_its_entry_alone() -> None:
     before = time.monotonic()
     publisher.maybe_publish(lambda: jobs)  # nothing changed: nothing to do
     assert publisher._next <= before + Publisher.INTERVAL and store.written == ["tenant-7"]
+
+
+def test_an_on_demand_job_keeps_the_entry_key_every_version_reads() -> None:
+    """``on_demand`` is written under the entry's key ``external``, which replicas and
+    dashboards of every version read, and an entry written so reads back as on demand."""
+    store = MemoryStore()
+    job = declare("cache.warm", every="1h", on_demand=True, target="inline", handler=print)
+    assert catalog.publish(store, [job]) == 1
+    entry = json.loads(store.control(catalog.GROUP, "cache.warm") or "")
+    assert entry["external"] is True and "on_demand" not in entry
+    assert catalog.read(store)["cache.warm"].on_demand is True

@@ -89,9 +89,9 @@ def test_the_workers_run_what_the_compose_file_runs() -> None:
         assert grace > 25, name
 
 
-def test_the_cronjob_runs_an_external_job_once_however_often_it_fires(tmp_path: Path) -> None:
+def test_the_cronjob_runs_an_on_demand_job_once_however_often_it_fires(tmp_path: Path) -> None:
     """The CronJob's own command, run twice for the same time: enqueued, then skipped-claimed,
-    both exit 0; the job it names is declared external=True."""
+    both exit 0; the job it names is declared on_demand=True."""
     objects = manifests()
     cronjob = objects["CronJob", "monthly-export"]
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
@@ -107,7 +107,7 @@ def test_the_cronjob_runs_an_external_job_once_however_often_it_fires(tmp_path: 
     listed = cli("list", "--json", env=env, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     (job,) = [row for row in json.loads(listed.stdout) if row["name"] == command[2]]
-    assert job["next"] is None, "a CronJob should run an external=True job"
+    assert job["next"] is None, "a CronJob should run an on_demand=True job"
     outcomes = []
     for _ in range(2):
         done = cli(*command[1:], env=env, cwd=tmp_path)

@@ -117,7 +117,7 @@ def test_an_inline_declaration_registers_every_default() -> None:
     assert job.name == "tests.test_jobs.handler"
     assert (job.scope, job.overlap, job.misfire, job.attempts) == ("cluster", "skip", "skip", 1)
     assert (job.misfire_grace, job.lock_ttl) == (timedelta(seconds=30), timedelta(seconds=30))
-    assert (job.timeout, job.external, dict(job.kwargs), job.target) == (None, False, {}, "inline")
+    assert (job.timeout, job.on_demand, dict(job.kwargs), job.target) == (None, False, {}, "inline")
     assert job.backoff == Backoff.fixed(0)
     assert job.handler is handler
 

@@ -116,7 +116,7 @@ def catch_up(jobs: Sequence[Job], last_claimed: dict[str, datetime], now: dateti
     plans = []
     for job in jobs:
         last = last_claimed.get(job.name)
-        if last is None or not job.is_cluster or job.external:
+        if last is None or not job.is_cluster or job.on_demand:
             continue
         since = max(last, now - CATCH_UP_WINDOW)
         plans.append(plan(job, job.schedule.occurrences(since, now), now))

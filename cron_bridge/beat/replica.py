@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from cron_bridge import refusals
 from cron_bridge.beat.claiming import Claimer, Unanswered
@@ -33,6 +33,7 @@ from cron_bridge.control.catalog import Publisher
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.identity import make_replica_id
 from cron_bridge.jobs import Job, declare
+from cron_bridge.options import CommonOptions, check_names
 from cron_bridge.registry import Registry, default_registry
 from cron_bridge.run.recording import LOGGED_EACH
 from cron_bridge.schedules import parse_duration
@@ -148,7 +149,7 @@ class Beat:
 
     def _swept(self) -> list[str]:
         """The jobs this replica claims on their schedules (its ledger's job set)."""
-        return [job.name for job in self.jobs() if job.is_cluster and not job.external]
+        return [job.name for job in self.jobs() if job.is_cluster and not job.on_demand]
 
     def add(self, job: Job, *, since: datetime | None = None) -> None:
         """Schedule ``job`` from its next occurrence on (also while running); with ``since``,
@@ -177,20 +178,28 @@ class Beat:
         self._wake.set()
 
     def cron(
-        self, expr: str, *, tz: str = "UTC", name: str | None = None, **options: Any
+        self, expr: str, *, name: str | None = None, **options: Unpack[CommonOptions]
     ) -> Callable[[F], F]:
         """Declare an inline job on this beat: ``@beat.cron("*/5 * * * *")`` above a function
-        that takes ``ctx``. Options are those of ``@cluster_task``.
+        that takes ``ctx``. Options are those of ``@cluster_task`` but the kind of schedule
+        and the target (``tz="UTC"`` by default, as everywhere).
 
         Raises:
             ConfigError: naming the job, the option and the value.
+            TypeError: an option there is none of.
         """
-        return self._inline(name, {"cron": expr, "tz": tz, **options})
+        check_names(options, CommonOptions, caller="Beat.cron")
+        return self._inline(name, {"cron": expr, **options})
 
     def every(
-        self, interval: str | float | timedelta, *, name: str | None = None, **options: Any
+        self,
+        interval: str | float | timedelta,
+        *,
+        name: str | None = None,
+        **options: Unpack[CommonOptions],
     ) -> Callable[[F], F]:
         """Declare an inline job on this beat: ``@beat.every("30s")``. See ``cron``."""
+        check_names(options, CommonOptions, caller="Beat.every")
         return self._inline(name, {"every": interval, **options})
 
     def _inline(self, name: str | None, options: dict[str, Any]) -> Callable[[F], F]:
@@ -449,7 +458,7 @@ class Beat:
             yield at
 
     def _catch_up(self, now: datetime) -> None:
-        jobs = [job for job in self.jobs() if job.is_cluster and not job.external]
+        jobs = [job for job in self.jobs() if job.is_cluster and not job.on_demand]
         try:
             last = self.store.last_claimed([job.name for job in jobs]) if jobs else {}
         except StoreUnavailable as exc:

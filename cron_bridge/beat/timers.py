@@ -135,7 +135,7 @@ class Timers:
     def _arm(self, job: Job, after: datetime, following: datetime | None = None) -> None:
         """Arm the first occurrence of ``job`` after ``after`` (``following``, when the
         caller has it already)."""
-        if job.external:
+        if job.on_demand:
             return
         generation = self._generation.get(job.name, 0)
         scheduled = following or job.schedule.next_after(after)

@@ -332,18 +332,18 @@ def _audited_schedule(
 
 def _next_run(job: Job, now: datetime) -> str | None:
     """ISO time of the next occurrence in the job's zone, with its UTC offset (what a person
-    thinks in: ``0 3 * * *`` in Warsaw is 03:00+01:00, not 02:00); None for an external job
-    or one with none left."""
-    upcoming = None if job.external else job.schedule.next_after(now)
+    thinks in: ``0 3 * * *`` in Warsaw is 03:00+01:00, not 02:00); None for an on-demand
+    job or one with none left."""
+    upcoming = None if job.on_demand else job.schedule.next_after(now)
     if upcoming is None or upcoming >= NEVER:
         return None
     return in_zone(upcoming, load_zone(str(job.schedule.tz))).isoformat(timespec="seconds")
 
 
 def _no_next(jobs: list[Job], name: str) -> str:
-    """What NEXT says without a time: ``external``, or ``none`` (a one-off that ran, an
+    """What NEXT says without a time: ``on-demand``, or ``none`` (a one-off that ran, an
     ``end`` that passed)."""
-    return "external" if any(job.external for job in jobs if job.name == name) else "none"
+    return "on-demand" if any(job.on_demand for job in jobs if job.name == name) else "none"
 
 
 def _show_changes(found: list[control.Change], as_json: bool, tz: tzinfo) -> None:

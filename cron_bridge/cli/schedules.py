@@ -20,75 +20,53 @@ from cron_bridge.cli.common import (
 from cron_bridge.control import pause as control
 from cron_bridge.control.schedules import LIBRARIES, SPEC_MAX, Schedules, StoredSchedule
 from cron_bridge.errors import ConfigError
+from cron_bridge.options import OPTIONS, WHEN, Option, shown
 
 __all__ = ["schedule"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Options given as text on the command line, read as the Python API reads them.
-_TEXT_OPTIONS = (
-    "cron",
-    "every",
-    "at",
-    "tz",
-    "offset",
-    "start",
-    "end",
-    "jitter",
-    "misfire",
-    "misfire_grace",
-    "overlap",
-    "lock_ttl",
-    "timeout",
-)
+# The job options a stored schedule may set that have a flag, each as the definition reads it
+# (cron_bridge.options): --misfire-grace for misfire_grace.
+_FLAGS = {name: option for name, option in OPTIONS.items() if option.cli is not None}
 
 
-_WHEN = ("cron", "every", "at", "tz", "offset", "start", "end", "jitter")
+def _reader(option: Option) -> click.IntRange | type[str]:
+    """The flag's reader: a whole number in the option's ``range``, else text, which the
+    options read as the Python API reads text ("30s", "5")."""
+    if isinstance(option.cli, range):
+        return click.IntRange(option.cli.start, option.cli.stop - 1)
+    return str
 
 
-_HELP = {
-    "cron": "A 5-field cron expression, or @hourly, @daily, @weekly, @monthly, @yearly.",
-    "every": "An interval: 90s, 5m, 1h, 1d, or seconds (at least 1s).",
-    "at": "One time for a one-off run, ISO 8601 with its zone (2026-12-01T09:00:00+01:00).",
-    "tz": "The IANA zone the cron fields are read in (default UTC).",
-    "offset": "Shift an --every from the epoch multiples (--every 1h --offset 15m: at :15).",
-    "start": "No occurrence before this time (ISO 8601 with its zone).",
-    "end": "No occurrence after this time (ISO 8601 with its zone).",
-    "jitter": "Delay each occurrence by up to this much, the same on every replica.",
-    "misfire": "skip (default), or run-once: run the latest occurrence missed while down.",
-    "misfire_grace": "How late an occurrence may still start (default 30s).",
-    "overlap": "skip (default) or allow: a run while the previous one still runs.",
-    "lock_ttl": "The overlap lock's lifetime, renewed by the heartbeat (default 30s).",
-    "timeout": "Abort the run (ctx.signal, reason timeout) after this long.",
-}
+def _spec_options(*, defaults: bool) -> Callable[[F], F]:
+    """The flags of the job options and of a stored schedule's own fields; with ``defaults``,
+    each option's help says the default a schedule without it gets."""
 
+    def attach(func: F) -> F:
+        for name, option in reversed(_FLAGS.items()):
+            said = option.help
+            if defaults and option.default is not None:
+                said = f"{said} (default: {shown(option.default)})"
+            flag = "--" + name.replace("_", "-")
+            func = click.option(flag, name, type=_reader(option), default=None, help=said)(func)
+        func = click.option("--queue", default=None, help="The queue (default: the task's).")(func)
+        func = click.option(
+            "--args",
+            "args_json",
+            default=None,
+            metavar="JSON",
+            help="Positional arguments, a JSON list.",
+        )(func)
+        return click.option(
+            "--kwargs",
+            "kwargs_json",
+            default=None,
+            metavar="JSON",
+            help="Keyword arguments, a JSON object.",
+        )(func)
 
-def _spec_options(func: F) -> F:
-    for option in reversed(_TEXT_OPTIONS):
-        flag = "--" + option.replace("_", "-")
-        func = click.option(flag, option, default=None, help=_HELP[option])(func)
-    func = click.option(
-        "--attempts",
-        type=click.IntRange(1, 1000),
-        default=None,
-        help="Total tries, the first included.",
-    )(func)
-    func = click.option("--queue", default=None, help="The queue (default: the task's).")(func)
-    func = click.option(
-        "--args",
-        "args_json",
-        default=None,
-        metavar="JSON",
-        help="Positional arguments, a JSON list.",
-    )(func)
-    func = click.option(
-        "--kwargs",
-        "kwargs_json",
-        default=None,
-        metavar="JSON",
-        help="Keyword arguments, a JSON object.",
-    )(func)
-    return func
+    return attach
 
 
 def _json(value: str | None, option: str, kind: type) -> Any:
@@ -108,7 +86,7 @@ def _json(value: str | None, option: str, kind: type) -> Any:
 
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:
-    options = {k: values[k] for k in (*_TEXT_OPTIONS, "attempts") if values.get(k) is not None}
+    options = {k: values[k] for k in _FLAGS if values.get(k) is not None}
     fields = {
         "args": _json(values.get("args_json"), "args", list),
         "kwargs": _json(values.get("kwargs_json"), "kwargs", dict),
@@ -147,7 +125,7 @@ def schedule() -> None:
     type=click.Choice(LIBRARIES),
     help="The queue library whose workers run the task.",
 )
-@_spec_options
+@_spec_options(defaults=True)
 @_app
 @store_option
 def add(
@@ -177,7 +155,7 @@ def add(
     type=click.Choice(LIBRARIES),
     help="The queue library whose workers run the task.",
 )
-@_spec_options
+@_spec_options(defaults=False)
 @_app
 @store_option
 def update(
@@ -238,6 +216,6 @@ def list_schedules(as_json: bool, store: str | None) -> None:
     rows = [["NAME", "LIBRARY", "TASK", "SCHEDULE", "QUEUE"]]
     for name in sorted(found):
         spec = found[name]
-        when = " ".join(f"{k}={v}" for k, v in spec.options.items() if k in _WHEN)
+        when = " ".join(f"{k}={v}" for k, v in spec.options.items() if k in WHEN)
         rows.append([name, spec.library, spec.task, when, spec.queue or "-"])
     print_table(rows)

@@ -44,7 +44,7 @@ class JobInfo:
     tz: str
     scope: str
     target: str
-    external: bool
+    on_demand: bool  # kept as "external" in the entry: what every version reads and writes
     seen: str  # the day a replica last declared it, YYYY-MM-DD
     # When a replica first declared it (epoch ms), kept by every later write; "" when unknown
     # (an entry of a version before it was kept): the audit leaves out what was due before.
@@ -59,7 +59,7 @@ class JobInfo:
             tz=str(job.schedule.tz)[:_TEXT_MAX],
             scope=job.scope,
             target=target[:_TEXT_MAX],
-            external=job.external,
+            on_demand=job.on_demand,
             seen=today,
             first=first,
         )
@@ -82,11 +82,12 @@ class JobInfo:
         first = data.get("first", "")
         if not isinstance(first, str) or (first and untrusted.instant(first) is None):
             first = ""  # unknown rather than wrong
-        return cls(name=name, external=data.get("external") is True, first=first, **fields)
+        return cls(name=name, on_demand=data.get("external") is True, first=first, **fields)
 
     def text(self) -> str:
         data = asdict(self)
         del data["name"]
+        data["external"] = data.pop("on_demand")
         return json.dumps(data, sort_keys=True)
 
 
@@ -175,12 +176,12 @@ def read(store: Store) -> dict[str, JobInfo]:
 
 
 def _same(old: JobInfo, new: JobInfo) -> bool:
-    return (old.schedule, old.tz, old.scope, old.target, old.external) == (
+    return (old.schedule, old.tz, old.scope, old.target, old.on_demand) == (
         new.schedule,
         new.tz,
         new.scope,
         new.target,
-        new.external,
+        new.on_demand,
     )
 
 

@@ -27,6 +27,7 @@ from cron_bridge import untrusted
 from cron_bridge.control import pause as control
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Backoff, Job, declare
+from cron_bridge.options import STORED, WHEN
 from cron_bridge.plugins import get_adapter
 from cron_bridge.schedules import parse_duration
 from cron_bridge.storable import refusal
@@ -44,11 +45,9 @@ _TAKE_TRIES = 1_000  # feed numbers tried past the head hint before giving up
 LIBRARIES = ("celery", "rq", "dramatiq")
 TASK_MAX = 300
 SPEC_MAX = 64 * 1024  # bytes of JSON per schedule
-_SCHEDULE_OPTIONS = ("cron", "every", "at", "tz", "day_or", "offset", "start", "end", "jitter")
 # Every replica follows the stored schedules once a second, and whoever holds the secret must
 # not be able to make one schedule flood the broker (every="1ms" is a thousand sends a second).
 MIN_EVERY = timedelta(seconds=1)
-_RUN_OPTIONS = ("attempts", "misfire", "misfire_grace", "overlap", "lock_ttl", "timeout", "send")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,7 +104,9 @@ class StoredSchedule:
                 raise ConfigError(
                     f"expected {said}", job=self.name, option=option, value=getattr(self, option)
                 )
-        unknown = set(self.options) - set(_SCHEDULE_OPTIONS) - set(_RUN_OPTIONS)
+        # The options marked stored (cron_bridge.options); args, kwargs, queue and backoff
+        # are fields of their own.
+        unknown = set(self.options) - set(STORED)
         if unknown:
             raise ConfigError(
                 "unknown option",
@@ -437,7 +438,7 @@ def _backoff_json(backoff: Backoff | dict[str, Any] | None) -> dict[str, Any] | 
 
 
 def _summary(spec: StoredSchedule) -> str:
-    when = ", ".join(f"{k}={v}" for k, v in spec.options.items() if k in _SCHEDULE_OPTIONS)
+    when = ", ".join(f"{k}={v}" for k, v in spec.options.items() if k in WHEN)
     return f"{spec.library} {spec.task} {when}"[: control.REASON_MAX]
 
 

@@ -220,8 +220,10 @@ def _options(job: Job | None) -> Markup:
 def _coming(job: Job | None, now: datetime, zone: tzinfo) -> Markup:
     if job is None:
         return Markup("<p class=muted>Computed by that namespace's own beats.</p>")
-    if job.external:
-        return Markup("<p class=muted>External: it runs when something calls its trigger.</p>")
+    if job.on_demand:
+        return Markup(
+            "<p class=muted>On demand: it runs only when something calls its trigger.</p>"
+        )
     found = upcoming(job.schedule, now, 5)
     if not found:
         return Markup("<p class=muted>None left.</p>")
@@ -321,7 +323,7 @@ def job_page(
     pause = control.paused(store).get(info.name)
     job_path = f"{path}/jobs/{quote(info.name, safe='')}"
     if job is not None:
-        coming = None if job.external else job.schedule.next_after(now)
+        coming = None if job.on_demand else job.schedule.next_after(now)
         next_text = next_run(coming, now, pause is not None, zone)
     else:
         next_text = Markup("paused" if pause is not None else "-")

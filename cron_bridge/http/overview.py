@@ -150,7 +150,7 @@ def _job_row(s: _JobState, view: View, path: str, now: datetime) -> Markup:
         last_cells = Markup("<td>-</td><td class=muted>never</td><td class=wide></td>")
     zone = zone_of(info)
     if job is not None:  # another namespace's schedule is its own processes' to compute
-        coming = None if job.external else job.schedule.next_after(now)
+        coming = None if job.on_demand else job.schedule.next_after(now)
         next_cell = next_run(coming, now, s.paused, zone)
     else:
         next_cell = next_run(None, now, True, zone) if s.paused else Markup("-")

@@ -144,7 +144,7 @@ def marks_of(
     found_records = store.history(name, records)
     running = strips.parse_holder(name, store.holder(lock_key(name)))
     found = strips.marks(found_records, running, limit=limit)
-    if job is None or job.external or not job.is_cluster:
+    if job is None or job.on_demand or not job.is_cluster:
         return found_records, found
     missing = strips.unrecorded(
         found, found_records, job.schedule, name, now, limit=limit, after_newest=after_newest
@@ -165,12 +165,12 @@ def zone_of(info: JobInfo) -> tzinfo:
 
 
 def next_run(coming: datetime | None, now: datetime, paused: bool, zone: tzinfo) -> Markup:
-    """A job's next run in its zone: ``paused``, ``external`` (``coming`` None) or ``none``
+    """A job's next run in its zone: ``paused``, ``on demand`` (``coming`` None) or ``none``
     left."""
     if paused:
         return Markup("<span class=skipped-paused>paused</span>")
     if coming is None:
-        return Markup("external")
+        return Markup("on demand")
     return Markup("<span class=muted>none</span>") if coming >= NEVER else when(coming, now, zone)
 
 

@@ -61,7 +61,7 @@ def stored_report(*args: Any, **kwargs: Any) -> str:
 
 # A task with a schedule of its own (yearly, never armed here) that stored schedules also run,
 # per tenant: called with ctx under the stored schedule's own guard.
-@cluster_task(name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", external=True)
+@cluster_task(name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", on_demand=True)
 @app.task(name="cb.decorated_report")
 def decorated_report(ctx: JobContext, **kwargs: Any) -> str:
     from tests.apps import journal
@@ -95,7 +95,7 @@ def twin_plain(label: str) -> None:
     direct.fail("plain", label)
 
 
-@cluster_task(name=f"{scenarios.JOB}.twin", every="1h", external=True)
+@cluster_task(name=f"{scenarios.JOB}.twin", every="1h", on_demand=True)
 @app.task(name="cb.twin_decorated", **_TWIN)
 def twin_decorated(ctx: JobContext, label: str) -> None:
     direct.fail("decorated", label)
@@ -106,7 +106,7 @@ def twin_decorated(ctx: JobContext, label: str) -> None:
 _OWN_RETRIES: dict[str, Any] = {"bind": True, "default_retry_delay": 0, "acks_late": True}
 
 
-@cluster_task(name=f"{scenarios.JOB}.autoretry", every="1h", external=True)
+@cluster_task(name=f"{scenarios.JOB}.autoretry", every="1h", on_demand=True)
 @app.task(
     name="cb.autoretry",
     autoretry_for=(RuntimeError,),
@@ -121,7 +121,7 @@ def autoretry(self: Any, ctx: JobContext) -> None:
     raise RuntimeError(f"try {self.request.retries + 1} fails")
 
 
-@cluster_task(name=f"{scenarios.JOB}.self-retry", every="1h", external=True)
+@cluster_task(name=f"{scenarios.JOB}.self-retry", every="1h", on_demand=True)
 @app.task(name="cb.self_retry", max_retries=2, **_OWN_RETRIES)
 def self_retry(self: Any, ctx: JobContext) -> str:
     from tests.apps import journal

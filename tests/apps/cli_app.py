@@ -1,4 +1,4 @@
-"""Jobs for the CLI and HTTP tests: an external minutely job, a failing one, a scheduled one."""
+"""Jobs for the CLI and HTTP tests: an on-demand minutely job, a failing one, a scheduled one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from cron_bridge import JobContext, cluster_task
 from tests.apps import journal
 
 
-@cluster_task(cron="* * * * *", name="reports.minutely", external=True, target="inline")
+@cluster_task(cron="* * * * *", name="reports.minutely", on_demand=True, target="inline")
 def minutely(ctx: JobContext) -> None:
     journal.write("ran", ctx)
 

@@ -64,7 +64,7 @@ def stored_report(*args: Any, **kwargs: Any) -> str:
 
 # An actor with a schedule of its own (yearly, never armed here) that stored schedules also
 # run, per tenant: called with ctx under the stored schedule's own guard.
-@cluster_task(name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", external=True)
+@cluster_task(name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", on_demand=True)
 @dramatiq.actor(actor_name="cb.decorated_report", queue_name=scenarios.QUEUE)
 def decorated_report(ctx: JobContext, **kwargs: Any) -> str:
     from tests.apps import journal
@@ -97,7 +97,7 @@ def twin_plain(label: str) -> None:
     direct.fail("plain", label)
 
 
-@cluster_task(name=f"{scenarios.JOB}.twin", every="1h", external=True)
+@cluster_task(name=f"{scenarios.JOB}.twin", every="1h", on_demand=True)
 @dramatiq.actor(actor_name="cb.twin_decorated", **_TWIN)
 def twin_decorated(ctx: JobContext, label: str) -> None:
     direct.fail("decorated", label)

@@ -29,7 +29,7 @@ else:
 # A function with a schedule of its own (yearly, never armed here) that stored schedules also
 # run, per tenant: called with ctx under the stored schedule's own guard.
 @cluster_task(
-    name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", external=True, queue=scenarios.QUEUE
+    name=f"{scenarios.JOB}.yearly", cron="0 0 1 1 *", on_demand=True, queue=scenarios.QUEUE
 )
 def decorated_report(ctx: JobContext, **kwargs: Any) -> str:
     journal.write("ran", ctx, kwargs=kwargs, decorated=True)
@@ -49,6 +49,6 @@ def twin_plain(label: str) -> None:
     direct.fail("plain", label)
 
 
-@cluster_task(name=f"{scenarios.JOB}.twin", every="1h", external=True, queue=scenarios.QUEUE)
+@cluster_task(name=f"{scenarios.JOB}.twin", every="1h", on_demand=True, queue=scenarios.QUEUE)
 def twin_decorated(ctx: JobContext, label: str) -> None:
     direct.fail("decorated", label)

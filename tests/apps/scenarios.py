@@ -1,10 +1,10 @@
 """The handlers the queue-library test apps declare, chosen by CB_TEST_SCENARIO.
 
 - ``every``: a job every second that writes down each run.
-- ``fail``: an external job, attempts=3 (or CB_TEST_ATTEMPTS), that always fails (backoff from
+- ``fail``: an on-demand job, attempts=3 (or CB_TEST_ATTEMPTS), that always fails (backoff from
   CB_TEST_BACKOFF: ``fixed`` for 1 s, ``exponential`` for 1 s doubling).
 - ``overlap``: a job every second that takes 2.5 s.
-- ``long``: an external job that runs until aborted (lock-lost and worker-kill tests).
+- ``long``: an on-demand job that runs until aborted (lock-lost and worker-kill tests).
 - ``async``: ``every``, with an ``async def`` task that awaits (``handle_async``).
 - ``retry``: a job every 4 s, attempts=3, whose first attempt takes 3 s and fails, so that
   its retry (1.5 s later) comes back while the next occurrence holds the lock.
@@ -58,7 +58,7 @@ def _options() -> dict[str, Any]:
         kind = os.environ.get("CB_TEST_BACKOFF", "fixed")
         backoff = Backoff.fixed(1) if kind == "fixed" else Backoff.exponential(1)
         attempts = int(os.environ.get("CB_TEST_ATTEMPTS", "3"))
-        return {"every": "1h", "external": True, "attempts": attempts, "backoff": backoff}
+        return {"every": "1h", "on_demand": True, "attempts": attempts, "backoff": backoff}
     if SCENARIO == "overlap":
         return {"every": "1s", "lock_ttl": "3s"}
     if SCENARIO == "retry":
@@ -66,7 +66,7 @@ def _options() -> dict[str, Any]:
     if SCENARIO == "pause":
         return {"every": "1h", "misfire_grace": "30s"}
     if SCENARIO == "long":
-        return {"every": "1h", "external": True, "lock_ttl": "3s"}
+        return {"every": "1h", "on_demand": True, "lock_ttl": "3s"}
     raise ValueError(f"unknown CB_TEST_SCENARIO {SCENARIO!r}")
 
 

@@ -6,7 +6,7 @@ from cron_bridge import JobContext, cluster_task
 from tests.apps import journal
 
 
-@cluster_task(every="1h", name="cache.rebuild", target="inline", scope="instance", external=True)
+@cluster_task(every="1h", name="cache.rebuild", target="inline", scope="instance", on_demand=True)
 def rebuild(ctx: JobContext) -> None:
     journal.write("start", ctx)
     ctx.signal.wait(1.5)

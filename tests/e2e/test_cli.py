@@ -46,7 +46,7 @@ def test_list_prints_the_documented_columns(tmp_path: Path, env: dict[str, str])
     assert header.split() == ["NAME", "SCHEDULE", "TIMEZONE", "SCOPE", "TARGET", "NEXT", "LAST"]
     assert [row.split()[0] for row in rows] == ["billing.broken", "cache.warm", "reports.minutely"]
     assert "Europe/Warsaw" in rows[0]
-    assert "external" in rows[2]
+    assert "on-demand" in rows[2]
     as_json = json.loads(cli("list", "-A", APP, "--json", env=env, cwd=tmp_path).stdout)
     assert {row["name"]: row["timezone"] for row in as_json}["billing.broken"] == "Europe/Warsaw"
 

@@ -37,7 +37,7 @@ def test_a_stored_schedule_is_added_updated_and_removed_while_three_beats_run(
     path = tmp_path / "journal.jsonl"
     queue = f"stored-{library}-{uuid.uuid4().hex[:6]}"
     app, task = APPS[library]
-    # The app's own scenario job is external (never armed): only the stored schedule runs.
+    # The app's own scenario job is on demand (never armed): only the stored schedule runs.
     env = command_env(
         path,
         CRON_BRIDGE_STORE=kit.url,
