@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Backoff, Job, declare
 from cron_bridge.monitors import Monitor
-from cron_bridge.plugins import find_adapter
+from cron_bridge.queues.installed import find_adapter
 from cron_bridge.storable import agree
 
 __all__ = ["Registry", "cluster_task", "default_registry"]
