@@ -356,10 +356,63 @@ def write_report(results: dict[str, Any], path: Path) -> None:
             ),
             "",
         ]
+    parts += _imports_section(results)
     notes = Path(__file__).with_name("NOTES.md")
     if notes.exists():
         parts += [notes.read_text().strip(), ""]
     path.write_text("\n".join(parts))
+
+
+def _imports_section(results: dict[str, Any]) -> list[str]:
+    found = results.get("imports")
+    if not found:
+        return []
+    before = results.get("imports_before") or {}
+    old = {r["package"]: r for r in before.get("rows", [])}
+
+    def cell(row: dict[str, Any], field: str) -> str:
+        shown = {True: "yes", False: "no"}.get(row[field], row[field])
+        then = old.get(row["package"])
+        if then is None:
+            return str(shown)
+        return f"{shown} / { ({True: 'yes', False: 'no'}.get(then[field], then[field])) }"
+
+    fields = ["cron_bridge_modules", "click", "cli_or_http", "import_cpu_ms", "import_ms"]
+    rows = [[f"`{r['package']}`", *(cell(r, f) for f in [*fields, "process_ms"])] for r in found]
+    return [
+        "## What importing an adapter loads",
+        "",
+        _measured(results, "imports"),
+        "",
+        "What a worker process pays for `import cron_bridge_celery` (and RQ's, Dramatiq's), "
+        "each in a fresh process under `-X importtime`, the median of five (`bench/imports.py`); "
+        "`cron_bridge.run.delivery`, what a delivery needs, is the floor. Core modules: the "
+        "`cron_bridge.*` modules loaded; click: loaded at all (Celery's own `celery.exceptions` "
+        "imports it); command line or web: `cron_bridge.cli` or `cron_bridge.http` loaded; "
+        "import CPU ms: the process's CPU time over the import (the steadier figure on a shared "
+        "machine); import ms: importtime's cumulative wall time of it; process ms: the whole "
+        "process. "
+        + (
+            f"Each cell is now / before, before being the same script on `{before['commit']}` "
+            f"({before['note']})."
+            if before
+            else ""
+        ),
+        "",
+        _table(
+            [
+                "package",
+                "core modules",
+                "click",
+                "command line or web",
+                "import CPU ms",
+                "import ms",
+                "process ms",
+            ],
+            rows,
+        ),
+        "",
+    ]
 
 
 def _lose_section(results: dict[str, Any], bare: dict[str, float] | None) -> list[str]:

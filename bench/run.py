@@ -496,6 +496,7 @@ def main() -> None:
         "budget",
         "schedules",
         "tenants",
+        "imports",
     ]
     parser.add_argument("--only", choices=sections, action="append")
     args = parser.parse_args()
@@ -601,6 +602,10 @@ def main() -> None:
 
         results["schedules"] = measure()
         print("schedules", results["schedules"], flush=True)
+    if "imports" in only:
+        from bench.imports import measure as import_costs
+
+        results["imports"] = import_costs()
     if "tenants" in only:
         from bench import tenants
 
@@ -625,6 +630,7 @@ def main() -> None:
                 "budget",
                 "schedules",
                 "tenants",
+                "imports",
             )
             if name in results
         }

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, Unpack
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Job, declare
 from cron_bridge.options import JobOptions, check_names
-from cron_bridge.plugins import find_adapter
+from cron_bridge.queues.installed import find_adapter
 from cron_bridge.storable import agree
 
 __all__ = ["Registry", "cluster_task", "default_registry"]

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from cron_bridge.plugins import find_adapter
+from cron_bridge.queues.installed import find_adapter
 
 __all__ = ["ENV", "HANDLER_ATTR", "agree", "agreed", "listed", "refusal", "storable"]
 

@@ -12,7 +12,7 @@ from redis import Redis
 from rq import Queue
 
 from cron_bridge import ConfigError, Registry, cluster_task
-from cron_bridge.plugins import ENTRY_POINT_GROUP, get_adapter, installed_adapters
+from cron_bridge.queues.installed import ENTRY_POINT_GROUP, get_adapter, installed_adapters
 from cron_bridge.storable import HANDLER_ATTR
 
 
@@ -175,7 +175,7 @@ def test_rq_sends_a_batch_in_one_pipeline_and_refuses_a_duplicate_sent_again(
     from datetime import UTC, datetime, timedelta
 
     from cron_bridge.jobs import Occurrence
-    from cron_bridge.plugins import Dispatch
+    from cron_bridge.queues.adapter import Dispatch
     from cron_bridge_rq.adapter import rq_job_id
 
     connection = Redis.from_url(redis_server.url)
@@ -211,15 +211,16 @@ def test_rq_sends_a_batch_in_one_pipeline_and_refuses_a_duplicate_sent_again(
 
 
 def _a_batch(jobs: dict[str, Any], good: str, bad: str, every: int) -> tuple[list[Any], set[int]]:
-    """A batch large enough to be split between the senders: every ``every``-th dispatch
+    """A batch large enough to be split between the send threads: every ``every``-th dispatch
     goes to the job whose broker is down; each occurrence is its own minute."""
     from datetime import UTC, datetime, timedelta
 
     from cron_bridge.jobs import Occurrence
-    from cron_bridge.plugins import SENDERS, SPLIT_MIN, Dispatch
+    from cron_bridge.queues.adapter import Dispatch
+    from cron_bridge.queues.sending import SPLIT_MIN, THREADS
 
     at = datetime(2026, 5, 1, 12, tzinfo=UTC)
-    size = 3 * SENDERS * SPLIT_MIN
+    size = 3 * THREADS * SPLIT_MIN
     failing = {n for n in range(size) if n % every == every // 2}
     dispatches = [
         Dispatch(
@@ -236,7 +237,7 @@ def _a_batch(jobs: dict[str, Any], good: str, bad: str, every: int) -> tuple[lis
 def test_dramatiq_sends_a_large_batch_from_two_threads_answers_in_order(
     redis_server: Any,
 ) -> None:
-    """A large batch goes to Dramatiq from ``SENDERS`` threads (one waits on the broker's
+    """A large batch goes to Dramatiq from ``THREADS`` threads (one waits on the broker's
     answer while another sends); every message lands once, and each answer stays with its
     dispatch: the sends to a broker that is down fail, in their places, and only those."""
     import json
@@ -266,7 +267,7 @@ def test_dramatiq_sends_a_large_batch_from_two_threads_answers_in_order(
 def test_celery_sends_a_large_batch_from_two_threads_each_on_its_own_connection(
     redis_server: Any,
 ) -> None:
-    """A large batch goes to Celery from ``SENDERS`` threads, each publishing on a connection
+    """A large batch goes to Celery from ``THREADS`` threads, each publishing on a connection
     of its own from the app's pool: every message lands once with its occurrence, and the
     sends of an app whose broker is down fail, each in its place, the others unaffected."""
     import json
@@ -295,7 +296,7 @@ def test_rq_one_function_declared_for_two_queues_sends_to_each(redis_server: Any
     import uuid
     from datetime import UTC, datetime
 
-    from cron_bridge.plugins import Dispatch
+    from cron_bridge.queues.adapter import Dispatch
 
     connection = Redis.from_url(redis_server.url)
     first, second = (
@@ -327,7 +328,7 @@ def test_celery_sends_in_publish_batches_and_a_failed_batch_fails_its_messages(
     import redis
 
     from cron_bridge.jobs import Occurrence
-    from cron_bridge.plugins import Dispatch
+    from cron_bridge.queues.adapter import Dispatch
     from cron_bridge_celery.adapter import BATCHED
 
     tag = uuid.uuid4().hex[:6]
@@ -412,10 +413,10 @@ def test_a_task_whose_adapter_is_not_installed_names_the_distribution_to_install
 ) -> None:
     """Without the library's adapter, the error says which distribution to install (it used
     to say "decorate a Celery task..." about a Celery task)."""
-    from cron_bridge import plugins
+    from cron_bridge.queues import installed
 
     others = [a for a in installed_adapters() if a.name != library]
-    monkeypatch.setattr(plugins, "_adapters", others)
+    monkeypatch.setattr(installed, "_adapters", others)
     if library == "celery":
         task: Any = Celery("missing", set_as_current=False).task(name="missing.task")(report)
         queue: Any = None
@@ -432,9 +433,9 @@ def test_a_task_whose_adapter_is_not_installed_names_the_distribution_to_install
 
 def test_the_senders_of_other_schedulers_take_no_cluster_task() -> None:
     """celery beat's, rq cron's, periodiq's and dramatiq-crontab's senders share the core's
-    Sender: nothing is declared on them (and declares=False keeps them out of the adapters
+    DropInSender: nothing is declared on them (and declares=False keeps them out of the adapters
     an error about a declaration lists)."""
-    from cron_bridge.plugins import Sender
+    from cron_bridge.queues.sending import DropInSender
     from cron_bridge_celery.sender import BeatScheduleSender
     from cron_bridge_dramatiq.crontab import CrontabSender
     from cron_bridge_dramatiq.periodiq import PeriodiqSender
@@ -447,7 +448,7 @@ def test_the_senders_of_other_schedulers_take_no_cluster_task() -> None:
         RQCronSender(Redis(), {}),
     ]
     for sender in senders:
-        assert isinstance(sender, Sender) and sender.declares is False
+        assert isinstance(sender, DropInSender) and sender.declares is False
         assert sender.accepts(report, None) is False
         with pytest.raises(ConfigError, match="are not declared with @cluster_task"):
             sender.describe(report, None)

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from cron_bridge import Beat, ConfigError, JobContext, Registry, cluster_task, declare
-from cron_bridge import plugins as adapters
 from cron_bridge.beat.claiming import SLICES_MAX
 from cron_bridge.beat.enqueue import NOT_SENT_AGAIN
 from cron_bridge.control import aside
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.keys import lock_key
-from cron_bridge.plugins import Dispatch, TaskRef, register
+from cron_bridge.queues import installed
+from cron_bridge.queues.adapter import Adapter, Dispatch, TaskRef
+from cron_bridge.queues.installed import register
 from cron_bridge.stores import MemoryStore, RunRecord, Store
 from cron_bridge.testing import FakeClock
 from tests.blips import AnswerLost, ClaimsDown, LockBlips
@@ -27,10 +28,8 @@ from tests.blips import AnswerLost, ClaimsDown, LockBlips
 START = datetime(2026, 5, 1, 12, 0, 0, 500_000, tzinfo=UTC)
 
 
-class ListQueue:
+class ListQueue(Adapter, name="listqueue"):
     """A queue library of our own, in memory: the test adapter for the queue seam."""
-
-    name = "listqueue"
 
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
@@ -74,7 +73,7 @@ class QueueTask:
 @pytest.fixture
 def queue(monkeypatch: pytest.MonkeyPatch) -> ListQueue:
     """The test adapter, registered for this test only."""
-    monkeypatch.setattr(adapters, "_adapters", list(adapters.installed_adapters()))
+    monkeypatch.setattr(installed, "_adapters", list(installed.installed_adapters()))
     adapter = ListQueue()
     register(adapter)
     return adapter
@@ -355,7 +354,7 @@ def test_a_sender_with_no_guard_behind_it_never_sends_a_failed_send_again(
     on the worker): a send that failed may have reached the broker, so it is not sent again,
     which could run it twice; it is recorded failed at once, saying why. The next occurrence
     is sent as usual."""
-    monkeypatch.setattr(queue, "refuses_copies", False, raising=False)
+    monkeypatch.setattr(queue, "refuses_copies", False)
     registry = Registry()
     cluster_task(every="1m", misfire_grace="10s", registry=registry)(QueueTask("unguarded"))
     store = MemoryStore(clock=clock)

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 import pytest
 
 from cron_bridge import Beat, Registry, cluster_task
-from cron_bridge import plugins as adapters
 from cron_bridge.beat.claiming import SLICE_MIN
-from cron_bridge.plugins import Dispatch, register
+from cron_bridge.queues import installed
+from cron_bridge.queues.adapter import Dispatch
+from cron_bridge.queues.installed import register
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
 from tests.test_beat import ListQueue, QueueTask, beats, clock, eventually
@@ -43,7 +44,7 @@ class WatchedQueue(ListQueue):
 
 
 def burst(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> tuple[Beat, WatchedQueue]:
-    monkeypatch.setattr(adapters, "_adapters", list(adapters.installed_adapters()))
+    monkeypatch.setattr(installed, "_adapters", list(installed.installed_adapters()))
     names = [f"burst.{n:04d}" for n in range(JOBS)]
     store = MemoryStore(clock=clock)
     queue = WatchedQueue(store, names)

@@ -14,7 +14,7 @@ from celery.beat import PersistentScheduler, ScheduleEntry
 from celery.schedules import crontab
 
 from cron_bridge import Cron, JobContext, cluster_task
-from cron_bridge.plugins import Dispatch
+from cron_bridge.queues.adapter import Dispatch
 from cron_bridge.registry import default_registry
 from cron_bridge.stores import MemoryStore
 from cron_bridge_celery import CeleryAdapter

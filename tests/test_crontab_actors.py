@@ -14,7 +14,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from dramatiq.brokers.stub import StubBroker
 
 from cron_bridge.jobs import name_for
-from cron_bridge.plugins import Dispatch
+from cron_bridge.queues.adapter import Dispatch
 from cron_bridge.schedules import Cron, Every
 from cron_bridge.windows import NEVER
 from cron_bridge_dramatiq.crontab import CrontabSender, crontab_jobs

@@ -93,7 +93,10 @@ def test_python_samples_run(page: Path, tmp_path: Path) -> None:
         ]
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CRON_BRIDGE_", "CB_TEST_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO)])
+    # The checkout first; a PYTHONPATH given too stays after it (the checkout's adapters).
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(tmp_path), str(REPO), env.get("PYTHONPATH")])
+    )
     done = subprocess.run(
         [sys.executable, "-W", "error", "-c", runner],
         cwd=tmp_path,

@@ -23,7 +23,8 @@ import pytest
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-from cron_bridge.plugins import Dispatch, get_adapter, refuses_copies
+from cron_bridge.queues.adapter import Dispatch
+from cron_bridge.queues.installed import get_adapter
 from tests.conftest import _serve
 from tests.servers import RedisServer
 
@@ -77,7 +78,7 @@ def test_a_periodiq_actor_sent_to_a_frozen_broker_lands_and_is_not_sent_again(
     finally:
         dramatiq.set_broker(previous)
     assert isinstance(error, redis.TimeoutError), error
-    assert not refuses_copies(sender)
+    assert not sender.refuses_copies
     awake = redis.Redis.from_url(broker_server.url)
     assert awake.hlen(f"{namespace}:reports.msgs") == 2  # it landed: a third send, a copy
 
@@ -91,7 +92,7 @@ def test_which_senders_are_sent_again_after_a_lost_answer() -> None:
     from cron_bridge_rq.rq_cron import RQCronSender
 
     for name in ("celery", "rq", "dramatiq"):
-        assert refuses_copies(get_adapter(name)), name
+        assert get_adapter(name).refuses_copies, name
     for sender in (BeatScheduleSender, CrontabSender, PeriodiqSender):
-        assert not refuses_copies(sender), sender
-    assert refuses_copies(RQCronSender)
+        assert not sender.refuses_copies, sender
+    assert RQCronSender.refuses_copies

@@ -14,7 +14,7 @@ from dramatiq.middleware import SkipMessage
 from periodiq import PeriodiqMiddleware, cron
 
 from cron_bridge.jobs import Occurrence, name_for
-from cron_bridge.plugins import Dispatch
+from cron_bridge.queues.adapter import Dispatch
 from cron_bridge_dramatiq.periodiq import (
     PeriodiqSender,
     cron_expression,

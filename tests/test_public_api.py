@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import cron_bridge
+import cron_bridge.adapters
+import cron_bridge.commands
 import cron_bridge.stores
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_all_lists_exactly_the_public_names() -> None:
     """Every public attribute is in ``__all__`` and every name in it exists."""
-    for module in (cron_bridge, cron_bridge.stores):
+    for module in (cron_bridge, cron_bridge.stores, cron_bridge.adapters, cron_bridge.commands):
         public = {
             name
             for name in vars(module)
@@ -44,3 +51,18 @@ def test_the_core_and_its_adapters_are_versioned_in_lockstep() -> None:
         assert f"cron-bridge=={version}" in adapter["project"]["dependencies"], library
         extra = core["optional-dependencies"][library]
         assert extra == [f"cron-bridge-{library}=={version}"], extra
+
+
+def test_the_adapters_interfaces_hold_what_the_adapters_import() -> None:
+    """``cron_bridge.adapters`` and ``cron_bridge.commands`` export what the three adapter
+    distributions import from them, no more: a name none of them uses is not part of the
+    interface (a fourth library's adapter asks for it, and it is added then)."""
+    for module in (cron_bridge.adapters, cron_bridge.commands):
+        used = {
+            alias.name
+            for path in (REPO / "adapters").rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module == module.__name__
+            for alias in node.names
+        }
+        assert used == set(module.__all__), module.__name__

@@ -18,7 +18,7 @@ from rq.cron import CronJob
 from cron_bridge import ConfigError, refusals
 from cron_bridge.beat.replica import Beat
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
-from cron_bridge.plugins import Dispatch
+from cron_bridge.queues.adapter import Dispatch
 from cron_bridge.schedules import Cron, Every
 from cron_bridge.stores import store_from_url
 from cron_bridge_rq import rq_cron

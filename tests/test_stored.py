@@ -111,7 +111,7 @@ def test_a_library_whose_adapter_cannot_run_stored_schedules_is_refused(
 def test_a_beat_follows_a_stored_schedule_and_drops_it(
     clock: FakeClock, beats: list[Beat], queue: ListQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(queue, "stored_task", "listqueue.stored", raising=False)
+    monkeypatch.setattr(queue, "stored_task", "listqueue.stored")
     monkeypatch.setattr("cron_bridge.control.schedules.LIBRARIES", ("listqueue",))
     store = MemoryStore(clock=clock)
     beats.append(Beat(store, [], clock=clock))

@@ -13,7 +13,9 @@ from cron_bridge.beat.outcomes import Records
 from cron_bridge.beat.planning import Planned
 from cron_bridge.clock import Clock
 from cron_bridge.context import AbortSignal
-from cron_bridge.plugins import Dispatch, get_adapter, refuses_copies
+from cron_bridge.errors import ConfigError
+from cron_bridge.queues.adapter import Dispatch
+from cron_bridge.queues.installed import get_adapter
 from cron_bridge.stores.base import RunRecord
 from cron_bridge.text_out import described
 
@@ -156,7 +158,8 @@ class Enqueuer:
 
 
 def _refuses_copies(adapter_name: str) -> bool:
+    """Whether a second copy of what the adapter sends is refused (``Adapter.refuses_copies``)."""
     try:
-        return refuses_copies(get_adapter(adapter_name))
-    except Exception:  # noqa: BLE001 - no such adapter: nothing was sent, sending again is safe
+        return get_adapter(adapter_name).refuses_copies
+    except ConfigError:  # no such adapter: nothing was sent, sending again is safe
         return True

@@ -25,7 +25,7 @@ from cron_bridge.http.apps import asgi_app
 from cron_bridge.http.serve import HttpServer, serve
 from cron_bridge.jobs import Job
 from cron_bridge.monitors import set_default as set_default_monitor
-from cron_bridge.plugins import installed_adapters
+from cron_bridge.queues.installed import installed_adapters
 from cron_bridge.secret import check_secret
 from cron_bridge.stores import Store
 from cron_bridge.telemetry import serve_metrics, watch_replica
@@ -194,11 +194,10 @@ def _say_what_else(modules: tuple[str, ...], *, declared: bool) -> None:
     loaded = [sys.modules[name] for name in modules if name in sys.modules]
     elsewhere = []
     for adapter in installed_adapters():
-        declared_in = getattr(adapter, "declared_in", None)
-        found = declared_in(loaded) if declared_in is not None else []
+        found = adapter.declared_in(loaded)
         if found:
-            command = str(getattr(adapter, "runs_with", "")).format(modules=" ".join(modules))
-            shown = getattr(adapter, "declared_as", adapter.name)
+            command = adapter.runs_with.format(modules=" ".join(modules))
+            shown = adapter.declared_as
             elsewhere.append(
                 f"{len(found)} {shown} entr{'y' if len(found) == 1 else 'ies'}"
                 + (f", which `{command}` runs" if command else "")

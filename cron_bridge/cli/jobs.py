@@ -35,7 +35,7 @@ from cron_bridge.control.audit import Audit, OccurrenceReport, audit, occurrence
 from cron_bridge.control.schedules import Schedules
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Job, Occurrence
-from cron_bridge.plugins import installed_adapters
+from cron_bridge.queues.installed import installed_adapters
 from cron_bridge.schedules import Schedule, load_zone, parse_duration
 from cron_bridge.stores import RunRecord, Store
 from cron_bridge.windows import NEVER
@@ -271,9 +271,7 @@ def _as_listed(store: Store | None, jobs: list[Job]) -> dict[str, Job | str]:
     interval registration anchored where the store keeps its anchor, or a note for NEXT."""
     found: dict[str, Job | str] = {}
     for adapter in installed_adapters():
-        as_listed = getattr(adapter, "as_listed", None)
-        if as_listed is not None:
-            found.update(as_listed(store, jobs))
+        found.update(adapter.as_listed(store, jobs))
     return found
 
 
@@ -288,13 +286,10 @@ def _listed_jobs(jobs: list[Job], modules: tuple[str, ...]) -> list[tuple[Job, s
     loaded = [sys.modules[name] for name in modules if name in sys.modules]
     names = {job.name for job in jobs}
     for adapter in installed_adapters():
-        declared_in = getattr(adapter, "declared_in", None)
-        if declared_in is None:
-            continue
-        for job in declared_in(loaded):
+        for job in adapter.declared_in(loaded):
             if job.name not in names:
                 names.add(job.name)
-                found.append((job, str(getattr(adapter, "declared_as", adapter.name))))
+                found.append((job, adapter.declared_as))
     return found
 
 

@@ -10,7 +10,7 @@ from cron_bridge.cli.common import fail, load_app
 from cron_bridge.control import catalog
 from cron_bridge.control import pause as control
 from cron_bridge.control.schedules import Schedules
-from cron_bridge.plugins import installed_adapters
+from cron_bridge.queues.installed import installed_adapters
 from cron_bridge.stores import Store
 
 __all__ = ["check_name", "known_names"]
@@ -26,9 +26,7 @@ def known_names(store: Store, app: tuple[str, ...]) -> set[str]:
         known |= {job.name for job in load_app(app)}
         loaded = [sys.modules[name] for name in app if name in sys.modules]
         for adapter in installed_adapters():
-            declared_in = getattr(adapter, "declared_in", None)
-            if declared_in is not None:
-                known |= {job.name for job in declared_in(loaded)}
+            known |= {job.name for job in adapter.declared_in(loaded)}
     return known
 
 

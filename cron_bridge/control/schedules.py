@@ -28,7 +28,7 @@ from cron_bridge.control import pause as control
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Backoff, Job, declare
 from cron_bridge.options import STORED, WHEN
-from cron_bridge.plugins import get_adapter
+from cron_bridge.queues.installed import get_adapter
 from cron_bridge.schedules import parse_duration
 from cron_bridge.storable import refusal
 from cron_bridge.stores.base import Store
@@ -167,18 +167,9 @@ def _check_send(spec: StoredSchedule) -> None:
             option="send",
             value=send,
         )
-    check = getattr(get_adapter(spec.library), "check_send", None)
-    if check is None:
-        if send:
-            raise ConfigError(
-                f"the {spec.library} adapter takes no send options",
-                job=spec.name,
-                option="send",
-                value=send,
-            )
-        return
+    adapter = get_adapter(spec.library)
     try:
-        check(send)
+        adapter.check_send(send)
     except ConfigError as exc:
         raise exc.for_job(spec.name) from None
 
@@ -197,9 +188,8 @@ def _check_storable(spec: StoredSchedule) -> None:
 
 
 def _stored_task(spec: StoredSchedule) -> str:
-    adapter = get_adapter(spec.library)
-    task = getattr(adapter, "stored_task", None)
-    if not isinstance(task, str):
+    task = get_adapter(spec.library).stored_task
+    if task is None:
         raise ConfigError(
             f"the {spec.library} adapter cannot run stored schedules yet",
             job=spec.name,

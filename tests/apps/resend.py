@@ -11,7 +11,8 @@ import importlib
 import sys
 from datetime import datetime
 
-from cron_bridge.plugins import Dispatch, get_adapter
+from cron_bridge.queues.adapter import Dispatch
+from cron_bridge.queues.installed import get_adapter
 from cron_bridge.registry import default_registry
 from tests.apps import scenarios
 

@@ -26,15 +26,16 @@ from celery.signals import worker_process_shutdown
 from cron_bridge.adapters import (
     HANDLER_ATTR,
     META_KEY,
+    Adapter,
     Dispatch,
     Job,
     QueueRetry,
-    Senders,
+    SendThreads,
     TaskRef,
     flush_worker_records,
+    override,
     run_delivery,
 )
-from cron_bridge_celery.scheduler import beat_schedule_jobs
 
 __all__ = ["CeleryAdapter"]
 
@@ -48,21 +49,20 @@ def _flush_records(**_: Any) -> None:
 worker_process_shutdown.connect(_flush_records, weak=False)
 
 
-class CeleryAdapter:
-    """Celery tasks: ``@app.task``, ``@shared_task`` and the lazy proxy of an unfinalized app."""
-
-    name = "celery"
-    declared_as = "beat_schedule"  # where declared_in's jobs come from, for listings
-    runs_with = "celery -A {modules} beat -S cron_bridge"  # what runs them
-    stored_task = "cron_bridge.stored"  # the task stored schedules are sent to, by name
+class CeleryAdapter(Adapter, name="celery", stored_task="cron_bridge.stored"):
+    """Celery tasks: ``@app.task``, ``@shared_task`` and the lazy proxy of an unfinalized app.
+    Stored schedules are sent to the task ``cron_bridge.stored`` (``cron_bridge_celery.stored``)
+    by name."""
 
     def __init__(self) -> None:
         self._decorated: list[Any] = []  # their app sends the stored schedules
-        self._senders = Senders()
+        self._send_threads = SendThreads()
 
+    @override
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, Task | Proxy)
 
+    @override
     def describe(self, obj: object, queue: object | None) -> TaskRef:
         # Without queue= the app's own routing (task_routes) picks the queue when it is sent.
         task: Any = obj
@@ -73,6 +73,7 @@ class CeleryAdapter:
             home=_home(task),
         )
 
+    @override
     def wrap(self, obj: Any, job: Job) -> Any:
         self._decorated.append(obj)
         if isinstance(obj, PromiseProxy) and not obj.__evaluated__():
@@ -86,10 +87,26 @@ class CeleryAdapter:
             _install(obj, job)
         return obj
 
+    @override
     def declared_in(self, modules: Sequence[ModuleType]) -> list[Job]:
         """The ``beat_schedule`` entries of the Celery apps in ``modules``, as jobs."""
+        # Imported here: only a listing asks, and a worker that imports the adapter loads
+        # neither celery beat nor the scheduler.
+        from cron_bridge_celery.scheduler import beat_schedule_jobs
+
         return beat_schedule_jobs(modules)
 
+    @property
+    @override
+    def declared_as(self) -> str:
+        return "beat_schedule"
+
+    @property
+    @override
+    def runs_with(self) -> str:
+        return "celery -A {modules} beat -S cron_bridge"
+
+    @override
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         results: list[Exception | None] = [None] * len(dispatches)
         by_app: defaultdict[int, list[int]] = defaultdict(list)
@@ -118,7 +135,7 @@ class CeleryAdapter:
                         results[index] = results[index] or exc
 
             # A publish waits for the broker's answer: a large batch from two threads.
-            self._senders.run(send, len(indexes))
+            self._send_threads.run(send, len(indexes))
         return results
 
 

@@ -21,7 +21,7 @@ from urllib.parse import quote, urlunsplit
 
 from celery import Celery
 
-from cron_bridge.adapters import Dispatch
+from cron_bridge.adapters import Dispatch, override
 from cron_bridge_celery.django_rows import BadRow, Row, row_job
 from cron_bridge_celery.scheduler import ClusterScheduler, _exit
 from cron_bridge_celery.sender import BeatScheduleSender
@@ -167,6 +167,7 @@ class DjangoSender(BeatScheduleSender):
         self.rows = rows
         self.entries = {name: row.entry for name, row in rows.items()}
 
+    @override
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         rows = self.rows
         results = super().enqueue_many(dispatches)
@@ -201,6 +202,7 @@ class DjangoClusterScheduler(ClusterScheduler):
         )
         super().__init__(app, *args, lazy=lazy, **kwargs)
 
+    @override
     def _default_store_url(self) -> str | None:
         from django.conf import settings
 
@@ -212,6 +214,7 @@ class DjangoClusterScheduler(ClusterScheduler):
             )
         return url
 
+    @override
     def setup_schedule(self) -> None:
         from django.conf import settings
 
@@ -259,6 +262,7 @@ class DjangoClusterScheduler(ClusterScheduler):
 
     # -- following the table ------------------------------------------------------------
 
+    @override
     def tick(self, *args: Any, **kwargs: Any) -> float:
         self._follow()
         self._ledger.flush()

@@ -20,7 +20,7 @@ from typing import Any
 
 from celery.schedules import BaseSchedule, crontab, schedule, solar
 
-from cron_bridge.adapters import ConfigError, Cron, Every, Schedule, load_zone
+from cron_bridge.adapters import ConfigError, Cron, Every, Schedule, load_zone, override
 
 __all__ = ["CustomSchedule", "SolarSchedule", "crontab_fields", "crontab_in", "to_schedule"]
 
@@ -133,9 +133,11 @@ class SolarSchedule:
         self._lock = threading.Lock()
         self.next_after(datetime.now(UTC))
 
+    @override
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SolarSchedule) and self._key() == other._key()
 
+    @override
     def __hash__(self) -> int:
         return hash(self._key())
 

@@ -24,7 +24,7 @@ from celery import Celery
 from celery.beat import BeatLazyFunc, ScheduleEntry
 from packaging.version import Version
 
-from cron_bridge.adapters import META_KEY, Dispatch, Sender
+from cron_bridge.adapters import META_KEY, Dispatch, DropInSender, override
 
 __all__ = ["SENDER", "BeatScheduleSender", "beat_headers", "for_occurrence"]
 
@@ -47,11 +47,8 @@ def _evaluate(value: Any) -> Any:
     return value() if isinstance(value, BeatLazyFunc) else value
 
 
-class BeatScheduleSender(Sender):
+class BeatScheduleSender(DropInSender, name=SENDER, what="beat_schedule entries"):
     """The adapter that sends ``beat_schedule`` entries: task, args, kwargs and options."""
-
-    name = SENDER
-    what = "beat_schedule entries"
 
     def __init__(self, app: Celery, entries: Mapping[str, ScheduleEntry]) -> None:
         self.app = app
@@ -60,6 +57,7 @@ class BeatScheduleSender(Sender):
         self.scheduler: Any = None
         self._sent = threading.local()  # what publish() met: apply_entry swallows errors
 
+    @override
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         try:
             with self.app.connection_for_write() as connection:

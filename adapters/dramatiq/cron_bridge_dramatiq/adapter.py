@@ -21,10 +21,12 @@ from dramatiq.middleware import CurrentMessage
 from cron_bridge.adapters import (
     HANDLER_ATTR,
     META_KEY,
+    Adapter,
     Dispatch,
     Job,
-    Senders,
+    SendThreads,
     TaskRef,
+    override,
     run_delivery,
 )
 
@@ -42,18 +44,18 @@ def retry_options(job: Job) -> dict[str, int]:
     }
 
 
-class DramatiqAdapter:
-    """Dramatiq actors (``@dramatiq.actor``)."""
-
-    name = "dramatiq"
-    stored_task = "cron_bridge_stored"  # the actor stored schedules are enqueued to
+class DramatiqAdapter(Adapter, name="dramatiq", stored_task="cron_bridge_stored"):
+    """Dramatiq actors (``@dramatiq.actor``). Stored schedules are enqueued to the actor
+    ``cron_bridge_stored`` (``cron_bridge_dramatiq.stored``)."""
 
     def __init__(self) -> None:
-        self._senders = Senders()
+        self._send_threads = SendThreads()
 
+    @override
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, dramatiq.Actor)
 
+    @override
     def describe(self, obj: object, queue: object | None) -> TaskRef:
         actor: Any = obj
         name = actor.actor_name
@@ -66,6 +68,7 @@ class DramatiqAdapter:
             home=home,
         )
 
+    @override
     def declared_in(self, modules: Sequence[ModuleType]) -> list[Job]:
         """periodiq's ``periodic=`` actors of the imported modules and dramatiq-crontab's
         ``@cron``/``@interval`` registrations, as ``cron-bridge periodiq`` and ``cron-bridge
@@ -75,11 +78,13 @@ class DramatiqAdapter:
         return periodiq.declared(modules) + crontab.declared()
 
     @property
+    @override
     def declared_as(self) -> str:
         """What ``declared_in``'s jobs are called, for listings."""
         return " and ".join(name for name, _ in self._sources()) or "periodiq"
 
     @property
+    @override
     def runs_with(self) -> str:
         """The commands that run ``declared_in``'s jobs."""
         return "` and `".join(command for _, command in self._sources())
@@ -94,6 +99,7 @@ class DramatiqAdapter:
             found.append(("dramatiq-crontab", "cron-bridge dramatiq-crontab"))
         return found
 
+    @override
     def wrap(self, obj: Any, job: Job) -> Any:
         actor: dramatiq.Actor[Any, Any] = obj
         broker = actor.broker
@@ -123,6 +129,7 @@ class DramatiqAdapter:
         actor.fn = run
         return actor
 
+    @override
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         """``broker.enqueue`` per message (Dramatiq has no batch send); a large batch from
         two threads, so that one waits for the broker's answer while the other sends."""
@@ -132,7 +139,7 @@ class DramatiqAdapter:
             for index in indexes:
                 results[index] = _send(dispatches[index])
 
-        self._senders.run(send, len(dispatches))
+        self._send_threads.run(send, len(dispatches))
         return results
 
 

@@ -30,15 +30,18 @@ from cron_bridge.adapters import (
     ConfigError,
     Cron,
     Dispatch,
+    DropInSender,
     Every,
     Job,
-    Sender,
     Window,
-    beat_options,
     name_for,
-    one_line_errors,
+    override,
     refuse,
     register,
+)
+from cron_bridge.commands import (
+    beat_options,
+    one_line_errors,
     run_beat,
 )
 from cron_bridge_dramatiq.fields import cron_field
@@ -280,16 +283,16 @@ def declared() -> list[Job]:
     return [job for job, _ in jobs.values()]
 
 
-class CrontabSender(Sender):
+class CrontabSender(
+    DropInSender, name=SENDER, what="dramatiq-crontab's @cron and @interval actors"
+):
     """Sends dramatiq-crontab's actors as its scheduler does: ``actor.send(*args, **kwargs)``
     (none for ``@cron`` and ``@interval``; those ``add_job`` was given for one added by hand)."""
-
-    name = SENDER
-    what = "dramatiq-crontab's @cron and @interval actors"
 
     def __init__(self, calls: dict[str, Call]) -> None:
         self.calls = calls
 
+    @override
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         results: list[Exception | None] = []
         for dispatch in dispatches:

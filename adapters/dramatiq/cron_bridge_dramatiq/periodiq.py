@@ -31,14 +31,17 @@ from cron_bridge.adapters import (
     ConfigError,
     Cron,
     Dispatch,
+    DropInSender,
     Job,
-    Sender,
-    beat_options,
     local_zone_name,
     name_for,
-    one_line_errors,
+    override,
     refuse,
     register,
+)
+from cron_bridge.commands import (
+    beat_options,
+    one_line_errors,
     run_beat,
 )
 from cron_bridge_dramatiq.fields import cron_field
@@ -165,16 +168,14 @@ def _zone(name: str) -> Any:
     return ZoneInfo(name)
 
 
-class PeriodiqSender(Sender):
+class PeriodiqSender(DropInSender, name=SENDER, what="periodiq's periodic= actors"):
     """Sends periodic actors as periodiq does."""
-
-    name = SENDER
-    what = "periodiq's periodic= actors"
 
     def __init__(self, actors: dict[str, Any], zone: str) -> None:
         self.actors = actors
         self.zone = zone
 
+    @override
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         results: list[Exception | None] = []
         for dispatch in dispatches:

@@ -28,12 +28,14 @@ from rq.serializers import JSONSerializer
 from cron_bridge.adapters import (
     HANDLER_ATTR,
     META_KEY,
+    Adapter,
     ConfigError,
     Dispatch,
     Job,
     Store,
     TaskRef,
     flush_worker_records,
+    override,
     run_delivery,
 )
 from cron_bridge_rq.ids import rq_job_id
@@ -56,13 +58,9 @@ def rq_intervals(delays: Sequence[float]) -> list[int]:
     return [math.ceil(delay) + 1 if delay > 0 else 0 for delay in delays]
 
 
-class RQAdapter:
-    """Plain functions enqueued by dotted path to an ``rq.Queue`` (or a queue name)."""
-
-    name = "rq"
-    stored_task = "cron_bridge_rq.stored.run_stored"  # what stored schedules enqueue
-    declared_as = "rq cron"  # where declared_in's jobs come from, for listings
-    runs_with = "cron-bridge rq-cron {modules}"  # what runs them
+class RQAdapter(Adapter, name="rq", stored_task="cron_bridge_rq.stored.run_stored"):
+    """Plain functions enqueued by dotted path to an ``rq.Queue`` (or a queue name). Stored
+    schedules enqueue ``cron_bridge_rq.stored.run_stored``."""
 
     def __init__(self) -> None:
         # The rq.Queue a function was declared with, by (dotted path, queue name): one
@@ -72,9 +70,11 @@ class RQAdapter:
         self._named: dict[tuple[str, str], Queue] = {}
         self._lock = threading.Lock()
 
+    @override
     def accepts(self, obj: object, queue: object | None) -> bool:
         return isinstance(obj, types.FunctionType) and isinstance(queue, Queue | str)
 
+    @override
     def describe(self, obj: object, queue: object | None) -> TaskRef:
         func: Any = obj
         path = f"{func.__module__}.{func.__qualname__}"
@@ -92,13 +92,27 @@ class RQAdapter:
             return TaskRef(task=path, name=path, queue=queue.name, home=home)
         return TaskRef(task=path, name=path, queue=str(queue), home=home)
 
+    @override
     def declared_in(self, modules: Sequence[types.ModuleType]) -> list[Job]:
         """The ``rq.cron.register(...)`` calls the imported modules made (an ``rq cron``
         config imported with ``-A``), as ``cron-bridge rq-cron`` would run them."""
+        # Imported here, as in as_listed: only the command line asks, and a worker that
+        # imports the adapter loads neither the rq-cron command nor click.
         from cron_bridge_rq.rq_cron import registered_jobs
 
         return registered_jobs()
 
+    @property
+    @override
+    def declared_as(self) -> str:
+        return "rq cron"
+
+    @property
+    @override
+    def runs_with(self) -> str:
+        return "cron-bridge rq-cron {modules}"
+
+    @override
     def as_listed(self, store: Store | None, jobs: Sequence[Job]) -> dict[str, Job | str]:
         """The ``rq cron`` interval registrations among ``jobs`` as ``cron-bridge list``
         shows them: anchored where the store keeps their anchor, else "at its first deploy"."""
@@ -106,6 +120,7 @@ class RQAdapter:
 
         return listed(store, jobs)
 
+    @override
     def wrap(self, obj: Any, job: Job) -> Any:
         original = obj
 
@@ -131,6 +146,7 @@ class RQAdapter:
         setattr(run, HANDLER_ATTR, original)  # what a stored schedule naming it calls
         return run
 
+    @override
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         """First sends with ``enqueue_many``, one pipeline per Redis connection; a send that
         failed before, one by one with ``unique=True``."""
@@ -201,6 +217,7 @@ class RQAdapter:
             at_front=bool(send.get("at_front", False)),
         )
 
+    @override
     def check_send(self, options: Mapping[str, Any]) -> None:
         """Refuse what RQ would not take as a job's options (``Job.send``)."""
         check_send(options)

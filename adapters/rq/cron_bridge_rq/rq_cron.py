@@ -45,17 +45,20 @@ from cron_bridge.adapters import (
     ConfigError,
     Cron,
     Dispatch,
+    DropInSender,
     Every,
     Job,
-    Sender,
     Store,
-    beat_options,
     local_zone_name,
     name_for,
-    one_line_errors,
+    override,
     redact_url,
     refuse,
     register,
+)
+from cron_bridge.commands import (
+    beat_options,
+    one_line_errors,
     run_beat,
 )
 from cron_bridge_rq.ids import rq_job_id
@@ -280,6 +283,7 @@ class _Loading(CronScheduler):
         super().__init__(*args, **kwargs)
         self.refused: list[tuple[str, Exception]] = []
 
+    @override
     def register(self, *args: Any, **kwargs: Any) -> CronJob:
         try:
             return super().register(*args, **kwargs)
@@ -293,6 +297,7 @@ class _NoTraceback(logging.Filter):
     """Keeps a record's message, drops its traceback: a bad config is said in one line. RQ's
     own line for a registration it refuses is dropped: ``refuse`` says it, once, by name."""
 
+    @override
     def filter(self, record: logging.LogRecord) -> bool:
         if record.getMessage().startswith("Failed to register job"):
             return False
@@ -301,18 +306,17 @@ class _NoTraceback(logging.Filter):
         return True
 
 
-class RQCronSender(Sender):
-    """Sends the registrations of an ``rq cron`` config, each through its own ``CronJob``."""
-
-    name = SENDER
-    what = "rq cron registrations"
-    refuses_copies = True  # every send is unique=True with the occurrence's job id
+class RQCronSender(DropInSender, name=SENDER, what="rq cron registrations", refuses_copies=True):
+    """Sends the registrations of an ``rq cron`` config, each through its own ``CronJob``. RQ
+    refuses a second copy (``refuses_copies``): every send is ``unique=True`` with the
+    occurrence's job id."""
 
     def __init__(self, connection: Redis, registrations: dict[str, CronJob]) -> None:
         self.connection = connection
         self.registrations = registrations
         self.sent = threading.Event()  # set after each batch: the registry is saved then
 
+    @override
     def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
         results = [self._send(dispatch) for dispatch in dispatches]
         self.sent.set()

@@ -55,14 +55,16 @@ from cron_bridge.adapters import (
     Cron,
     Schedules,
     StoredSchedule,
-    load_app,
     load_zone,
     local_zone_name,
+    redact_url,
+)
+from cron_bridge.commands import (
+    load_app,
     one_line_errors,
     open_store,
     optional_app_option,
     print_table,
-    redact_url,
     store_option,
 )
 from cron_bridge_rq.scheduled_job import ScheduledJob, Unreadable, read_job, shown

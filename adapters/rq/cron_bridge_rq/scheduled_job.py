@@ -32,6 +32,8 @@ from typing import Any, cast
 
 from redis import Redis
 
+from cron_bridge.adapters import override
+
 __all__ = ["ScheduledJob", "Unreadable", "plain", "read_job"]
 
 FIELDS_MAX = 64
@@ -106,6 +108,7 @@ class ScheduledJob:
 class _PlainOnly(pickle.Unpickler):
     """Builds plain values only: any class or function named in the pickle is refused."""
 
+    @override
     def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(f"{shown(module)}.{shown(name)} is not plain data")
 
