@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tomllib
 from datetime import UTC, datetime, timedelta
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -39,7 +38,14 @@ from cron_bridge.keys import (
     parse_lock_owner,
 )
 from cron_bridge.run.guard import Guard
-from cron_bridge.stores import PostgresStore, RedisStore, RunRecord, Store, store_from_url
+from cron_bridge.stores import (
+    MemoryStore,
+    PostgresStore,
+    RedisStore,
+    RunRecord,
+    Store,
+    store_from_url,
+)
 from cron_bridge.testing import FakeClock
 from tests.servers import RedisServer
 
@@ -523,27 +529,33 @@ def test_entry_points_keep_their_groups_names_and_values(path: str) -> None:
             assert getattr(importlib.import_module(module), attribute) is not None, value
 
 
-def test_the_groups_the_core_reads_are_the_ones_the_adapters_register() -> None:
-    from cron_bridge import plugins, schedulers
-    from cron_bridge.cli import main
-
-    assert plugins.ENTRY_POINT_GROUP == "cron_bridge.adapters"
-    assert schedulers.GROUP == "cron_bridge.celery_schedulers"
-    installed = {point.name for point in entry_points(group="cron_bridge.commands")}
-    assert {"rq-cron", "periodiq", "dramatiq-crontab"} <= installed
-    assert {"rq-cron", "periodiq", "dramatiq-crontab"} <= set(main.list_commands(None))  # type: ignore[arg-type]
-
-
-def test_the_command_runs_as_python_m_cron_bridge() -> None:
+def _command(*args: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "cron_bridge", "--version"],
+        [sys.executable, "-m", "cron_bridge", *args],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("cron-bridge "), done.stdout
+    return done.stdout
+
+
+def test_the_core_finds_the_adapters_and_their_commands_under_these_groups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the adapters register (above) is what the core looks for: each library's adapter
+    (``cron_bridge.adapters``), the drop-in commands (``cron_bridge.commands``) and the
+    importers (``cron_bridge.importers``), through ``python -m cron_bridge``."""
+    monkeypatch.setenv("CRON_BRIDGE_STORED_TASKS", "reports.tasks.nightly")
+    for library in ("celery", "rq", "dramatiq"):
+        Schedules(MemoryStore()).check(
+            "nightly", task="reports.tasks.nightly", library=library, every="1h"
+        )
+    listed = _command("--help")
+    assert all(f"  {name} " in listed for name in ("rq-cron", "periodiq", "dramatiq-crontab"))
+    assert "  rq-scheduler " in _command("import", "--help")
+    assert _command("--version").startswith("cron-bridge ")
 
 
 # Pickled schedules: kept by Celery's and Django's beat schedulers, and by user code.
