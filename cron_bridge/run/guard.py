@@ -10,7 +10,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -111,8 +112,7 @@ class Guard:
     ) -> RunRecord:
         started = self.clock.now()
         # The owner names the run, so a skipped-overlap record can say who holds the lock.
-        owner = lock_owner(self.replica, occurrence.id, uuid.uuid4().hex[:8])
-        key = lock_key(job.name)
+        lock = (lock_key(job.name), lock_owner(self.replica, occurrence.id, uuid.uuid4().hex[:8]))
         made = partial(
             RunRecord,
             job=job.name,
@@ -122,100 +122,138 @@ class Guard:
             started_at=started,
             attempt=attempt,
         )
+        lease, refused = self._admit(job, occurrence, trigger, attempt, lock, signal)
+        if refused is not None:
+            early = made(outcome=refused[0], reason=refused[1])
+            self._record(early)
+            return early
+        try:
+            ctx = _context(job, occurrence, trigger, attempt, self.replica, signal)
+            with self._helped(job, lock, lease, signal):
+                ended = _attempt(job, occurrence, ctx, call, made)
+        except BaseException:
+            # What the attempt does not record (a cancelled task's CancelledError, a
+            # GeneratorExit) goes on as raised, but never keeps the lock past the run.
+            if lease is not None:
+                self._release(*lock, job.lock_ttl)
+            raise
+        if lease is not None:
+            self._hand_back(occurrence, trigger, lock, job.lock_ttl, ended.record)
+        self._report(job, ended)
+        if ended.escaping is not None:
+            raise ended.escaping
+        return ended.record
+
+    def _admit(
+        self,
+        job: Job,
+        occurrence: Occurrence,
+        trigger: Trigger,
+        attempt: int,
+        lock: tuple[str, str],
+        signal: AbortSignal,
+    ) -> tuple[Lease | None, tuple[Outcome, str | None] | None]:
+        """Whether the run starts: the lease of the overlap lock ``(key, owner)`` when the job
+        takes one (None when it does not), or the outcome and reason of a run that does not.
+
+        Raises:
+            StoreUnavailable: the lock could not be asked for.
+        """
         # Instance-scope jobs overlap-check in their own process only (the beat does that).
-        locked = job.overlap == "skip" and job.is_cluster
-        lease: Lease | None = None
-        if locked:
-            lease, refused = self._take_lock(job, occurrence, trigger, attempt, key, owner, signal)
-            if refused is not None:
-                early = made(outcome=refused[0], reason=refused[1])
-                self._record(early)
-                return early
-        stop_helpers = threading.Event()
+        if job.overlap != "skip" or not job.is_cluster:
+            return None, None
+        key, owner = lock
+        if trigger == "queue" and self._finished(occurrence):
+            # A redelivery of an occurrence that completed, seen before the lock is asked for:
+            # taking the lock only to read the mark would make a later occurrence, due that
+            # moment, skip behind it.
+            return None, ("skipped-completed", None)
+        sent_at = time.monotonic()  # the lease counts from before the request
+        if not self.store.acquire(key, owner, job.lock_ttl):
+            holder = self._holder(key)
+            if attempt == 1 or (holder is not None and holder[1] == occurrence.id):
+                # A first attempt behind another run is what overlap="skip" skips; a
+                # redelivery while this very occurrence runs must not run it beside itself.
+                return None, ("skipped-overlap", _held_by(holder))
+            # A retry the queue brought back while a later occurrence holds the lock: it is
+            # owed its attempt, so it waits for the lock within misfire_grace.
+            taken_at, holder = self._wait_for_lock(job, occurrence, attempt, lock, holder, signal)
+            if taken_at is None:
+                yielded_to = "another run" if holder is None else f"{holder[1]} on {holder[0]}"
+                reason = f"attempt {attempt} yielded to {yielded_to}"
+                if not signal.aborted:
+                    grace = job.misfire_grace.total_seconds()
+                    reason += f", which held the lock past misfire_grace ({grace:g}s)"
+                log.warning("%s: %s", occurrence.id, reason)
+                return None, ("skipped-overlap", reason)
+            sent_at = taken_at
+        with self._held_lock:
+            self._held[owner] = key
+        lease = Lease(job.lock_ttl, sent_at)
+        if trigger == "queue" and self._finished(occurrence):
+            # A redelivery (lost ack, visibility timeout, a requeue after a worker's heartbeat)
+            # of an occurrence that completed: acknowledged, never run again. Checked under
+            # the lock, which a completing run frees only after writing its mark.
+            self._release(key, owner, job.lock_ttl)
+            return None, ("skipped-completed", None)
+        return lease, None
+
+    @contextmanager
+    def _helped(
+        self, job: Job, lock: tuple[str, str], lease: Lease | None, signal: AbortSignal
+    ) -> Iterator[None]:
+        """While the handler runs: the lease's watchdog and the heartbeat of a held lock, and
+        the job's timeout; all of them stopped and joined when it ends, however it ends."""
+        stop = threading.Event()
         helpers = []
         if lease is not None:
             # Every look at ctx.signal compares the lease too: a handler that wakes from a
             # freeze sees it is gone at once, not when the watchdog thread next runs.
             signal.expires(lambda: "lock-lost" if lease.left() <= 0 else None)
             helpers.append(_start(lease.watch, signal))
-            helpers.append(_start(self._heartbeat, job, key, owner, lease, stop_helpers))
+            helpers.append(_start(self._heartbeat, job, *lock, lease, stop))
         if job.timeout is not None:
-            helpers.append(_start(_abort_after, job.timeout, signal, stop_helpers))
-        ctx = JobContext(
-            name=job.name,
-            occurrence_id=occurrence.id,
-            scheduled_at=occurrence.scheduled_at,
-            trigger=trigger,
-            attempt=attempt,
-            attempts=job.attempts,
-            replica=self.replica,
-            signal=signal,
-            logger=logging.LoggerAdapter(
-                logging.getLogger(f"cron_bridge.job.{job.name}"),
-                {"job": job.name, "occurrence": occurrence.id, "replica": self.replica},
-            ),
-        )
-        began = time.monotonic()
-        record: RunRecord | None = None
-        failure: BaseException | None = None
-        retried = False  # the queue library scheduled the next try itself (QueueRetry)
-        watch: _Watch | None = None  # the monitor's check-in, once the handler starts
-        escaping: BaseException | None = None
-        # Only a queue delivery can come again (a redelivery), and the completion mark is read
-        # only under the lock: only such runs write it; any other run just frees its lock.
-        marks = locked and trigger == "queue"
+            helpers.append(_start(_abort_after, job.timeout, signal, stop))
         try:
-            if signal.aborted:
-                # The last look before the handler: the lease ran out since the request was
-                # sent (frozen or starved while the lock was taken, the completion mark read,
-                # the helpers started), so the lock may be someone else's. It does not start.
-                record = made(outcome="aborted", reason=signal.reason)
-            else:
-                watch = _watch(job, occurrence, attempt, self.replica)
-                if call is not None:
-                    aio.resolve(call(ctx))
-                elif job.handler is not None:
-                    aio.resolve(job.handler(ctx, **job.kwargs))  # an async def one is awaited
-                record = made(outcome="completed", duration_ms=_ms(began))
-        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - its record
-            if signal.aborted:
-                # Whatever it raised once asked to stop, the stop is why it ended.
-                record = made(outcome="aborted", reason=signal.reason, duration_ms=_ms(began))
-            else:
-                # The queue library took the next try itself: the attempt failed with the
-                # handler's error, and it is not the last.
-                retried = isinstance(exc, QueueRetry)
-                cause = exc.cause or exc if isinstance(exc, QueueRetry) else exc
-                record = made(
-                    outcome="failed",
-                    error=described(cause),
-                    duration_ms=_ms(began),
-                    traceback="".join(format_exception(cause)),
-                )
-                failure = cause
-            # A handler's sys.exit() or KeyboardInterrupt is recorded, then goes on as raised.
-            escaping = None if isinstance(exc, Exception) else exc
+            yield
         finally:
-            stop_helpers.set()
+            stop.set()
             if lease is not None:
                 lease.end()
             for helper in helpers:
                 helper.join()
-            finishing = marks and record is not None and record.outcome == "completed"
-            if locked and not finishing:
-                self._release(key, owner, job.lock_ttl)
-        if marks and record.outcome == "completed":
-            # Marked before the lock is freed: a redelivery that takes it next sees the mark.
-            self._finish(occurrence, (key, owner))
+
+    def _hand_back(
+        self,
+        occurrence: Occurrence,
+        trigger: Trigger,
+        lock: tuple[str, str],
+        ttl: timedelta,
+        record: RunRecord,
+    ) -> None:
+        """Free the overlap lock of a run that ended; a completed queue delivery's only once
+        its completion mark is written, so that a redelivery that takes the lock next sees it.
+
+        Only a queue delivery can come again (a redelivery), and only a delivery of a job that
+        takes the lock reads the mark (before it asks for the lock, and again once it holds
+        it): only such runs write it; any other run just frees its lock.
+        """
+        if trigger == "queue" and record.outcome == "completed":
+            self._finish(occurrence, lock)
+        else:
+            self._release(*lock, ttl)
+
+    def _report(self, job: Job, ended: _Attempt) -> None:
+        """Log and write the record of an attempt that ran, then tell the job's monitor."""
+        record = ended.record
         # A task called directly on a worker retries as the library says: not known here.
-        direct = trigger == "manual" and job.target == "queue"
-        last = False if retried else None if direct else attempt >= job.attempts
-        self._record(record, failure, last=last)
-        if watch is not None:  # after the record: a slow monitor never holds it up
-            watch.finished(ok=record.outcome == "completed", duration=time.monotonic() - began)
-        if escaping is not None:
-            raise escaping
-        return record
+        direct = record.trigger == "manual" and job.target == "queue"
+        last = False if ended.retried else None if direct else record.attempt >= job.attempts
+        self._record(record, ended.failure, last=last)
+        if ended.watch is not None:  # after the record: a slow monitor never holds it up
+            ended.watch.finished(
+                ok=record.outcome == "completed", duration=time.monotonic() - ended.began
+            )
 
     def _heartbeat(
         self, job: Job, key: str, owner: str, lease: Lease, stop: threading.Event
@@ -236,54 +274,6 @@ class Guard:
                 lease.lost()
                 return
             lease.renewed(sent_at)
-
-    def _take_lock(
-        self,
-        job: Job,
-        occurrence: Occurrence,
-        trigger: Trigger,
-        attempt: int,
-        key: str,
-        owner: str,
-        signal: AbortSignal,
-    ) -> tuple[Lease | None, tuple[Outcome, str | None] | None]:
-        """The lease of the job's overlap lock, or why the run does not start."""
-        if trigger == "queue" and self._finished(occurrence):
-            # A redelivery of an occurrence that completed, seen before the lock is asked for:
-            # taking it only to read the mark would make a later occurrence due that moment
-            # skip behind it (a chaos run saw a message the broker's crash gave back do so).
-            return None, ("skipped-completed", None)
-        sent_at = time.monotonic()  # the lease counts from before the request
-        if not self.store.acquire(key, owner, job.lock_ttl):
-            holder = self._holder(key)
-            if attempt == 1 or (holder is not None and holder[1] == occurrence.id):
-                # A first attempt behind another run is what overlap="skip" skips; a
-                # redelivery while this very occurrence runs must not run it beside itself.
-                return None, ("skipped-overlap", _held_by(holder))
-            # A retry the queue brought back while a later occurrence holds the lock: it is
-            # owed its attempt, so it waits for the lock within misfire_grace.
-            taken_at, holder = self._wait_for_lock(
-                job, occurrence, attempt, (key, owner), holder, signal
-            )
-            if taken_at is None:
-                yielded_to = "another run" if holder is None else f"{holder[1]} on {holder[0]}"
-                reason = f"attempt {attempt} yielded to {yielded_to}"
-                if not signal.aborted:
-                    grace = job.misfire_grace.total_seconds()
-                    reason += f", which held the lock past misfire_grace ({grace:g}s)"
-                log.warning("%s: %s", occurrence.id, reason)
-                return None, ("skipped-overlap", reason)
-            sent_at = taken_at
-        with self._held_lock:
-            self._held[owner] = key
-        lease = Lease(job.lock_ttl, sent_at)
-        if trigger == "queue" and self._finished(occurrence):
-            # A redelivery (lost ack, visibility timeout, a requeue after a worker's heartbeat)
-            # of an occurrence that completed: acknowledged, never run again. Checked under
-            # the lock, which a completing run frees only after writing its mark.
-            self._release(key, owner, job.lock_ttl)
-            return None, ("skipped-completed", None)
-        return lease, None
 
     def _wait_for_lock(
         self,
@@ -410,6 +400,100 @@ LOCK_POLL_MAX = 1.0
 def _held_by(holder: tuple[str, str] | None) -> str | None:
     """``held by <occurrence> on <replica>``, or None when the holder is not known."""
     return None if holder is None else f"held by {holder[1]} on {holder[0]}"
+
+
+def _context(
+    job: Job,
+    occurrence: Occurrence,
+    trigger: Trigger,
+    attempt: int,
+    replica: str,
+    signal: AbortSignal,
+) -> JobContext:
+    return JobContext(
+        name=job.name,
+        occurrence_id=occurrence.id,
+        scheduled_at=occurrence.scheduled_at,
+        trigger=trigger,
+        attempt=attempt,
+        attempts=job.attempts,
+        replica=replica,
+        signal=signal,
+        logger=logging.LoggerAdapter(
+            logging.getLogger(f"cron_bridge.job.{job.name}"),
+            {"job": job.name, "occurrence": occurrence.id, "replica": replica},
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    """How one call of the handler ended, for its record, its log line and its monitor."""
+
+    record: RunRecord
+    began: float  # time.monotonic() as the attempt began
+    failure: BaseException | None = None  # the handler's error, when it failed
+    retried: bool = False  # the queue library scheduled the next try itself (QueueRetry)
+    watch: _Watch | None = None  # the monitor's check-in, once the handler started
+    escaping: BaseException | None = None  # a sys.exit() or KeyboardInterrupt, raised again
+
+
+def _attempt(
+    job: Job,
+    occurrence: Occurrence,
+    ctx: JobContext,
+    call: Callable[[JobContext], Any] | None,
+    made: Callable[..., RunRecord],
+) -> _Attempt:
+    """Call the handler with ``ctx`` (through ``call`` when given) and say how it ended: never
+    raises for what the handler raised but a BaseException beyond SystemExit and
+    KeyboardInterrupt. ``made`` makes the record from its outcome and what goes with it."""
+    began = time.monotonic()
+    signal = ctx.signal
+    if signal.aborted:
+        # The last look before the handler: the lease ran out since the request was sent
+        # (frozen or starved while the lock was taken, the completion mark read, the helpers
+        # started), so the lock may be someone else's. It does not start.
+        return _Attempt(made(outcome="aborted", reason=signal.reason), began)
+    return _call(job, occurrence, ctx, call, made, began)
+
+
+def _call(
+    job: Job,
+    occurrence: Occurrence,
+    ctx: JobContext,
+    call: Callable[[JobContext], Any] | None,
+    made: Callable[..., RunRecord],
+    began: float,
+) -> _Attempt:
+    """The handler's call, under the job's monitor, and how it ended."""
+    signal = ctx.signal
+    watch: _Watch | None = None
+    try:
+        watch = _watch(job, occurrence, ctx.attempt, ctx.replica)
+        if call is not None:
+            aio.resolve(call(ctx))
+        elif job.handler is not None:
+            aio.resolve(job.handler(ctx, **job.kwargs))  # an async def one is awaited
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - its record
+        # A handler's sys.exit() or KeyboardInterrupt is recorded, then goes on as raised.
+        escaping = None if isinstance(exc, Exception) else exc
+        if signal.aborted:
+            # Whatever it raised once asked to stop, the stop is why it ended.
+            aborted = made(outcome="aborted", reason=signal.reason, duration_ms=_ms(began))
+            return _Attempt(aborted, began, watch=watch, escaping=escaping)
+        # The queue library took the next try itself: the attempt failed with the handler's
+        # error, and it is not the last.
+        cause = exc.cause or exc if isinstance(exc, QueueRetry) else exc
+        failed = made(
+            outcome="failed",
+            error=described(cause),
+            duration_ms=_ms(began),
+            traceback="".join(format_exception(cause)),
+        )
+        retried = isinstance(exc, QueueRetry)
+        return _Attempt(failed, began, cause, retried, watch, escaping)
+    return _Attempt(made(outcome="completed", duration_ms=_ms(began)), began, watch=watch)
 
 
 def _abort_after(timeout: timedelta, signal: AbortSignal, stop: threading.Event) -> None:

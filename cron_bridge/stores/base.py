@@ -1,17 +1,24 @@
 """The store contract every backend honours, and the records it keeps.
 
-A store holds three kinds of state, each under a key that names a job:
+A store holds five kinds of state:
 
 - **claims** ``occ:<job>:<epoch ms>``: created once per occurrence by the first replica to
   ask, never released, expiring after 48 h. Creating one is a single atomic operation.
 - **locks** ``active:<job>``: taken with a lifetime, extended and released only by their
-  owner; an expired lock can be taken by anyone.
+  owner; an expired lock can be taken by anyone. Other keys taken once for a lifetime are
+  held the same way (``acquire``): a paused occurrence's catch-up ``catchup:<job>:<epoch ms>``
+  and a revoked dashboard session ``session-revoked:<session id>``.
+- **completion marks** ``done:<job>:<epoch ms>``: written when a queue delivery completes,
+  before its lock is freed, and kept as long as the claim (``finish``), so that a second
+  delivery of the message is acknowledged, never run (``finished``).
 - **records**: per job, the last claimed occurrence and the run history; and the live
   replicas from their heartbeats.
-- **controls**: operator state, one JSON text per key within a group: the paused jobs (group
-  ``pause``, read by every replica before it claims), a job's change log (group
-  ``change:<job>``). A group is read in one round trip, up to ``CONTROLS_MAX`` records and
-  ``CONTROLS_BYTES`` of values (``control_records``).
+- **controls**: operator and shared state, one JSON text per key within a group: the paused
+  jobs (group ``pause``, read by every replica before it claims), a job's change log
+  (``change:<job>``), the stored schedules (``schedule``) and their change feed
+  (``schedule-feed``), the jobs published for dashboards (``jobs``), and the ledgers of the
+  replicas that stood aside (``aside``, ``aside-jobs``). A group is read in one round trip, up
+  to ``CONTROLS_MAX`` records and ``CONTROLS_BYTES`` of values (``control_records``).
 
 Everything a store reads is bytes from its server until ``untrusted.text`` (keys and values)
 and the record parsers here turn it into validated values; what they cannot is skipped with

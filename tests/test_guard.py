@@ -1,0 +1,508 @@
+"""The guard's steps, each alone: admitting a run (the overlap lock and the completion mark),
+the attempt (the handler's call and how it ended), the helpers around it (watchdog, heartbeat,
+timeout), handing the lock back (marked before it is freed), and reporting the attempt."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
+
+import pytest
+
+from cron_bridge import JobContext, declare
+from cron_bridge.context import AbortSignal, Trigger
+from cron_bridge.errors import QueueRetry, StoreUnavailable
+from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.keys import lock_key, lock_owner
+from cron_bridge.monitors import CheckIn
+from cron_bridge.run.guard import Guard, _Attempt, _attempt, _context
+from cron_bridge.run.lease import Lease
+from cron_bridge.schedules import Schedule
+from cron_bridge.stores import MemoryStore, RunRecord
+from cron_bridge.testing import FakeClock
+from tests.blips import FinishBlips
+from tests.test_beat import eventually
+
+AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def job_of(name: str, handler: object = None, **options: Any) -> Job:
+    options.setdefault("lock_ttl", "5s")
+    return declare(
+        name, every="1s", target="inline", handler=handler or (lambda ctx: None), **options
+    )  # type: ignore[arg-type]
+
+
+def lock_of(job: Job, occurrence: Occurrence, replica: str = "r1") -> tuple[str, str]:
+    return lock_key(job.name), lock_owner(replica, occurrence.id, "0123abcd")
+
+
+def record_maker(
+    job: Job, occurrence: Occurrence, *, trigger: Trigger = "schedule", attempt: int = 1
+) -> Callable[..., RunRecord]:
+    return partial(
+        RunRecord,
+        job=job.name,
+        occurrence_id=occurrence.id,
+        trigger=trigger,
+        replica="r1",
+        started_at=AT,
+        attempt=attempt,
+    )
+
+
+class Journal(MemoryStore):
+    """A memory store that keeps the lock and mark requests it is sent, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[str] = []
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        self.sent.append(f"acquire {key}")
+        return super().acquire(key, owner, ttl)
+
+    def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
+        self.sent.append(f"extend {key}")
+        return super().extend(key, owner, ttl)
+
+    def release(self, key: str, owner: str) -> bool:
+        self.sent.append(f"release {key}")
+        return super().release(key, owner)
+
+    def finished(self, occurrence: Occurrence) -> bool:
+        self.sent.append(f"finished {occurrence.id}")
+        return super().finished(occurrence)
+
+
+class Told:
+    """A monitor that keeps what it is told, and what the store held when it was told."""
+
+    def __init__(self, store: MemoryStore | None = None) -> None:
+        self.store = store
+        self.said: list[tuple[str, Any]] = []
+
+    def check(
+        self, job: str, schedule: Schedule, misfire_grace: timedelta, timeout: timedelta | None
+    ) -> None:
+        pass
+
+    def started(self, check_in: CheckIn) -> None:
+        self.said.append(("started", check_in.attempt))
+
+    def finished(self, check_in: CheckIn, *, ok: bool, duration: float | None) -> None:
+        recorded = None if self.store is None else len(self.store.history(check_in.job))
+        self.said.append(("finished", (ok, recorded)))
+
+
+def guard_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "cron-bridge-guard" and t.is_alive()]
+
+
+# Admitting a run: the overlap lock and the completion mark.
+
+
+@pytest.mark.parametrize("options", [{"overlap": "allow"}, {"scope": "instance"}])
+def test_a_job_that_takes_no_lock_is_admitted_without_asking_the_store(
+    options: dict[str, str],
+) -> None:
+    """overlap="allow" and instance-scope jobs start with no lease, and nothing is sent."""
+    store = Journal()
+    job = job_of("free.job", **options)
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    admitted = Guard(store, "r1")._admit(
+        job, occurrence, "queue", 1, lock_of(job, occurrence), AbortSignal()
+    )
+    assert admitted == (None, None)
+    assert store.sent == []
+
+
+def test_an_admitted_run_holds_the_lock_with_a_lease_counted_from_before_the_request() -> None:
+    store = MemoryStore()
+    job = job_of("held.job", lock_ttl="30s")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    lock = lock_of(job, occurrence)
+    guard = Guard(store, "r1")
+    before = time.monotonic()
+    lease, refused = guard._admit(job, occurrence, "schedule", 1, lock, AbortSignal())
+    assert refused is None and lease is not None
+    assert store.holder(lock[0]) == lock[1]
+    assert before + 29.0 <= lease.until <= time.monotonic() + 29.0  # 30 s less a 1 s margin
+    guard.release_all()  # a run it admitted is one whose lock it releases on shutdown
+    assert store.holder(lock[0]) is None
+
+
+def test_a_queue_delivery_of_a_marked_occurrence_is_refused_before_the_lock_is_asked() -> None:
+    store = Journal()
+    job = job_of("marked.job")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    store.finish(occurrence)
+    store.sent.clear()
+    admitted = Guard(store, "r1")._admit(
+        job, occurrence, "queue", 1, lock_of(job, occurrence), AbortSignal()
+    )
+    assert admitted == (None, ("skipped-completed", None))
+    assert store.sent == [f"finished {occurrence.id}"]
+
+
+class MarkedWhileAsking(MemoryStore):
+    """The run that completes the occurrence writes its mark and frees the lock just after
+    this delivery's first look: it takes the lock and finds the mark there."""
+
+    def __init__(self, lock: tuple[str, str]) -> None:
+        super().__init__()
+        self.looks = 0
+        self.first_owner = lock_owner("r0", "other", "ffff0000")
+        self.acquire(lock[0], self.first_owner, timedelta(seconds=30))
+
+    def finished(self, occurrence: Occurrence) -> bool:
+        self.looks += 1
+        if self.looks == 1:
+            answer = super().finished(occurrence)
+            super().finish(occurrence, (lock_key(occurrence.job), self.first_owner))
+            return answer
+        return super().finished(occurrence)
+
+
+def test_a_delivery_that_finds_the_mark_under_the_lock_is_refused_and_frees_it() -> None:
+    job = job_of("racing.job")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    lock = lock_of(job, occurrence)
+    store = MarkedWhileAsking(lock)
+    guard = Guard(store, "r1")
+    admitted = guard._admit(job, occurrence, "queue", 1, lock, AbortSignal())
+    assert admitted == (None, ("skipped-completed", None))
+    assert store.looks == 2  # before the lock was asked for, and under it
+    assert store.holder(lock[0]) is None
+    assert guard._held == {}
+
+
+@pytest.mark.parametrize("trigger", ["schedule", "misfire", "manual"])
+def test_only_a_queue_delivery_reads_the_completion_mark(trigger: Trigger) -> None:
+    """Nothing but a queue message is delivered twice: other runs never ask for the mark."""
+    store = Journal()
+    job = job_of("once.job")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    lease, refused = Guard(store, "r1")._admit(
+        job, occurrence, trigger, 1, lock_of(job, occurrence), AbortSignal()
+    )
+    assert lease is not None and refused is None
+    assert store.sent == [f"acquire {lock_key(job.name)}"]
+
+
+def test_a_first_attempt_behind_another_run_is_refused_naming_it() -> None:
+    store = MemoryStore()
+    job = job_of("busy.job")
+    other = Occurrence(job=job.name, scheduled_at=AT - timedelta(seconds=1))
+    store.acquire(*lock_of(job, other, "r0"), job.lock_ttl)
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    admitted = Guard(store, "r1")._admit(
+        job, occurrence, "schedule", 1, lock_of(job, occurrence), AbortSignal()
+    )
+    assert admitted == (None, ("skipped-overlap", f"held by {other.id} on r0"))
+
+
+def test_admitting_raises_when_the_lock_cannot_be_asked_for() -> None:
+    """At most once wins: a store that does not answer the acquire starts nothing."""
+
+    class Down(MemoryStore):
+        def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+            raise StoreUnavailable("down", host="memory")
+
+    job = job_of("down.job")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    with pytest.raises(StoreUnavailable):
+        Guard(Down(), "r1")._admit(
+            job, occurrence, "schedule", 1, lock_of(job, occurrence), AbortSignal()
+        )
+
+
+# The attempt: the handler's call and how it ended.
+
+
+def attempt_of(
+    job: Job,
+    *,
+    signal: AbortSignal | None = None,
+    call: Callable[[JobContext], Any] | None = None,
+    trigger: Trigger = "schedule",
+) -> _Attempt:
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    ctx = _context(job, occurrence, trigger, 1, "r1", signal or AbortSignal())
+    return _attempt(job, occurrence, ctx, call, record_maker(job, occurrence, trigger=trigger))
+
+
+def test_a_handler_that_returns_is_a_completed_attempt_with_its_duration() -> None:
+    told = Told()
+    seen: list[JobContext] = []
+    ended = attempt_of(job_of("fine.job", seen.append, monitor=told))
+    assert ended.record.outcome == "completed" and ended.record.duration_ms is not None
+    assert (ended.failure, ended.retried, ended.escaping) == (None, False, None)
+    assert ended.watch is not None and told.said == [("started", 1)]
+    [ctx] = seen
+    assert (ctx.name, ctx.occurrence_id, ctx.trigger, ctx.replica) == (
+        "fine.job",
+        Occurrence(job="fine.job", scheduled_at=AT).id,
+        "schedule",
+        "r1",
+    )
+
+
+def test_an_attempt_whose_signal_was_aborted_before_it_starts_never_calls_the_handler() -> None:
+    """The last look before the handler: no call, no monitor check-in, no duration."""
+    calls: list[str] = []
+    told = Told()
+    signal = AbortSignal()
+    signal.abort("lock-lost")
+    ended = attempt_of(job_of("late.job", calls.append, monitor=told), signal=signal)
+    assert (ended.record.outcome, ended.record.reason) == ("aborted", "lock-lost")
+    assert ended.record.duration_ms is None and ended.watch is None
+    assert calls == [] and told.said == []
+
+
+def test_a_handler_that_raises_is_a_failed_attempt_with_its_error_and_traceback() -> None:
+    error = RuntimeError("the ledger is locked")
+
+    def broken(ctx: JobContext) -> None:
+        raise error
+
+    ended = attempt_of(job_of("broken.job", broken))
+    assert ended.record.outcome == "failed"
+    assert ended.record.error == "RuntimeError: the ledger is locked"
+    assert "in broken" in (ended.record.traceback or "")
+    assert (ended.failure, ended.retried, ended.escaping) == (error, False, None)
+
+
+def test_a_library_retry_is_a_failed_attempt_with_the_handlers_own_error() -> None:
+    cause = ValueError("try again")
+
+    def retried(ctx: JobContext) -> None:
+        raise QueueRetry(RuntimeError("Retry in 5s"), cause)
+
+    ended = attempt_of(job_of("retried.job"), call=retried)
+    assert (ended.record.outcome, ended.record.error) == ("failed", "ValueError: try again")
+    assert (ended.failure, ended.retried) == (cause, True)
+
+
+def test_whatever_a_handler_raises_once_asked_to_stop_the_stop_is_why_it_ended() -> None:
+    signal = AbortSignal()
+
+    def stopped(ctx: JobContext) -> None:
+        signal.abort("timeout")
+        raise RuntimeError("interrupted mid-write")
+
+    ended = attempt_of(job_of("stopped.job", stopped), signal=signal)
+    assert (ended.record.outcome, ended.record.reason) == ("aborted", "timeout")
+    assert ended.record.duration_ms is not None and ended.failure is None
+
+
+@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt()])
+def test_a_handlers_exit_is_a_failed_attempt_that_goes_on_as_raised(
+    raised: BaseException,
+) -> None:
+    def leaving(ctx: JobContext) -> None:
+        raise raised
+
+    ended = attempt_of(job_of("leaving.job", leaving))
+    assert ended.record.outcome == "failed" and ended.escaping is raised
+
+
+def test_a_base_exception_beyond_an_exit_is_not_an_attempt_it_goes_on_as_raised() -> None:
+    class Cancelled(BaseException):
+        pass
+
+    def cancelled(ctx: JobContext) -> None:
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        attempt_of(job_of("cancelled.job", cancelled))
+
+
+def test_the_call_given_is_made_instead_of_the_jobs_handler() -> None:
+    calls: list[str] = []
+    job = job_of("called.job", lambda ctx: calls.append("handler"))
+    ended = attempt_of(job, call=lambda ctx: calls.append("call"))
+    assert ended.record.outcome == "completed" and calls == ["call"]
+
+
+# The helpers around the handler: the lease's watchdog, the heartbeat, the timeout.
+
+
+def test_the_heartbeat_extends_a_held_lock_while_the_handler_runs_and_stops_with_it() -> None:
+    store = Journal()
+    job = job_of("beating.job", lock_ttl="1500ms")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    lock = lock_of(job, occurrence)
+    assert store.acquire(*lock, job.lock_ttl)
+    lease = Lease(job.lock_ttl, time.monotonic())
+    signal = AbortSignal()
+    with Guard(store, "r1")._helped(job, lock, lease, signal):
+        eventually(lambda: store.sent.count(f"extend {lock[0]}") >= 2, "two extends")
+        assert not signal.aborted  # renewed: the first lease ran out after 1.35 s
+    assert guard_threads() == []
+    assert store.holder(lock[0]) == lock[1]  # the helpers never free the lock themselves
+
+
+def test_a_lease_that_ran_out_aborts_the_signal_at_the_first_look() -> None:
+    job = job_of("frozen.job", lock_ttl="1s")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    lease = Lease(job.lock_ttl, time.monotonic() - 5)  # sent before a freeze
+    signal = AbortSignal()
+    with Guard(MemoryStore(), "r1")._helped(job, lock_of(job, occurrence), lease, signal):
+        assert signal.aborted and signal.reason == "lock-lost"
+    assert guard_threads() == []
+
+
+def test_the_timeout_aborts_the_signal_and_a_job_without_a_lock_sends_nothing() -> None:
+    store = Journal()
+    job = job_of("slow.job", timeout="200ms", overlap="allow")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    signal = AbortSignal()
+    with Guard(store, "r1")._helped(job, lock_of(job, occurrence), None, signal):
+        assert signal.wait(10) and signal.reason == "timeout"
+    assert store.sent == [] and guard_threads() == []
+
+
+def test_the_helpers_are_stopped_and_joined_when_the_handler_raises() -> None:
+    job = job_of("raising.job", lock_ttl="30s", timeout="30s")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    lock = lock_of(job, occurrence)
+    store = MemoryStore()
+    assert store.acquire(*lock, job.lock_ttl)
+    lease = Lease(job.lock_ttl, time.monotonic())
+    signal = AbortSignal()
+    with (
+        pytest.raises(RuntimeError),
+        Guard(store, "r1")._helped(job, lock, lease, signal),
+    ):
+        assert len(guard_threads()) == 3  # the watchdog, the heartbeat, the timeout
+        raise RuntimeError("the handler failed")
+    assert guard_threads() == [] and not signal.aborted
+
+
+# Handing the lock back: a completed delivery's marked before it is freed.
+
+
+def test_a_completed_queue_delivery_is_marked_before_its_lock_is_freed() -> None:
+    store = Journal()
+    job = job_of("paid.job")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    lock = lock_of(job, occurrence)
+    assert store.acquire(*lock, job.lock_ttl)
+    store.sent.clear()
+    completed = record_maker(job, occurrence, trigger="queue")(outcome="completed")
+    Guard(store, "r1")._hand_back(occurrence, "queue", lock, job.lock_ttl, completed)
+    assert store.sent == [f"acquire done:{job.name}:{occurrence.epoch_ms}", f"release {lock[0]}"]
+    assert store.finished(occurrence) and store.holder(lock[0]) is None
+
+
+def test_a_lock_whose_mark_failed_stays_held_until_the_mark_is_written() -> None:
+    """Never released first: until the store takes the mark, a redelivery finds the lock
+    held; once it does, the mark is there and then the lock is free."""
+    store = FinishBlips(1)
+    job = job_of("blip.job", lock_ttl="30s")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    lock = lock_of(job, occurrence)
+    assert store.acquire(*lock, job.lock_ttl)
+    completed = record_maker(job, occurrence, trigger="queue")(outcome="completed")
+    guard = Guard(store, "r1")
+    guard._hand_back(occurrence, "queue", lock, job.lock_ttl, completed)
+    assert store.failures == 0  # the mark was asked for, and refused
+
+    def freed() -> bool:
+        held = store.holder(lock[0]) is not None  # read first: the mark is written first
+        assert held or store.finished(occurrence), "the lock was freed before the mark"
+        return not held
+
+    eventually(freed, "the lock freed in the background")
+
+
+@pytest.mark.parametrize(
+    ("trigger", "outcome"),
+    [("schedule", "completed"), ("manual", "completed"), ("queue", "failed"), ("queue", "aborted")],
+)
+def test_any_other_run_frees_its_lock_without_a_mark(trigger: Trigger, outcome: str) -> None:
+    store = Journal()
+    job = job_of("plain.job")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    lock = lock_of(job, occurrence)
+    assert store.acquire(*lock, job.lock_ttl)
+    store.sent.clear()
+    ended = record_maker(job, occurrence, trigger=trigger)(outcome=outcome)
+    Guard(store, "r1")._hand_back(occurrence, trigger, lock, job.lock_ttl, ended)
+    assert store.sent == [f"release {lock[0]}"]
+    assert not store.finished(occurrence) and store.holder(lock[0]) is None
+
+
+# Reporting the attempt: its record, its log line, then its monitor.
+
+
+@pytest.mark.parametrize(
+    ("trigger", "target", "attempt", "retried", "said"),
+    [
+        ("queue", "queue", 1, False, "attempt 1 (attempts remain)"),
+        ("queue", "queue", 3, False, "attempt 3, the last"),
+        ("queue", "queue", 3, True, "attempt 3 (attempts remain)"),
+        ("manual", "queue", 1, False, "called directly: the task's own retries decide"),
+        ("manual", "inline", 3, False, "attempt 3, the last"),
+    ],
+)
+def test_a_failed_attempt_is_reported_as_the_last_only_when_it_is(
+    caplog: pytest.LogCaptureFixture,
+    trigger: Trigger,
+    target: str,
+    attempt: int,
+    retried: bool,
+    said: str,
+) -> None:
+    if target == "queue":
+        job = declare("failing.job", every="1s", adapter="test", task="t", attempts=3)
+    else:
+        job = job_of("failing.job", attempts=3)
+    store = MemoryStore()
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    failed = record_maker(job, occurrence, trigger=trigger, attempt=attempt)(
+        outcome="failed", error="RuntimeError: locked"
+    )
+    with caplog.at_level(logging.INFO, logger="cron_bridge.run.guard"):
+        Guard(store, "r1")._report(job, _Attempt(failed, time.monotonic(), retried=retried))
+    [line] = [r for r in caplog.records if r.name == "cron_bridge.run.guard"]
+    assert said in line.getMessage()
+    assert line.levelno == (logging.ERROR if "attempts remain" not in said else logging.WARNING)
+    assert store.history(job.name) == [failed]
+
+
+def test_the_monitor_is_told_after_the_record_is_written() -> None:
+    store = MemoryStore()
+    told = Told(store)
+    job = job_of("watched.job", monitor=told)
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    guard = Guard(store, "r1", clock=FakeClock(AT))
+    record = guard.run(job, occurrence, trigger="schedule")
+    assert record.started_at == AT
+    assert told.said == [("started", 1), ("finished", (True, 1))]
+
+
+# The whole run, where the steps meet.
+
+
+def test_a_base_exception_beyond_an_exit_frees_the_lock_and_leaves_no_record() -> None:
+    class Cancelled(BaseException):
+        pass
+
+    def cancelled(ctx: JobContext) -> None:
+        raise Cancelled
+
+    store = MemoryStore()
+    job = job_of("cancelled.job", cancelled, lock_ttl="30s")
+    guard = Guard(store, "r1")
+    with pytest.raises(Cancelled):
+        guard.run(job, Occurrence(job=job.name, scheduled_at=AT), trigger="queue")
+    assert store.holder(lock_key(job.name)) is None and guard._held == {}
+    assert store.history(job.name) == []
+    assert guard_threads() == []
