@@ -28,7 +28,9 @@ def test_every_environment_variable_the_code_reads_is_listed_with_its_default() 
 
 def test_every_celery_setting_the_adapter_reads_is_listed() -> None:
     text = PAGE.read_text()
-    adapter = "\n".join(p.read_text() for p in (REPO / "adapters/celery").rglob("*.py"))
+    adapter = "\n".join(
+        p.read_text() for p in (REPO / "adapters/celery/cron_bridge_celery").rglob("*.py")
+    )
     settings = set(re.findall(r"conf\.get\(\"(cron_bridge_\w+)\"", adapter))
     assert settings and all(f"`{name}`" in text for name in settings), settings
 
