@@ -27,6 +27,9 @@ from cron_bridge.plugins import Dispatch, get_adapter, refuses_copies
 from tests.conftest import _serve
 from tests.servers import RedisServer
 
+# Dramatiq, redis-py and every adapter.
+pytestmark = pytest.mark.extras
+
 
 @pytest.fixture
 def broker_server() -> Iterator[RedisServer]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 import cron_bridge
 import cron_bridge.stores
 
 
+@pytest.mark.extras  # each store's driver, for the names made on first use
 def test_all_lists_exactly_the_public_names() -> None:
     """Every public attribute is in ``__all__`` and every name in it exists."""
     for module in (cron_bridge, cron_bridge.stores):

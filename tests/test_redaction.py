@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from traceback import format_exception
 
 import pytest
-from celery import Celery
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,8 +24,6 @@ from cron_bridge.redaction import (
 )
 from cron_bridge.run import delivery as worker
 from cron_bridge.stores.base import LONG_TEXT_MAX, TRACEBACK_MAX, RunRecord
-from cron_bridge.stores.postgres import PostgresStore
-from cron_bridge_celery.scheduler import ClusterScheduler
 
 SECRET = "hunter2hunter2"
 
@@ -60,15 +57,23 @@ def test_a_worker_whose_store_url_is_mistyped_raises_without_the_password() -> N
     assert SECRET not in str(caught.value) and "***" in str(caught.value)
 
 
+@pytest.mark.extras  # psycopg
 def test_a_postgres_store_given_the_wrong_scheme_does_not_echo_the_password() -> None:
     """PostgresStore built directly with a mistyped scheme says so without the password."""
+    from cron_bridge.stores.postgres import PostgresStore
+
     with pytest.raises(ConfigError) as caught:
         PostgresStore(f"postgress://u:{SECRET}@h/db")
     assert SECRET not in str(caught.value)
 
 
+@pytest.mark.extras  # the Celery adapter
 def test_celery_beats_banner_shows_the_store_without_the_password() -> None:
     """celery beat prints its scheduler's info at start: the store URL, redacted."""
+    from celery import Celery
+
+    from cron_bridge_celery.scheduler import ClusterScheduler
+
     app = Celery("proj", broker="memory://", set_as_current=False)
     app.conf.cron_bridge_store = f"redis://user:{SECRET}@127.0.0.1:6379/0?prefix=x:"
     info = ClusterScheduler(app, lazy=True).info

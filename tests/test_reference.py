@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.e2e.processes import REPO
 from tests.reference import PAGE, page
 
 SOURCES = [*(REPO / "cron_bridge").rglob("*.py"), *(REPO / "adapters").glob("*/cron_bridge_*/*.py")]
 
 
+@pytest.mark.extras  # the adapters' commands are in the tables
 def test_the_option_tables_are_the_ones_the_code_has() -> None:
     """Regenerate them with ``python -m tests.reference`` after changing an option."""
     assert PAGE.read_text() == page()
