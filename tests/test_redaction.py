@@ -164,6 +164,7 @@ def _seconds_in_a_child(code: str, bound: float) -> float:
     return float(done.stdout)
 
 
+@pytest.mark.slow  # a child process each, timed on its own
 @pytest.mark.parametrize("shape", sorted(ADVERSARIAL))
 def test_redaction_takes_linear_time_on_adversarial_text_of_1_mb(shape: str) -> None:
     """redact_text, redact_head and redact_tail on 1 MB shaped to make a backtracking pattern
@@ -181,6 +182,7 @@ def test_redaction_takes_linear_time_on_adversarial_text_of_1_mb(shape: str) -> 
     assert took < LINEAR_BOUND_S, f"{shape}: {took:.2f} s"
 
 
+@pytest.mark.slow  # a child process, timed on its own
 def test_a_record_of_a_huge_hostile_error_costs_what_it_keeps() -> None:
     """A run record made (and read back) from a 4 MB error and traceback shaped against the
     old pattern takes well under a second: cut first, then redacted."""

@@ -70,6 +70,7 @@ def _claim_in_child(url: str, owner: str, start: Any, answers: Any) -> None:
         store.close()
 
 
+@pytest.mark.slow  # four processes
 def test_four_processes_race_for_one_occurrence_and_exactly_one_wins(shared_kit: StoreKit) -> None:
     """Four processes opening the store from its URL: exactly one wins the claim."""
     shared_kit.open().ping()  # create tables before the race, as a running cluster has them
