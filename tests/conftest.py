@@ -2,6 +2,10 @@
 
 A server that cannot be started skips its tests with the reason locally, and fails the run
 when ``CI=true``, so a green CI always means every store was exercised.
+
+The core's unit tests, which ``make check`` runs with only the core installed, are marked
+``unit`` here (``pytest_collection_modifyitems``): every test under tests/ but the end-to-end
+tests and those marked as needing a server, an optional library, or many seconds.
 """
 
 from __future__ import annotations
@@ -184,8 +188,24 @@ ALL_STORES = [
 ]
 SHARED_STORES = ["sqlite", "redis", "valkey", "redis-cluster", "redis-sentinel", "postgres", "nats"]
 
+# The server each kind of store runs on (memory and SQLite need none), whose marker a test on
+# it carries: the server, and the driver its extra installs, are not there for make check.
+SERVER_MARKS = {
+    "redis": pytest.mark.redis,
+    "valkey": pytest.mark.redis,
+    "redis-cluster": pytest.mark.redis,
+    "redis-sentinel": pytest.mark.redis,
+    "postgres": pytest.mark.postgres,
+    "nats": pytest.mark.nats,
+}
 
-@pytest.fixture(params=ALL_STORES)
+
+def store_kinds(kinds: list[str]) -> list[Any]:
+    """``kinds`` as parameters, each marked with the server it runs on."""
+    return [pytest.param(kind, marks=SERVER_MARKS.get(kind, ())) for kind in kinds]
+
+
+@pytest.fixture(params=store_kinds(ALL_STORES))
 def kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreKit]:
     """A fresh namespace on every kind of store."""
     made = make_kit(request.param, request, tmp_path)
@@ -193,7 +213,7 @@ def kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreKit]:
     made.close()
 
 
-@pytest.fixture(params=SHARED_STORES)
+@pytest.fixture(params=store_kinds(SHARED_STORES))
 def shared_kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreKit]:
     """A fresh namespace on every store that several processes can share."""
     made = make_kit(request.param, request, tmp_path)
@@ -222,6 +242,35 @@ def kit_factory(
     yield factory
     for one in made:
         one.close()
+
+
+# What keeps a test under tests/ out of the unit tests: the markers of pyproject.toml but
+# `unit` itself, each of which needs more than the core installed or more than a moment.
+NOT_UNIT = frozenset({"slow", "alone", "redis", "postgres", "nats", "extras"})
+TESTS = Path(__file__).parent
+
+
+# A test that asks for a server's fixture needs that server: it carries the server's marker.
+FIXTURE_MARKS = {
+    "redis_server": pytest.mark.redis,
+    "valkey_server": pytest.mark.redis,
+    "redis_cluster": pytest.mark.redis,
+    "redis_sentinel": pytest.mark.redis,
+    "failover_group": pytest.mark.redis,
+    "postgres_server": pytest.mark.postgres,
+    "nats_server": pytest.mark.nats,
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test that asks for a server's fixture with the server, then the core's unit
+    tests ``unit`` (make check runs ``-m unit``, make test the rest)."""
+    for item in items:
+        for name in FIXTURE_MARKS.keys() & set(getattr(item, "fixturenames", ())):
+            item.add_marker(FIXTURE_MARKS[name])
+        under_tests = TESTS in item.path.parents and TESTS / "e2e" not in item.path.parents
+        if under_tests and NOT_UNIT.isdisjoint(mark.name for mark in item.iter_markers()):
+            item.add_marker(pytest.mark.unit)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -15,6 +15,9 @@ from cron_bridge import ConfigError, Registry, cluster_task
 from cron_bridge.queues.installed import ENTRY_POINT_GROUP, get_adapter, installed_adapters
 from cron_bridge.storable import HANDLER_ATTR
 
+# The three adapters and their queue libraries.
+pytestmark = pytest.mark.extras
+
 
 def report(ctx: Any) -> None:
     """A module-level function RQ can import by dotted path."""

@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from cron_bridge import Every
 from cron_bridge.control.audit import audit, final_outcome, occurrence_report
 from cron_bridge.jobs import Occurrence
@@ -93,6 +95,7 @@ def test_an_occurrence_report_tells_its_whole_story(tmp_path: Path) -> None:
     assert final_outcome([]) == "none"
 
 
+@pytest.mark.slow  # four cron-bridge processes
 def test_the_cli_prints_the_occurrence_and_the_audit(tmp_path: Path) -> None:
     """history --occurrence and --audit --json on a real store file; the audit exits 1 when an
     occurrence never completed or completed twice, and 0 over a clean window."""

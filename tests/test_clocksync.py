@@ -17,7 +17,7 @@ from cron_bridge.clock import SystemClock
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import MemoryStore, Store
 from cron_bridge.testing import FakeClock
-from tests.conftest import StoreKit
+from tests.conftest import StoreKit, store_kinds
 
 
 class AheadBy(SystemClock):
@@ -65,7 +65,7 @@ def test_a_fake_clock_is_never_corrected() -> None:
     assert clock.now() == fake.now() and clock.offset_ms is None
 
 
-@pytest.mark.parametrize("kind", ["redis", "postgres"])
+@pytest.mark.parametrize("kind", store_kinds(["redis", "postgres"]))
 def test_a_replica_whose_clock_runs_ahead_fires_on_the_stores_time(
     kind: str, kit_factory: Callable[[str], StoreKit]
 ) -> None:

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from cron_bridge.schedules import parse_duration
@@ -89,6 +90,7 @@ def test_the_workers_run_what_the_compose_file_runs() -> None:
         assert grace > 25, name
 
 
+@pytest.mark.extras  # the manifests' app is examples/celery_app.py
 def test_the_cronjob_runs_an_on_demand_job_once_however_often_it_fires(tmp_path: Path) -> None:
     """The CronJob's own command, run twice for the same time: enqueued, then skipped-claimed,
     both exit 0; the job it names is declared on_demand=True."""

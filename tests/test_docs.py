@@ -72,6 +72,7 @@ def test_every_sample_says_its_language() -> None:
 WITH_PYTHON = [p for p in PAGES if any(s.language == "python" for s in samples(p))]
 
 
+@pytest.mark.extras  # the samples use every adapter and store
 @pytest.mark.parametrize("page", WITH_PYTHON, ids=page_id)
 def test_python_samples_run(page: Path, tmp_path: Path) -> None:
     """Each python sample of the page, imported as a module of its own in a fresh process."""
@@ -196,6 +197,7 @@ def check_kubectl(args: list[str]) -> None:
         raise AssertionError(f"a kubectl command nobody checks: {args}")
 
 
+@pytest.mark.extras  # rq's commands, and the adapters' commands and schedulers
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_shell_samples_name_what_exists(page: Path) -> None:
     for sample in (s for s in samples(page) if s.language == "sh"):
@@ -215,6 +217,7 @@ def test_yaml_and_json_samples_parse(page: Path) -> None:
             assert json.loads(sample.code), sample.where
 
 
+@pytest.mark.extras  # MkDocs
 def test_the_site_builds_and_needs_no_network(tmp_path: Path) -> None:
     """``mkdocs build --strict`` is clean, every script, style sheet and image of the built
     site is a file of its own (no CDN: it renders offline), and the API reference is rendered

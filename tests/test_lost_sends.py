@@ -28,6 +28,9 @@ from cron_bridge.queues.installed import get_adapter
 from tests.conftest import _serve
 from tests.servers import RedisServer
 
+# Dramatiq, redis-py and every adapter.
+pytestmark = pytest.mark.extras
+
 
 @pytest.fixture
 def broker_server() -> Iterator[RedisServer]:

@@ -47,9 +47,11 @@ def _documented() -> list[tuple[str, str]]:
 
 
 def _declared() -> dict[str, tuple[Path, str]]:
-    """Each name of every ``NAMED_DIFFERENCES`` dict under tests/, with its file and text."""
+    """Each name of every ``NAMED_DIFFERENCES`` dict of the tests (the core's and the
+    adapters'), with its file and text."""
     found: dict[str, tuple[Path, str]] = {}
-    for path in sorted((REPO / "tests").rglob("test_*.py")):
+    tests = [REPO / "tests", *sorted((REPO / "adapters").glob("*/tests"))]
+    for path in sorted(path for folder in tests for path in folder.rglob("test_*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in tree.body:
             target = node.target if isinstance(node, ast.AnnAssign) else None

@@ -178,6 +178,7 @@ def test_settle_waits_at_most_its_timeout() -> None:
         within(6, settle)
 
 
+@pytest.mark.extras  # sentry-sdk
 def test_the_closing_sentry_check_in_is_flushed_off_the_run_thread() -> None:
     """sentry-sdk's flush waits up to FLUSH_TIMEOUT for a peer that never answers: never on
     the thread that runs the attempt (the beat's dispatch pool), only in ``settle``."""

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from traceback import format_exception
 
 import pytest
-from celery import Celery
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,8 +24,6 @@ from cron_bridge.redaction import (
 )
 from cron_bridge.run import delivery as worker
 from cron_bridge.stores.base import LONG_TEXT_MAX, TRACEBACK_MAX, RunRecord
-from cron_bridge.stores.postgres import PostgresStore
-from cron_bridge_celery.scheduler import ClusterScheduler
 
 SECRET = "hunter2hunter2"
 
@@ -60,15 +57,23 @@ def test_a_worker_whose_store_url_is_mistyped_raises_without_the_password() -> N
     assert SECRET not in str(caught.value) and "***" in str(caught.value)
 
 
+@pytest.mark.extras  # psycopg
 def test_a_postgres_store_given_the_wrong_scheme_does_not_echo_the_password() -> None:
     """PostgresStore built directly with a mistyped scheme says so without the password."""
+    from cron_bridge.stores.postgres import PostgresStore
+
     with pytest.raises(ConfigError) as caught:
         PostgresStore(f"postgress://u:{SECRET}@h/db")
     assert SECRET not in str(caught.value)
 
 
+@pytest.mark.extras  # the Celery adapter
 def test_celery_beats_banner_shows_the_store_without_the_password() -> None:
     """celery beat prints its scheduler's info at start: the store URL, redacted."""
+    from celery import Celery
+
+    from cron_bridge_celery.scheduler import ClusterScheduler
+
     app = Celery("proj", broker="memory://", set_as_current=False)
     app.conf.cron_bridge_store = f"redis://user:{SECRET}@127.0.0.1:6379/0?prefix=x:"
     info = ClusterScheduler(app, lazy=True).info
@@ -159,6 +164,7 @@ def _seconds_in_a_child(code: str, bound: float) -> float:
     return float(done.stdout)
 
 
+@pytest.mark.slow  # a child process each, timed on its own
 @pytest.mark.parametrize("shape", sorted(ADVERSARIAL))
 def test_redaction_takes_linear_time_on_adversarial_text_of_1_mb(shape: str) -> None:
     """redact_text, redact_head and redact_tail on 1 MB shaped to make a backtracking pattern
@@ -176,6 +182,7 @@ def test_redaction_takes_linear_time_on_adversarial_text_of_1_mb(shape: str) -> 
     assert took < LINEAR_BOUND_S, f"{shape}: {took:.2f} s"
 
 
+@pytest.mark.slow  # a child process, timed on its own
 def test_a_record_of_a_huge_hostile_error_costs_what_it_keeps() -> None:
     """A run record made (and read back) from a 4 MB error and traceback shaped against the
     old pattern takes well under a second: cut first, then redacted."""

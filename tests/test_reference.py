@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.e2e.processes import REPO
 from tests.reference import PAGE, page
 
 SOURCES = [*(REPO / "cron_bridge").rglob("*.py"), *(REPO / "adapters").glob("*/cron_bridge_*/*.py")]
 
 
+@pytest.mark.extras  # the adapters' commands are in the tables
 def test_the_option_tables_are_the_ones_the_code_has() -> None:
     """Regenerate them with ``python -m tests.reference`` after changing an option."""
     assert PAGE.read_text() == page()
@@ -28,7 +31,9 @@ def test_every_environment_variable_the_code_reads_is_listed_with_its_default() 
 
 def test_every_celery_setting_the_adapter_reads_is_listed() -> None:
     text = PAGE.read_text()
-    adapter = "\n".join(p.read_text() for p in (REPO / "adapters/celery").rglob("*.py"))
+    adapter = "\n".join(
+        p.read_text() for p in (REPO / "adapters/celery/cron_bridge_celery").rglob("*.py")
+    )
     settings = set(re.findall(r"conf\.get\(\"(cron_bridge_\w+)\"", adapter))
     assert settings and all(f"`{name}`" in text for name in settings), settings
 

@@ -19,6 +19,9 @@ from cron_bridge.storable import ENV, agreed, listed, refusal
 from cron_bridge.stores import MemoryStore
 from cron_bridge_rq.stored import _function, _unloaded
 
+# Stored schedules name an adapter; the worker's side is the RQ adapter's.
+pytestmark = pytest.mark.extras
+
 
 @pytest.fixture(autouse=True)
 def _no_list(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,6 +17,8 @@ from cron_bridge.testing import FakeClock
 from tests.test_beat import ListQueue, beats, clock, eventually, queue
 
 __all__ = ["beats", "clock", "queue"]  # fixtures
+# Stored schedules are checked by the adapter they name (RQ's here).
+pytestmark = pytest.mark.extras
 
 RQ = {"library": "rq", "task": "proj.tasks.report"}
 

@@ -18,6 +18,9 @@ from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
 from tests.test_beat import START, eventually
 
+# OpenTelemetry's SDK.
+pytestmark = pytest.mark.extras
+
 _SPANS = InMemorySpanExporter()
 _METRICS = InMemoryMetricReader()
 

@@ -1,7 +1,7 @@
 """An ``rq cron`` config stock runs in part: a 6-field (seconds) crontab, a name RQ takes and
 cron-bridge's job names do not, and three registrations RQ refuses (``interval=0``, both
 ``interval`` and ``cron``, a minute of 61), which stock logs and skips. Run by
-tests/test_rq_cron_config.py with ``cron-bridge rq-cron`` and ``cron-bridge list``."""
+adapters/rq/tests/test_rq_cron_config.py with ``cron-bridge rq-cron`` and ``cron-bridge list``."""
 
 from rq import cron
 

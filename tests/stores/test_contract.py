@@ -14,7 +14,7 @@ import pytest
 from cron_bridge.jobs import Occurrence
 from cron_bridge.keys import lock_key
 from cron_bridge.stores import RunRecord, Store, store_from_url
-from tests.conftest import StoreKit
+from tests.conftest import StoreKit, store_kinds
 
 T0 = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 
@@ -70,6 +70,7 @@ def _claim_in_child(url: str, owner: str, start: Any, answers: Any) -> None:
         store.close()
 
 
+@pytest.mark.slow  # four processes
 def test_four_processes_race_for_one_occurrence_and_exactly_one_wins(shared_kit: StoreKit) -> None:
     """Four processes opening the store from its URL: exactly one wins the claim."""
     shared_kit.open().ping()  # create tables before the race, as a running cluster has them
@@ -189,7 +190,9 @@ def test_an_expired_claim_can_be_claimed_again(store: Store) -> None:
     assert store.claim(occ(), "second")
 
 
-@pytest.mark.parametrize("kind", ["redis", "redis-cluster", "postgres", "sqlite", "memory", "nats"])
+@pytest.mark.parametrize(
+    "kind", store_kinds(["redis", "redis-cluster", "postgres", "sqlite", "memory", "nats"])
+)
 def test_two_namespaces_on_one_server_see_nothing_of_each_other(
     kit_factory: Any, kind: str
 ) -> None:

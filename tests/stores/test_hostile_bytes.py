@@ -41,7 +41,7 @@ from cron_bridge.http import wsgi_app
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.keys import lock_key
 from cron_bridge.stores import RunRecord, Store, base, store_from_url
-from tests.conftest import StoreKit, make_kit
+from tests.conftest import StoreKit, make_kit, store_kinds
 from tests.e2e.test_http import SECRET
 
 EXAMPLES = 50  # per store: 15 to 40 s each on a loaded machine
@@ -465,7 +465,7 @@ def read_everything(store: Store, jobs: list[Job], app: Callable[..., Any], url:
         assert done.exit_code == 0, (args, done.output[-2000:], done.exception)
 
 
-@pytest.fixture(params=STORES)
+@pytest.fixture(params=store_kinds(STORES))
 def hostile_kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreKit]:
     """A fresh namespace of each shared store (see ``_one_kit``)."""
     made = _one_kit(request.param, request, tmp_path)
@@ -550,7 +550,7 @@ def test_hostile_bytes_in_any_record_leave_every_reader_and_the_beat_going(
     assert all(len(m) < 5000 for m in warned), "a huge record copied into the log"
 
 
-@pytest.mark.parametrize("kind", ["redis", "sqlite", "postgres", "nats"])
+@pytest.mark.parametrize("kind", store_kinds(["redis", "sqlite", "postgres", "nats"]))
 def test_a_pause_record_of_bytes_that_are_not_utf8_keeps_its_job_paused(
     kind: str,
     request: pytest.FixtureRequest,
@@ -600,7 +600,7 @@ def _forged_ledger(number: int, spans: int) -> str:
     return json.dumps({"v": 1, "spans": made, "last": number}, separators=(",", ":"))
 
 
-@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("kind", store_kinds(STORES))
 def test_a_reader_holds_no_more_of_a_control_group_than_its_bounds(
     kind: str,
     request: pytest.FixtureRequest,
@@ -695,7 +695,7 @@ def test_forty_megabytes_of_forged_ledgers_leave_a_job_page_fast_and_the_beat_sm
         store.close()
 
 
-@pytest.mark.parametrize("kind", ["redis", "sqlite"])
+@pytest.mark.parametrize("kind", store_kinds(["redis", "sqlite"]))
 def test_times_at_the_edges_of_their_type_are_skipped_where_they_are_read(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

@@ -524,6 +524,7 @@ def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
     assert len(said) == len(set(said)), "a wrong-typed key warned more than once"
 
 
+@pytest.mark.redis
 def test_a_pause_group_of_the_wrong_redis_type_keeps_what_was_read_of_it(
     request: pytest.FixtureRequest,
     tmp_path: Any,

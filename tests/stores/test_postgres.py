@@ -17,6 +17,8 @@ from cron_bridge.stores import RunRecord, store_from_url
 from cron_bridge.stores.postgres import PostgresStore
 from tests.servers import PostgresServer
 
+pytestmark = pytest.mark.postgres
+
 
 def _seconds_left(url: str, schema: str, key: str) -> float:
     with psycopg.connect(url) as conn:

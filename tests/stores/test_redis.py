@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import redis
 
 from cron_bridge.jobs import Occurrence
 from cron_bridge.keys import lock_key
 from cron_bridge.stores.redis import RedisStore
 from tests.servers import RedisServer
+
+pytestmark = pytest.mark.redis
 
 
 def test_keys_follow_the_documented_formats_under_the_prefix(redis_server: RedisServer) -> None:

@@ -16,6 +16,9 @@ from cron_bridge.stores.redis import RedisStore
 from cron_bridge.stores.redis_connect import parse_sentinel_url
 from tests.servers import free_port, silent_listener
 
+# Each driver's store is built, so each driver is imported.
+pytestmark = pytest.mark.extras
+
 
 def test_each_scheme_builds_its_store_with_its_options(tmp_path: Path) -> None:
     """The scheme picks the store and query parameters become its options."""

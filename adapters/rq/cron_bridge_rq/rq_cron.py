@@ -16,7 +16,7 @@ moment the cluster first saw it, kept in the store, so it first runs at its firs
 stock's first start does, then every interval, on every replica alike and across restarts.
 
 What differs from ``rq cron`` on purpose is in docs/migrating.md's table and named in
-tests/differential/test_rqcron.py.
+adapters/rq/tests/differential/test_rqcron.py.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ objects django-celery-beat's own models build (``row.schedule``), walked as its 
 them (``remaining_estimate`` with the clock at the last run).
 
 Django runs in this process on a SQLite file with django-celery-beat's migrations applied
-(the fixtures of tests/test_django_rows.py); the rows are real rows. The only allowed
-differences are those docs/migrating.md's "Each schedule, each field" table names, each a
-predicate below, compared with its documented rule.
+(the fixtures of adapters/celery/tests/test_django_rows.py); the rows are real rows. The only
+allowed differences are those docs/migrating.md's "Each schedule, each field" table names, each
+a predicate below, compared with its documented rule.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from celery import Celery
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from cron_bridge.windows import At
-from cron_bridge_celery.django_rows import BadRow, row_job
-from tests.differential.test_celery import (
+from adapters.celery.tests.differential.test_celery import (
     DAYS,
     START,
     ZONES,
@@ -32,9 +30,11 @@ from tests.differential.test_celery import (
     crontab_specs,
     text_field,
 )
-from tests.test_django_rows import app, crontab_row, db, interval, task
+from adapters.celery.tests.test_django_rows import app, crontab_row, db, interval, task
+from cron_bridge.windows import At
+from cron_bridge_celery.django_rows import BadRow, row_job
 
-__all__ = ["app", "db"]  # the fixtures, shared with tests/test_django_rows.py
+__all__ = ["app", "db"]  # the fixtures, shared with adapters/celery/tests/test_django_rows.py
 
 NAMED_DIFFERENCES: dict[str, str] = {
     "django.dst-transition-day": (
@@ -60,7 +60,7 @@ NAMED_DIFFERENCES: dict[str, str] = {
         "A solar row's first event after the app's timezone changes offset runs at the event, "
         "where django-celery-beat sends it off by the change (as celery.solar-offset-change)."
     ),
-    # Not fire times; each is tested where it lives (tests/test_django_rows.py, the e2e).
+    # Not fire times; each is tested where it lives (../test_django_rows.py, the e2e).
     "django.clocked-late": (
         "A clocked row whose time passed runs at once at its last save, late rather than never."
     ),

@@ -1,4 +1,4 @@
-"""rq-scheduler's side of tests/differential/test_rqscheduler.py, run with the floor venv's
+"""rq-scheduler's side of test_rqscheduler.py (beside it), run with the floor venv's
 interpreter (the only one with rq-scheduler: its ``crontab`` module cannot live beside
 django-celery-beat's). Reads one JSON request a line, ``{"cron", "zone", "start", "end",
 "local"}``, and answers one JSON line: the Unix times rq-scheduler's own

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -21,8 +20,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from periodiq import CronSpec, PeriodiqMiddleware, cron
 
+from adapters.dramatiq.tests.differential.clock_changes import gap_end, gap_walls, repeated
 from cron_bridge_dramatiq.periodiq import periodic_jobs, periodiq_schedule
-from tests.differential.clock_changes import gap_end, gap_walls, repeated
+from tests.e2e.processes import REPO
 
 NAMED_DIFFERENCES: dict[str, str] = {
     "periodiq.sunday": "periodiq never sends a Sunday written 0, sun or @weekly (its day check "
@@ -35,7 +35,7 @@ NAMED_DIFFERENCES: dict[str, str] = {
     "gap is sent at the gap's end, one in the repeated hour once (every pass for an hour "
     "field of *).",
     # Rows of docs/migrating.md's table that are not about fire times (their tests are the
-    # twin test, tests/e2e/test_periodiq.py, and tests/test_periodiq_actors.py).
+    # twin test, tests/e2e/test_periodiq.py, and ../test_periodiq_actors.py).
     "periodiq.replicas": "any number of replicas run, each occurrence sent once.",
     "periodiq.start": "nothing is sent at start, only at the minute boundaries.",
     "periodiq.scheduled_at": "scheduled_at is the occurrence's minute, not the second woken at.",
@@ -213,7 +213,7 @@ def _per_day(text: str) -> int:
     return len(spec.minute) * len(spec.hour)
 
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "declarations" / "periodiq"
+FIXTURES = REPO / "tests" / "fixtures" / "declarations" / "periodiq"
 
 
 def _declared_actors() -> list[Any]:

@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -30,6 +29,7 @@ from cron_bridge.schedules import Cron
 from cron_bridge.stores import MemoryStore
 from cron_bridge_rq.rq_cron import _Loading, anchored, jobs_of
 from tests.apps.rq_cron_tasks import cleanup
+from tests.e2e.processes import REPO
 
 NAMED_DIFFERENCES: dict[str, str] = {
     "rqcron.spring_gap": "the wall times the clocks skip fire once at the end of the gap, "
@@ -331,7 +331,7 @@ def test_a_negative_interval_rq_takes_is_refused() -> None:
         jobs_of([registration], "UTC")
 
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "declarations" / "rq_cron"
+FIXTURES = REPO / "tests" / "fixtures" / "declarations" / "rq_cron"
 CONFIGS = sorted(path.name for path in FIXTURES.glob("*.py"))
 # A first deploy off every epoch multiple of the configs' intervals (START is on them all).
 DEPLOYED = START + timedelta(seconds=4321, milliseconds=250)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import itertools
 from datetime import UTC, datetime, timedelta, tzinfo
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -26,6 +25,7 @@ from hypothesis import strategies as st
 
 from cron_bridge_celery.scheduler import entry_job, job_name
 from cron_bridge_celery.schedules import to_schedule
+from tests.e2e.processes import REPO
 
 NAMED_DIFFERENCES: dict[str, str] = {
     "celery.dst-transition-day": (
@@ -289,7 +289,7 @@ def test_an_interval_keeps_celerys_period_on_epoch_multiples(seconds: int, as_nu
     assert abs(len(ours) - len(theirs)) <= 1
 
 
-DECLARATIONS = Path(__file__).parent.parent / "fixtures" / "declarations" / "celery"
+DECLARATIONS = REPO / "tests" / "fixtures" / "declarations" / "celery"
 AROUND = timedelta(days=2)  # a frequent entry is walked this long on each side of each change
 
 

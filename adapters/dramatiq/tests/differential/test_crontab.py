@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import importlib.util
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -22,9 +21,16 @@ from dramatiq.brokers.stub import StubBroker
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from adapters.dramatiq.tests.differential.clock_changes import (
+    gap_end,
+    gap_walls,
+    in_gap,
+    offset,
+    repeated,
+)
 from cron_bridge.schedules import Cron
 from cron_bridge_dramatiq.crontab import crontab_jobs
-from tests.differential.clock_changes import gap_end, gap_walls, in_gap, offset, repeated
+from tests.e2e.processes import REPO
 
 NAMED_DIFFERENCES: dict[str, str] = {
     "crontab.dst_gap": "a wall time the spring-forward change skips is sent by APScheduler "
@@ -37,7 +43,7 @@ NAMED_DIFFERENCES: dict[str, str] = {
     "crontab.dst_fold": "a fixed-hour time in the hour the clocks go back over is sent by "
     "APScheduler in both passes, by cron-bridge in the first only (as docs/jobs.md says).",
     # Rows of docs/migrating.md's table that are not about fire times (their tests are the
-    # twin test, tests/e2e/test_dramatiq_crontab.py, and tests/test_crontab_actors.py).
+    # twin test, tests/e2e/test_dramatiq_crontab.py, and ../test_crontab_actors.py).
     "crontab.replicas": "any number of replicas are active, each occurrence sent once.",
     "crontab.interval": "@interval sends fall on multiples of N s since the Unix epoch, "
     "whatever the trigger's start_date.",
@@ -248,7 +254,7 @@ def test_the_busiest_specs(text: str, zone: str) -> None:
     compare(text, zone)
 
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "declarations" / "dramatiq_crontab"
+FIXTURES = REPO / "tests" / "fixtures" / "declarations" / "dramatiq_crontab"
 
 
 def _declarations() -> list[tuple[str, str]]:

@@ -18,10 +18,10 @@ from zoneinfo import ZoneInfo
 import pytest
 from celery import Celery
 
+from adapters.celery.tests.test_celery_schedules import offset_changes, transition_days
 from cron_bridge.windows import At
 from cron_bridge_celery.django_beat import Ledger, django_store_url
 from cron_bridge_celery.django_rows import BadRow, Row, row_job
-from tests.test_celery_schedules import offset_changes, transition_days
 
 START = datetime(2026, 3, 1, 0, 0, 30, tzinfo=UTC)  # a DST change in the window, for most zones
 

@@ -1,7 +1,7 @@
 """rq-scheduler against ``cron-bridge import rq-scheduler``: cron strings generated within the
 grammar of the ``crontab`` package rq-scheduler reads them with, each walked with
-rq-scheduler's own ``get_next_scheduled_time`` (in the floor venv, tests/differential/
-rqscheduler_walk.py: a send at each score, a score already past sent at the next poll) and
+rq-scheduler's own ``get_next_scheduled_time`` (in the floor venv, rqscheduler_walk.py
+beside this file: a send at each score, a score already past sent at the next poll) and
 with the stored schedule the importer makes of it, over a year, with the host in each zone
 (DST included); the send times must be the same but for the differences docs/migrating.md
 names, each applied below as the rule it documents."""
@@ -55,7 +55,7 @@ ZONES = ("UTC", "Europe/Warsaw", "America/New_York", "Australia/Lord_Howe")
 START = datetime(2025, 1, 1, tzinfo=UTC)
 END = START + timedelta(days=366)
 FLOOR = REPO / ".venv-queue-floor" / "bin" / "python"
-WALKER = REPO / "tests" / "differential" / "rqscheduler_walk.py"
+WALKER = Path(__file__).with_name("rqscheduler_walk.py")
 POLL = 60  # rqscheduler's default --interval
 MAX_FIRES = 1500  # a year of sends walked per example (rq-scheduler's crontab: ~1 ms a step)
 WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
