@@ -173,6 +173,7 @@ def test_beat_cron_and_every_take_each_of_their_options(name: str) -> None:
     assert seen(job), job
 
 
+@pytest.mark.extras  # a stored schedule names an installed adapter (RQ's)
 @pytest.mark.parametrize("name", list(OPTIONS))
 def test_a_stored_schedule_sets_exactly_the_options_marked_stored(name: str) -> None:
     """A stored option reaches the job a worker runs; any other is an unknown option."""
@@ -210,6 +211,7 @@ def test_the_schedule_commands_have_a_flag_for_each_option_with_a_reader(command
             assert f"{flag(name)} " in text and squashed(option.help) in text, name
 
 
+@pytest.mark.extras  # a stored schedule names an installed adapter (RQ's)
 @pytest.mark.parametrize("name", [n for n, o in OPTIONS.items() if o.cli is not None])
 def test_each_flag_reaches_the_stored_schedule(name: str, tmp_path: Path) -> None:
     """``schedule add --<option> VALUE`` stores what the definition's reader makes of it,

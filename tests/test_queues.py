@@ -25,6 +25,8 @@ from cron_bridge_celery import CeleryAdapter
 from cron_bridge_dramatiq import DramatiqAdapter
 from cron_bridge_rq import RQAdapter
 
+pytestmark = pytest.mark.extras  # the three adapters, checked against the base class
+
 REPO = Path(__file__).resolve().parents[1]
 ADAPTER_PACKAGES = ("cron_bridge_celery", "cron_bridge_rq", "cron_bridge_dramatiq")
 

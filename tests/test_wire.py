@@ -49,6 +49,8 @@ from cron_bridge.stores import (
 from cron_bridge.testing import FakeClock
 from tests.servers import RedisServer
 
+pytestmark = pytest.mark.extras  # the wire of every store and adapter, read with their own drivers
+
 ROOT = Path(__file__).resolve().parent.parent
 AT = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 AT_MS = 1796090400000
