@@ -584,7 +584,7 @@ def _schedules_section(results: dict[str, Any]) -> list[str]:
         return []
     rows = [[f"`{name}`", us] for name, us in found["next_after_us"].items()]
     return [
-        "## Schedules: what a look costs",
+        "## StoredSchedules: what a look costs",
         "",
         _measured(results, "schedules"),
         "",
@@ -659,7 +659,7 @@ def _tenants_section(results: dict[str, Any]) -> list[str]:
         _measured(results, "tenants"),
         "",
         "N stored schedules (one per tenant, yearly: none comes due) followed by 3 replicas, "
-        "then one change a second for 30 s (`Schedules.update` of a tenant's cron). Per "
+        "then one change a second for 30 s (`StoredSchedules.update` of a tenant's cron). Per "
         "replica: the load at start (all replicas, seconds), CPU per change and bytes the "
         "store sent per change (each less the same time idle; the bytes counted by a loopback "
         "proxy in front of the store per replica), how long until the slowest replica "

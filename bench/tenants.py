@@ -3,7 +3,7 @@
 10,000 and 100,000 stored schedules (one per tenant, yearly, so none comes due) on a Redis
 and on a PostgreSQL store, 3 beat replicas following them. The bench first lets the replicas
 load every schedule and settle, then measures 30 s with no change (idle) and 30 s with one
-change a second (a tenant's schedule updated through ``Schedules.update``, as a signup
+change a second (a tenant's schedule updated through ``StoredSchedules.update``, as a signup
 service does), and reports per replica:
 
 - CPU per change: (CPU during the changes - idle CPU over as long) / changes;
@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bench.harness import CountingProxy, Proc, env, quantile
-from cron_bridge.control.schedules import GROUP, Schedules, StoredSchedule
+from cron_bridge.control.schedules import GROUP, ScheduleEntry, StoredSchedules
 from cron_bridge.stores import Store, store_from_url
 from tests.servers import PostgresServer, RedisServer
 
@@ -45,7 +45,7 @@ _FOLLOWED = re.compile(r"^(\S+ \S+) INFO cron_bridge\.beat\.replica: stored sche
 
 def _specs(count: int) -> Iterator[tuple[str, str]]:
     for n in range(count):
-        spec = StoredSchedule(
+        spec = ScheduleEntry(
             name=f"tenant-{n}.report",
             library="rq",
             task=TASK,
@@ -149,7 +149,7 @@ def tenants(store_kind: str, url: str, count: int) -> dict[str, Any]:
         before = _snapshot(procs, proxies)
         time.sleep(PHASE)
         idle = _snapshot(procs, proxies)
-        schedules = Schedules(store)
+        schedules = StoredSchedules(store)
         changes: list[tuple[str, float]] = []
         rng = uuid.uuid4().int
         for second in range(int(PHASE)):

@@ -6,7 +6,7 @@ a shared store and handed to the queue the job belongs to.
 
 from cron_bridge.beat.replica import Beat, RunResult
 from cron_bridge.context import AbortSignal, JobContext
-from cron_bridge.control.schedules import Schedules
+from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.errors import (
     Aborted,
     ConfigError,
@@ -43,10 +43,10 @@ __all__ = [
     "Registry",
     "RunResult",
     "Schedule",
-    "Schedules",
     "Sentry",
     "Store",
     "StoreUnavailable",
+    "StoredSchedules",
     "cluster_task",
     "declare",
     "default_registry",

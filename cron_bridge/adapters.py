@@ -15,7 +15,7 @@ large batch with ``SendThreads``.
 """
 
 from cron_bridge.beat.replica import Beat
-from cron_bridge.control.schedules import Schedules, StoredSchedule
+from cron_bridge.control.schedules import ScheduleEntry, StoredSchedules
 from cron_bridge.errors import (
     ConfigError,
     InvalidMessage,
@@ -24,10 +24,10 @@ from cron_bridge.errors import (
     StoreUnavailable,
 )
 from cron_bridge.jobs import NAME_PATTERN, Job, Occurrence, name_for
+from cron_bridge.plumbing.redaction import redact_url
 from cron_bridge.queues.adapter import Adapter, Dispatch, TaskRef, override
 from cron_bridge.queues.installed import register
 from cron_bridge.queues.sending import DropInSender, SendThreads
-from cron_bridge.redaction import redact_url
 from cron_bridge.refusals import refuse
 from cron_bridge.registry import default_registry
 from cron_bridge.run.delivery import META_KEY, flush_worker_records, run_delivery
@@ -57,11 +57,11 @@ __all__ = [
     "QueueRetry",
     "RefusedTask",
     "Schedule",
-    "Schedules",
+    "ScheduleEntry",
     "SendThreads",
     "Store",
     "StoreUnavailable",
-    "StoredSchedule",
+    "StoredSchedules",
     "TaskRef",
     "Window",
     "default_registry",

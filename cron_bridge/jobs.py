@@ -17,7 +17,6 @@ from typing import Any, Unpack
 
 from cron_bridge.backoff import Backoff
 from cron_bridge.errors import ConfigError
-from cron_bridge.keys import claim_key
 from cron_bridge.monitors import Monitor
 from cron_bridge.monitors import resolve as resolve_monitor
 from cron_bridge.options import (
@@ -30,6 +29,7 @@ from cron_bridge.options import (
     Target,
     given,
 )
+from cron_bridge.plumbing.keys import claim_key
 from cron_bridge.schedules import EPOCH, Cron, Every, Schedule, load_zone, parse_duration
 from cron_bridge.windows import At, Window
 

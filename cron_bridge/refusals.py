@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from cron_bridge.redaction import redact_text
+from cron_bridge.plumbing.redaction import redact_text
 
 __all__ = ["Refusal", "clear", "refuse", "refused"]
 

@@ -12,7 +12,7 @@ team did not agree to run that way. A task is agreed to when, in the process tha
 
 Workers check every delivery before they import or call anything (an RQ worker imports a
 module only when it is already loaded or the environment names it); the HTTP API, the CLI and
-``Schedules.add`` check the name when it is added, where that process knows the tasks.
+``StoredSchedules.add`` check the name when it is added, where that process knows the tasks.
 """
 
 from __future__ import annotations

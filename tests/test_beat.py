@@ -15,9 +15,9 @@ import pytest
 from cron_bridge import Beat, ConfigError, JobContext, Registry, cluster_task, declare
 from cron_bridge.beat.claiming import SLICES_MAX
 from cron_bridge.beat.enqueue import NOT_SENT_AGAIN
-from cron_bridge.control import aside
+from cron_bridge.control import lost_claims
 from cron_bridge.jobs import Job, Occurrence
-from cron_bridge.keys import lock_key
+from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.queues import installed
 from cron_bridge.queues.adapter import Adapter, Dispatch, TaskRef
 from cron_bridge.queues.installed import register
@@ -111,14 +111,14 @@ def write_ledgers(beats: Iterable[Beat]) -> None:
 def outcomes(store: Store, job: str, beats: Iterable[Beat] = ()) -> dict[str, Counter[str]]:
     write_ledgers(beats)
     found: dict[str, Counter[str]] = {}
-    for record in aside.history(store, job, 1000):  # what `history` shows
+    for record in lost_claims.history(store, job, 1000):  # what `history` shows
         found.setdefault(record.occurrence_id, Counter())[record.outcome] += 1
     return found
 
 
 def total(store: Store, job: str, beats: Iterable[Beat] = ()) -> int:
     write_ledgers(beats)
-    return len(aside.history(store, job, 1000))
+    return len(lost_claims.history(store, job, 1000))
 
 
 def inline(name: str, every: str = "1s", **options: Any) -> tuple[Job, list[JobContext]]:
@@ -297,7 +297,7 @@ def test_a_queue_target_is_enqueued_by_name_with_json_metadata(
         "replica": meta["replica"],
         "attempts": 3,
     }
-    assert Counter(r.outcome for r in aside.history(store, "report")) == {
+    assert Counter(r.outcome for r in lost_claims.history(store, "report")) == {
         "enqueued": 1,
         "skipped-claimed": 1,
     }

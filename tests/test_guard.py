@@ -18,8 +18,8 @@ from cron_bridge import JobContext, declare
 from cron_bridge.context import AbortSignal, Trigger
 from cron_bridge.errors import QueueRetry, StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
-from cron_bridge.keys import lock_key, lock_owner
 from cron_bridge.monitors import CheckIn
+from cron_bridge.plumbing.keys import lock_key, lock_owner
 from cron_bridge.run.guard import Guard, _Attempt, _attempt, _context
 from cron_bridge.run.lease import Lease
 from cron_bridge.schedules import Schedule

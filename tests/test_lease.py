@@ -13,7 +13,7 @@ import pytest
 from cron_bridge import Aborted, JobContext, declare
 from cron_bridge.context import AbortSignal, Trigger
 from cron_bridge.jobs import Job, Occurrence
-from cron_bridge.keys import lock_key
+from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.run.guard import Guard
 from cron_bridge.run.lease import Lease
 from cron_bridge.stores import MemoryStore
@@ -250,7 +250,7 @@ def test_a_handler_sees_its_lease_is_gone_at_its_first_look_after_a_freeze() -> 
 
 def _hold_lock(store: MemoryStore, job: Job, occurrence: Occurrence, replica: str) -> str:
     """Take the job's lock as a run of ``occurrence`` on ``replica`` would."""
-    from cron_bridge.keys import lock_owner
+    from cron_bridge.plumbing.keys import lock_owner
 
     owner = lock_owner(replica, occurrence.id, "abcd1234")
     assert store.acquire(lock_key(job.name), owner, job.lock_ttl)

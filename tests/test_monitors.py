@@ -11,8 +11,8 @@ import pytest
 from cron_bridge import ConfigError, JobContext, Ping, Sentry, declare
 from cron_bridge import monitors as monitoring
 from cron_bridge.jobs import Occurrence
-from cron_bridge.keys import lock_key
 from cron_bridge.monitors import CheckIn, default_monitor, set_default
+from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.run.guard import Guard
 from cron_bridge.stores import MemoryStore
 

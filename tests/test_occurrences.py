@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cron_bridge.http import occurrences
+from cron_bridge.http.charts import marks
 from cron_bridge.http.dashboard import run_now_words
-from cron_bridge.http.strips import marks
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import RunRecord
 
@@ -33,7 +33,7 @@ def record(minute: int, outcome: Any, replica: str, attempt: int = 1, **extra: A
 
 
 class Ledgers:
-    """Stands in for ``control.aside.Aside``: who a ledger says stood aside."""
+    """Stands in for ``control.lost_claims.LostClaims``: who a ledger says stood aside."""
 
     def __init__(self, who: list[str]) -> None:
         self.who = who

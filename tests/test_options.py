@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from cron_bridge import Backoff, Beat, ConfigError, Cron, Every, Registry, Sentry, cluster_task
 from cron_bridge.cli.main import main
-from cron_bridge.control.schedules import Schedules, StoredSchedule
+from cron_bridge.control.schedules import ScheduleEntry, StoredSchedules
 from cron_bridge.jobs import Job, declare
 from cron_bridge.options import (
     OPTIONS,
@@ -178,7 +178,7 @@ def test_beat_cron_and_every_take_each_of_their_options(name: str) -> None:
 def test_a_stored_schedule_sets_exactly_the_options_marked_stored(name: str) -> None:
     """A stored option reaches the job a worker runs; any other is an unknown option."""
     seen = SAMPLES[name][2]
-    spec = StoredSchedule(name="opt.job", library="rq", task="proj.t", options=declared(name))
+    spec = ScheduleEntry(name="opt.job", library="rq", task="proj.t", options=declared(name))
     if name in STORED:
         assert seen(spec.job(worker=True))
         return
@@ -200,7 +200,7 @@ def test_the_schedule_commands_have_a_flag_for_each_option_with_a_reader(command
     shown = CliRunner().invoke(main, ["schedule", command, "--help"], terminal_width=200)
     assert shown.exit_code == 0, shown.output
     text = squashed(shown.output)
-    own = {f.name for f in dataclasses.fields(StoredSchedule)}  # --kwargs: a field of its own
+    own = {f.name for f in dataclasses.fields(ScheduleEntry)}  # --kwargs: a field of its own
     for name, option in OPTIONS.items():
         if name in own:
             continue
@@ -237,7 +237,7 @@ def test_each_flag_reaches_the_stored_schedule(name: str, tmp_path: Path) -> Non
     assert done.exit_code == 0, done.output
     store = store_from_url(url)
     try:
-        spec = Schedules(store).get("opt.job")
+        spec = StoredSchedules(store).get("opt.job")
     finally:
         store.close()
     assert spec is not None and seen(spec.job(worker=True)), spec

@@ -17,10 +17,10 @@ import pytest
 
 from cron_bridge import JobContext, Ping, Sentry, declare
 from cron_bridge.jobs import Occurrence
-from cron_bridge.keys import lock_key
 from cron_bridge.monitors import CheckIn, settle
 from cron_bridge.monitors.calls import MAX_IN_FLIGHT, in_flight
 from cron_bridge.monitors.httpget import MAX_REDIRECTS, OutboundError, get
+from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.run.guard import Guard
 from cron_bridge.stores import MemoryStore
 from tests.peers import answering, large, redirecting, trickling

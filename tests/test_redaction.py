@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cron_bridge import ConfigError
-from cron_bridge.redaction import (
+from cron_bridge.plumbing.redaction import (
     SECRET_PARAMS,
     escape_log,
     redact_head,
@@ -171,7 +171,7 @@ def test_redaction_takes_linear_time_on_adversarial_text_of_1_mb(shape: str) -> 
     go quadratic each finish within LINEAR_BOUND_S."""
     code = (
         "import time\n"
-        "from cron_bridge.redaction import redact_head, redact_tail, redact_text\n"
+        "from cron_bridge.plumbing.redaction import redact_head, redact_tail, redact_text\n"
         f"N = 1 << 20\ntext = {ADVERSARIAL[shape]}\n"
         "began = time.perf_counter()\n"
         "redact_text(text); redact_text(text, cut_at_end=True)\n"

@@ -14,7 +14,7 @@ from cron_bridge import Beat, ConfigError, declare
 from cron_bridge.http import asgi_app
 from cron_bridge.http.sessions import Sessions
 from cron_bridge.http.throttle import AuthThrottle
-from cron_bridge.secret import check_secret
+from cron_bridge.plumbing.secret import check_secret
 from cron_bridge.stores import MemoryStore
 
 SECRET = "a-secret-for-the-session-tests"

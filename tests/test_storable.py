@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cron_bridge import ConfigError, RefusedTask, cluster_task, storable
-from cron_bridge.control.schedules import GROUP, Schedules, StoredSchedule
+from cron_bridge.control.schedules import GROUP, ScheduleEntry, StoredSchedules
 from cron_bridge.registry import Registry
 from cron_bridge.run import delivery as worker
 from cron_bridge.run.stored import run_stored
@@ -76,7 +76,7 @@ def test_adding_a_task_nobody_agreed_to_is_refused_and_writes_nothing(
 ) -> None:
     store = MemoryStore()
     with pytest.raises(ConfigError, match="stored schedules may name") as caught:
-        Schedules(store).add("evil", library=library, task=task, every="1m")
+        StoredSchedules(store).add("evil", library=library, task=task, every="1m")
     assert caught.value.option == "task"
     assert store.controls(GROUP) == {} and store.controls("change:evil") == {}
 
@@ -85,7 +85,7 @@ def test_changing_a_schedule_to_a_task_nobody_agreed_to_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ENV, "proj.*")
-    schedules = Schedules(MemoryStore())
+    schedules = StoredSchedules(MemoryStore())
     schedules.add("tenant.1", library="rq", task="proj.report", every="1m")
     schedules.update("tenant.1", every="5m")  # the same task: not checked again
     with pytest.raises(ConfigError, match="stored schedules may name"):
@@ -132,7 +132,7 @@ def worker_store() -> MemoryStore:
 
 
 def _write(store: MemoryStore, name: str, task: str, **fields: object) -> dict[str, str]:
-    spec = StoredSchedule(name=name, library="rq", task=task, options={"every": "1m"}, **fields)
+    spec = ScheduleEntry(name=name, library="rq", task=task, options={"every": "1m"}, **fields)
     store.put_control(GROUP, name, json.dumps(spec.to_json()))
     return {"job": name, "occurrence_id": f"{name}@2026-12-01T10:00:00.000Z"}
 

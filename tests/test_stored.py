@@ -11,7 +11,7 @@ import pytest
 from cron_bridge import Backoff, Beat, ConfigError
 from cron_bridge.beat.stored_sync import FULL_EVERY, StoredSync
 from cron_bridge.control import pause as control
-from cron_bridge.control.schedules import FEED_GROUP, Schedules
+from cron_bridge.control.schedules import FEED_GROUP, StoredSchedules
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
 from tests.test_beat import ListQueue, beats, clock, eventually, queue
@@ -53,14 +53,14 @@ def test_a_bad_stored_schedule_names_the_option_and_writes_nothing(
 ) -> None:
     store = MemoryStore()
     with pytest.raises(ConfigError) as caught:
-        Schedules(store).add("tenant.7", **{**RQ, **options})  # type: ignore[arg-type]
+        StoredSchedules(store).add("tenant.7", **{**RQ, **options})  # type: ignore[arg-type]
     assert (caught.value.job, caught.value.option) == ("tenant.7", option)
-    assert Schedules(store).list() == {} and store.controls(FEED_GROUP) == {}
+    assert StoredSchedules(store).list() == {} and store.controls(FEED_GROUP) == {}
 
 
 def test_add_update_remove_and_the_change_log() -> None:
     store = MemoryStore()
-    schedules = Schedules(store)
+    schedules = StoredSchedules(store)
     schedules.add("tenant.7", every="2s", kwargs={"tenant": 7}, by="cli:ana@laptop", **RQ)
     with pytest.raises(ConfigError, match="exists"):
         schedules.add("tenant.7", every="5s", **RQ)
@@ -86,7 +86,7 @@ def test_add_update_remove_and_the_change_log() -> None:
 
 def test_a_backoff_is_kept_and_given_back_to_the_queue() -> None:
     store = MemoryStore()
-    schedules = Schedules(store)
+    schedules = StoredSchedules(store)
     spec = schedules.add(
         "tenant.8", every="1m", attempts=3, backoff=Backoff.exponential(2, max=30), **RQ
     )
@@ -105,9 +105,9 @@ def test_a_library_whose_adapter_cannot_run_stored_schedules_is_refused(
     monkeypatch.setattr("cron_bridge.control.schedules.LIBRARIES", ("listqueue",))
     store = MemoryStore()
     with pytest.raises(ConfigError, match="cannot run stored schedules") as caught:
-        Schedules(store).add("x", library="listqueue", task="proj.report", every="1m")
+        StoredSchedules(store).add("x", library="listqueue", task="proj.report", every="1m")
     assert caught.value.option == "library"
-    assert Schedules(store).list() == {}
+    assert StoredSchedules(store).list() == {}
 
 
 def test_a_beat_follows_a_stored_schedule_and_drops_it(
@@ -118,14 +118,14 @@ def test_a_beat_follows_a_stored_schedule_and_drops_it(
     store = MemoryStore(clock=clock)
     beats.append(Beat(store, [], clock=clock))
     beats[0].start()
-    Schedules(store).add("tenant.7", library="listqueue", task="proj.report", every="1s")
+    StoredSchedules(store).add("tenant.7", library="listqueue", task="proj.report", every="1s")
     # Followed within a second of real time: the look at the store is not on the fake clock,
     # which only has to move for the loop to come round.
     eventually(lambda: has(beats[0], "tenant.7", clock), "the stored job")
     clock.advance(1)
     eventually(lambda: any(m["job"] == "tenant.7" for m in queue.sent), "the stored job sent")
     assert queue.sent[-1]["trigger"] == "schedule"
-    Schedules(store).remove("tenant.7")
+    StoredSchedules(store).remove("tenant.7")
     clock.advance(timedelta(milliseconds=100))
     eventually(lambda: not has(beats[0], "tenant.7", clock), "dropped")
     assert {j.task for j in beats[0].jobs()} == set()
@@ -158,7 +158,7 @@ def test_a_change_costs_what_it_changes_not_a_read_of_every_schedule() -> None:
     reads its feed entry and its one schedule; a record written past the feed is found by the
     full read, the safety net."""
     store = CountingStore()
-    schedules = Schedules(store)
+    schedules = StoredSchedules(store)
     for n in range(1000):
         schedules.add(f"tenant-{n}.report", every="1h", **RQ)
     sync = StoredSync(store)
@@ -200,7 +200,7 @@ def test_two_adds_of_one_name_at_once_one_wins_and_one_is_told() -> None:
     def add(every: str) -> None:
         barrier.wait()
         try:
-            Schedules(store).add("tenant.7", every=every, **RQ)
+            StoredSchedules(store).add("tenant.7", every=every, **RQ)
             said.append("added")
         except ConfigError as exc:
             said.append("exists" if "exists" in str(exc) else str(exc))

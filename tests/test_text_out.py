@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from cron_bridge import JobContext, declare
 from cron_bridge.jobs import Occurrence
-from cron_bridge.keys import lock_key
+from cron_bridge.plumbing.keys import lock_key
+from cron_bridge.plumbing.outbound import LogFormatter, logged_traceback, sanitize
 from cron_bridge.run.guard import Guard
 from cron_bridge.stores import MemoryStore
-from cron_bridge.text_out import LogFormatter, logged_traceback, sanitize
 
 SECRET = "hunter2hunter2"
 BIDI = {0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}

@@ -25,11 +25,11 @@ import redis
 from cron_bridge import Cron, Every, declare
 from cron_bridge.adapters import META_KEY, Dispatch
 from cron_bridge.control import catalog, pause
-from cron_bridge.control.aside import Ledger
-from cron_bridge.control.schedules import Schedules
+from cron_bridge.control.lost_claims import Ledger
+from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.http.sessions import Sessions
 from cron_bridge.jobs import Job, Occurrence
-from cron_bridge.keys import (
+from cron_bridge.plumbing.keys import (
     catch_up_key,
     claim_key,
     done_key,
@@ -108,7 +108,7 @@ def _fill(store: Store) -> Filled:
         guard.run(failing, Occurrence(job=FAILING, scheduled_at=AT), trigger="schedule"),
     ]
     pause.pause(store, JOB, reason="month end", by="ops@example")
-    Schedules(store).add(
+    StoredSchedules(store).add(
         "nightly-report",
         task="reports.tasks.nightly",
         library="celery",
@@ -551,7 +551,7 @@ def test_the_core_finds_the_adapters_and_their_commands_under_these_groups(
     importers (``cron_bridge.importers``), through ``python -m cron_bridge``."""
     monkeypatch.setenv("CRON_BRIDGE_STORED_TASKS", "reports.tasks.nightly")
     for library in ("celery", "rq", "dramatiq"):
-        Schedules(MemoryStore()).check(
+        StoredSchedules(MemoryStore()).check(
             "nightly", task="reports.tasks.nightly", library=library, every="1h"
         )
     listed = _command("--help")

@@ -1,7 +1,8 @@
 """Claiming what came due, and handing what was won to the dispatcher.
 
 One batch reads the paused jobs, then claims every cluster occurrence in one store call: a
-lost claim is noted in the replica's ledger (cron_bridge.control.aside, no record per occurrence), a
+lost claim is noted in the replica's ledger (cron_bridge.control.lost_claims, no record per
+occurrence), a
 late one recorded ``missed``, a paused one ``skipped-paused`` (claimed too, so one replica
 records it). A burst of queue targets is claimed in slices, each enqueued before the next is
 claimed, so every replica takes a share.
@@ -22,12 +23,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from cron_bridge import telemetry
-from cron_bridge.beat.dispatch import Dispatcher
-from cron_bridge.beat.outcomes import Records, StoreHealth
+from cron_bridge.beat.in_flight import InFlight
 from cron_bridge.beat.planning import Planned
+from cron_bridge.beat.store_health import Records, StoreHealth
 from cron_bridge.context import AbortSignal
 from cron_bridge.control import pause as control
-from cron_bridge.control.aside import Ledger
+from cron_bridge.control.lost_claims import Ledger
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Job
 from cron_bridge.stores import Store
@@ -173,7 +174,7 @@ class Claimer:
         store: Store,
         replica: str,
         *,
-        dispatcher: Dispatcher,
+        dispatcher: InFlight,
         records: Records,
         health: StoreHealth,
         ledger: Ledger,
@@ -297,7 +298,7 @@ class Claimer:
 
     def _stood_aside(self, asked: Sequence[Planned], lost: list[Planned]) -> None:
         """Note the claims others won in the ledger and the metrics: no record per
-        occurrence (cron_bridge.control.aside)."""
+        occurrence (cron_bridge.control.lost_claims)."""
         self.ledger.asked([p.occurrence.scheduled_at for p in asked], len(lost))
         try:
             self.ledger.flush(self.store)  # at once when a span opened, else now and then

@@ -9,15 +9,15 @@ import logging
 from datetime import datetime, timedelta
 
 from cron_bridge import telemetry
-from cron_bridge.beat.outcomes import Records
 from cron_bridge.beat.planning import Planned
+from cron_bridge.beat.store_health import Records
 from cron_bridge.clock import Clock
 from cron_bridge.context import AbortSignal
 from cron_bridge.errors import ConfigError
+from cron_bridge.plumbing.outbound import described
 from cron_bridge.queues.adapter import Dispatch
 from cron_bridge.queues.installed import get_adapter
 from cron_bridge.stores.base import RunRecord
-from cron_bridge.text_out import described
 
 __all__ = ["Enqueuer"]
 

@@ -7,13 +7,13 @@ import logging
 import threading
 import time
 
-from cron_bridge.beat.outcomes import Records, StoreHealth
 from cron_bridge.beat.planning import Planned
+from cron_bridge.beat.store_health import Records, StoreHealth
 from cron_bridge.context import AbortSignal
 from cron_bridge.errors import StoreUnavailable
+from cron_bridge.plumbing.outbound import described
 from cron_bridge.run.guard import Guard
 from cron_bridge.stores.base import RunRecord
-from cron_bridge.text_out import described
 
 __all__ = ["InlineRunner"]
 

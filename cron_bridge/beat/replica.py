@@ -20,20 +20,20 @@ from typing import Any, TypeVar, Unpack
 from cron_bridge import refusals
 from cron_bridge.beat.claiming import Claimer, Unanswered
 from cron_bridge.beat.clocksync import StoreClock
-from cron_bridge.beat.dispatch import Dispatcher
-from cron_bridge.beat.manual import RunResult, Triggers
-from cron_bridge.beat.outcomes import Records, StoreHealth
+from cron_bridge.beat.in_flight import InFlight
+from cron_bridge.beat.on_demand import RunResult, Triggers
 from cron_bridge.beat.planning import Planned, catch_up, plan, plan_one
+from cron_bridge.beat.store_health import Records, StoreHealth
 from cron_bridge.beat.stored_sync import StoredSync
 from cron_bridge.beat.timers import Timers
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.control import pause as control
-from cron_bridge.control.aside import Ledger
 from cron_bridge.control.catalog import Publisher
+from cron_bridge.control.lost_claims import Ledger
 from cron_bridge.errors import ConfigError, StoreUnavailable
-from cron_bridge.identity import make_replica_id
 from cron_bridge.jobs import Job, declare
 from cron_bridge.options import CommonOptions, check_names
+from cron_bridge.plumbing.identity import make_replica_id
 from cron_bridge.registry import Registry, default_registry
 from cron_bridge.run.recording import LOGGED_EACH
 from cron_bridge.schedules import parse_duration
@@ -64,7 +64,7 @@ class Beat:
         max_workers: threads for inline runs and enqueues.
         heartbeat_interval: how often the replica says it is alive in the store.
         stored_schedules: also run the schedules stored at run time
-            (``cron_bridge.Schedules``), following their changes within about a second.
+            (``cron_bridge.StoredSchedules``), following their changes within about a second.
     """
 
     def __init__(
@@ -97,7 +97,7 @@ class Beat:
         # Whether the store answers, told by every part that asks it; the run records.
         self._health = StoreHealth()
         self._records = Records(self.store, self._health, replica=self.replica_id, clock=self.clock)
-        self._dispatcher = Dispatcher(
+        self._dispatcher = InFlight(
             self.store,
             self.replica_id,
             clock=self.clock,
@@ -114,7 +114,7 @@ class Beat:
             records=self._records,
             forget=unanswered.forget,
         )
-        # Where the claims this replica lost are noted (cron_bridge.control.aside).
+        # Where the claims this replica lost are noted (cron_bridge.control.lost_claims).
         self._ledger = Ledger(self.replica_id, self._swept, self.clock.now)
         self._health.when_down(self._ledger.interrupt)
         self._health.when_up(self._resume_ledger)
@@ -144,7 +144,7 @@ class Beat:
 
     @property
     def stored_jobs(self) -> frozenset[str]:
-        """The names of the jobs this beat runs from stored schedules (``Schedules``)."""
+        """The names of the jobs this beat runs from stored schedules (``StoredSchedules``)."""
         return frozenset(self._from_store)
 
     def _swept(self) -> list[str]:
@@ -506,7 +506,7 @@ class Beat:
         if self._timers.armed:
             self._ledger.resume(self.clock.now())
 
-    # -- manual runs (cron_bridge.beat.manual) ----------------------------------------
+    # -- manual runs (cron_bridge.beat.on_demand) ----------------------------------------
 
     def trigger(self, name: str, force: bool = False) -> RunResult:
         """Run a job now, through the normal claim (CLI, HTTP, dashboard).

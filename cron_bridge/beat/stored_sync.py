@@ -14,15 +14,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from cron_bridge import untrusted
 from cron_bridge.control.schedules import (
     FEED_GROUP,
     FULL_EVERY_MINUTES,
-    Schedules,
-    StoredSchedule,
+    ScheduleEntry,
+    StoredSchedules,
     feed_head,
 )
 from cron_bridge.jobs import NAME_PATTERN, Job
+from cron_bridge.plumbing import inbound
 from cron_bridge.stores.base import Store
 
 __all__ = ["FULL_EVERY", "StoredSync"]
@@ -82,7 +82,7 @@ class StoredSync:
         names = self._follow(self._seen)
         if not names:
             return None
-        schedules = Schedules(self.store)
+        schedules = StoredSchedules(self.store)
         changed: dict[str, Job] = {}
         gone: set[str] = set()
         for name in names:
@@ -98,7 +98,7 @@ class StoredSync:
     def _read_all(self, now: float) -> tuple[dict[str, Job], set[str]]:
         head = feed_head(self.store)  # before the read: what comes after is followed again
         jobs = {}
-        for name, spec in Schedules(self.store).list().items():
+        for name, spec in StoredSchedules(self.store).list().items():
             job = _job(spec)
             if job is not None:
                 jobs[name] = job
@@ -130,12 +130,12 @@ def _entry_name(number: int, raw: str) -> str | None:
     """The schedule a feed entry names; None, warned once, for an entry no replica wrote (or
     one the store could not hand over: ``UNREADABLE``)."""
     try:
-        data = untrusted.loads(raw, max_bytes=4096)
+        data = inbound.loads(raw, max_bytes=4096)
         name = data.get("name") if isinstance(data, dict) else None
         if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
             raise ValueError("no schedule name")
     except ValueError as exc:
-        untrusted.warn_once(
+        inbound.warn_once(
             log,
             FEED_GROUP,
             f"seq:{number}",
@@ -149,11 +149,11 @@ def _entry_name(number: int, raw: str) -> str | None:
     return name
 
 
-def _job(spec: StoredSchedule) -> Job | None:
+def _job(spec: ScheduleEntry) -> Job | None:
     try:
         return spec.job()
     except Exception as exc:  # noqa: BLE001 - a record is hostile: whatever it makes a declaration raise, it alone is skipped
-        untrusted.warn_once(
+        inbound.warn_once(
             log,
             "stored-job",
             spec.name,

@@ -25,8 +25,8 @@ from cron_bridge.http.apps import asgi_app
 from cron_bridge.http.serve import HttpServer, serve
 from cron_bridge.jobs import Job
 from cron_bridge.monitors import set_default as set_default_monitor
+from cron_bridge.plumbing.secret import check_secret
 from cron_bridge.queues.installed import installed_adapters
-from cron_bridge.secret import check_secret
 from cron_bridge.stores import Store
 from cron_bridge.telemetry import serve_metrics, watch_replica
 

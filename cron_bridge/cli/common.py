@@ -24,11 +24,11 @@ import click
 from cron_bridge.clock import in_zone
 from cron_bridge.errors import ConfigError, CronBridgeError, StoreUnavailable
 from cron_bridge.jobs import Job
+from cron_bridge.plumbing.outbound import TRACEBACK_MAX, described, sanitize
 from cron_bridge.registry import default_registry
 from cron_bridge.schedules import load_zone, local_zone_name
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.urls import DEFAULT_STORE
-from cron_bridge.text_out import TRACEBACK_MAX, described, sanitize
 
 __all__ = [
     "EXIT_FAILED",

@@ -27,7 +27,7 @@ from pathlib import Path
 import click
 
 from cron_bridge.cli.common import EXIT_FAILED, FiniteRange, fail
-from cron_bridge.control import aside
+from cron_bridge.control import lost_claims
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.registry import default_registry
 from cron_bridge.stores import RunRecord, store_from_url
@@ -39,7 +39,7 @@ WORKER_OUTCOMES = ("completed", "failed", "aborted", "skipped-overlap", "skipped
 SETTLED = timedelta(seconds=1)  # after every replica is up, before its occurrences count
 # A losing replica writes where its ledger reached at its heartbeat: an occurrence is shown
 # once every other replica's stand-aside is written, or this long after it was due.
-ASIDE_WRITTEN = aside.FLUSH_INTERVAL + timedelta(seconds=2)
+ASIDE_WRITTEN = lost_claims.FLUSH_INTERVAL + timedelta(seconds=2)
 
 
 @dataclass
@@ -119,7 +119,7 @@ def run_demo(
         for n in range(1, replicas + 1)
     ]
     store = store_from_url(store_url)
-    history = functools.partial(aside.history, store)  # with the replicas that stood aside
+    history = functools.partial(lost_claims.history, store)  # with the replicas that stood aside
     shown: set[str] = set()
     ready: datetime | None = None  # once every replica has said it is alive
     try:

@@ -29,10 +29,10 @@ from cron_bridge.cli.common import (
 )
 from cron_bridge.cli.names import check_name
 from cron_bridge.clock import in_zone
-from cron_bridge.control import aside, catalog
+from cron_bridge.control import catalog, lost_claims
 from cron_bridge.control import pause as control
 from cron_bridge.control.audit import Audit, OccurrenceReport, audit, occurrence_report
-from cron_bridge.control.schedules import Schedules
+from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.queues.installed import installed_adapters
@@ -251,7 +251,7 @@ def history(
                 )
                 _show_audit(found, as_json)
                 sys.exit(0 if found.clean else EXIT_FAILED)
-            records = aside.history(opened, name, count)
+            records = lost_claims.history(opened, name, count)
         finally:
             opened.close()
     if as_json:
@@ -297,7 +297,7 @@ def _stored_jobs(store: Store, declared: set[str]) -> list[tuple[Job, str]]:
     """The stored schedules a beat would run beside ``declared`` (a name declared in code
     wins), as jobs; one that cannot be read is left out, as the beat leaves it out."""
     found = []
-    for name, spec in Schedules(store).list().items():
+    for name, spec in StoredSchedules(store).list().items():
         if name in declared:
             continue
         try:
@@ -314,7 +314,7 @@ def _audited_schedule(
     stored schedule's of that name; None (records alone) without either."""
     if name in jobs:
         return jobs[name].schedule
-    spec = Schedules(store).get(name)
+    spec = StoredSchedules(store).get(name)
     if spec is not None:
         try:
             return spec.job().schedule

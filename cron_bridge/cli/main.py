@@ -10,8 +10,8 @@ from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, v
 
 import click
 
+from cron_bridge.plumbing.outbound import LogFormatter
 from cron_bridge.queues.installed import ENTRY_POINT_GROUP
-from cron_bridge.text_out import LogFormatter
 
 __all__ = ["COMMANDS_GROUP", "IMPORTERS_GROUP", "Commands", "main"]
 

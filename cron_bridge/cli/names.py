@@ -9,7 +9,7 @@ import sys
 from cron_bridge.cli.common import fail, load_app
 from cron_bridge.control import catalog
 from cron_bridge.control import pause as control
-from cron_bridge.control.schedules import Schedules
+from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.queues.installed import installed_adapters
 from cron_bridge.stores import Store
 
@@ -21,7 +21,9 @@ SHOWN = 10  # names listed when none is close
 def known_names(store: Store, app: tuple[str, ...]) -> set[str]:
     """The jobs the cluster knows: those its replicas published (the catalog), the stored
     schedules, the paused ones, and the jobs of ``app`` when given."""
-    known = set(catalog.read(store)) | set(Schedules(store).list()) | set(control.paused(store))
+    known = (
+        set(catalog.read(store)) | set(StoredSchedules(store).list()) | set(control.paused(store))
+    )
     if app:
         known |= {job.name for job in load_app(app)}
         loaded = [sys.modules[name] for name in app if name in sys.modules]

@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 
 import click
 
-from cron_bridge import untrusted
 from cron_bridge.cli.common import (
     load_app,
     one_line_errors,
@@ -18,9 +17,10 @@ from cron_bridge.cli.common import (
     store_option,
 )
 from cron_bridge.control import pause as control
-from cron_bridge.control.schedules import LIBRARIES, SPEC_MAX, Schedules, StoredSchedule
+from cron_bridge.control.schedules import LIBRARIES, SPEC_MAX, ScheduleEntry, StoredSchedules
 from cron_bridge.errors import ConfigError
 from cron_bridge.options import OPTIONS, WHEN, Option, shown
+from cron_bridge.plumbing import inbound
 
 __all__ = ["schedule"]
 
@@ -73,7 +73,7 @@ def _json(value: str | None, option: str, kind: type) -> Any:
     if value is None:
         return None
     try:
-        parsed = untrusted.loads(value, max_bytes=SPEC_MAX)
+        parsed = inbound.loads(value, max_bytes=SPEC_MAX)
     except ValueError as exc:
         raise ConfigError(f"expected JSON ({exc})", option=option, value=value[:80]) from None
     if not isinstance(parsed, kind):
@@ -102,7 +102,7 @@ _app = optional_app_option(
 )
 
 
-def _echo(spec: StoredSchedule) -> None:
+def _echo(spec: ScheduleEntry) -> None:
     click.echo(json.dumps(spec.to_json()))
 
 
@@ -138,7 +138,7 @@ def add(
             load_app(app)
         opened = open_store(store)
         try:
-            spec = Schedules(opened).add(
+            spec = StoredSchedules(opened).add(
                 name, task=task, library=library, by=control.cli_actor(), **given
             )
         finally:
@@ -179,7 +179,7 @@ def update(
             raise ConfigError("nothing to change", job=name, option="name", value=name)
         opened = open_store(store)
         try:
-            spec = Schedules(opened).update(name, by=control.cli_actor(), **given)
+            spec = StoredSchedules(opened).update(name, by=control.cli_actor(), **given)
         finally:
             opened.close()
     _echo(spec)
@@ -193,7 +193,7 @@ def remove(name: str, store: str | None) -> None:
     with one_line_errors():
         opened = open_store(store)
         try:
-            gone = Schedules(opened).remove(name, by=control.cli_actor())
+            gone = StoredSchedules(opened).remove(name, by=control.cli_actor())
         finally:
             opened.close()
     click.echo(json.dumps({"name": name, "removed": gone.to_json() if gone else None}))
@@ -207,7 +207,7 @@ def list_schedules(as_json: bool, store: str | None) -> None:
     with one_line_errors():
         opened = open_store(store)
         try:
-            found = Schedules(opened).list()
+            found = StoredSchedules(opened).list()
         finally:
             opened.close()
     if as_json:

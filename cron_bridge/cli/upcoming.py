@@ -20,7 +20,7 @@ from cron_bridge.cli.common import (
     store_option,
 )
 from cron_bridge.cli.names import check_name
-from cron_bridge.control.schedules import Schedules
+from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Job
 from cron_bridge.windows import upcoming
@@ -41,7 +41,7 @@ def _job(name: str, app: tuple[str, ...], store: str | None) -> Job:
         where = f" in {' '.join(app)}" if app else ": give the module that declares it with -A"
         fail(f"no job called {name!r}{hint}{where}")
     try:
-        spec = Schedules(opened).get(name)
+        spec = StoredSchedules(opened).get(name)
         if spec is not None:
             return spec.job()
         check_name(opened, name, app)  # unknown: one line with the closest names

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cron_bridge.control import aside
+from cron_bridge.control import lost_claims
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Schedule
@@ -53,7 +53,7 @@ def explain(
     records: list[RunRecord],
     *,
     look_up: bool = True,
-    ledgers: Callable[[], aside.Aside] | None = None,
+    ledgers: Callable[[], lost_claims.LostClaims] | None = None,
 ) -> str:
     """What became of an occurrence that never completed, from its records and its claim."""
     latest = {r.outcome: r for r in sorted(records, key=lambda r: r.started_at)}
@@ -78,7 +78,7 @@ def explain(
     if records:
         return "claimed, but the claim has expired; no record of a run"
     try:
-        present = (ledgers() if ledgers else aside.Aside(store)).who(occurrence)
+        present = (ledgers() if ledgers else lost_claims.LostClaims(store)).who(occurrence)
     except StoreUnavailable:
         present = []
     if present:
@@ -115,7 +115,7 @@ def occurrence_report(store: Store, occurrence: Occurrence) -> OccurrenceReport:
     mine = [r for r in records if r.occurrence_id == occurrence.id]
     # The replicas that stood aside (their ledgers), so that a claim whose winner wrote
     # nothing still shows who was there.
-    mine += aside.Aside(store).records(occurrence, mine)
+    mine += lost_claims.LostClaims(store).records(occurrence, mine)
     mine.sort(key=lambda r: r.started_at)
     return OccurrenceReport(
         occurrence_id=occurrence.id,
@@ -226,7 +226,7 @@ def audit(
         from_schedule=schedule is not None,
         first_seen=start if start != asked_from else None,
     )
-    ledgers = functools.cache(lambda: aside.Aside(store))  # read once, if ever needed
+    ledgers = functools.cache(lambda: lost_claims.LostClaims(store))  # read once, if ever needed
     for occurrence in expected:
         if history_full and oldest is not None and occurrence.scheduled_at < oldest:
             result.beyond_history += 1

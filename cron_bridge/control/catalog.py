@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from cron_bridge import untrusted
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job
+from cron_bridge.plumbing import inbound
 from cron_bridge.stores.base import CONTROLS_MAX, Store
 
 __all__ = ["GROUP", "JobInfo", "Publisher", "first_seen", "publish", "publish_some", "read"]
@@ -68,7 +68,7 @@ class JobInfo:
     def parse(cls, name: str, text: str) -> JobInfo | None:
         """An entry read from the store, or None when it is not one we would write."""
         try:
-            data: Any = untrusted.loads(text)
+            data: Any = inbound.loads(text)
         except ValueError:
             return None
         if not isinstance(data, dict) or not NAME_PATTERN.fullmatch(name):
@@ -80,7 +80,7 @@ class JobInfo:
                 return None
             fields[key] = value
         first = data.get("first", "")
-        if not isinstance(first, str) or (first and untrusted.instant(first) is None):
+        if not isinstance(first, str) or (first and inbound.instant(first) is None):
             first = ""  # unknown rather than wrong
         return cls(name=name, on_demand=data.get("external") is True, first=first, **fields)
 
@@ -149,7 +149,7 @@ def first_seen(store: Store, name: str) -> datetime | None:
         StoreUnavailable: the store did not answer.
     """
     info = JobInfo.parse(name, store.control(GROUP, name) or "")
-    return None if info is None or not info.first else untrusted.instant(info.first)
+    return None if info is None or not info.first else inbound.instant(info.first)
 
 
 def read(store: Store) -> dict[str, JobInfo]:
@@ -162,7 +162,7 @@ def read(store: Store) -> dict[str, JobInfo]:
     for name, text in list(store.controls(GROUP).items())[:MAX_JOBS]:
         info = JobInfo.parse(name, text)
         if info is None:
-            untrusted.warn_once(
+            inbound.warn_once(
                 log,
                 GROUP,
                 name,

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cron_bridge import keys, untrusted
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
+from cron_bridge.plumbing import inbound, keys
 from cron_bridge.stores.base import Store
 
 __all__ = [
@@ -123,7 +123,7 @@ def changes(store: Store, job: str) -> list[Change]:
     found = []
     for key, raw in sorted(store.controls(CHANGES.format(job=job)).items(), reverse=True):
         try:
-            data = untrusted.loads(raw)
+            data = inbound.loads(raw)
             found.append(
                 Change(
                     job=job,
@@ -134,7 +134,7 @@ def changes(store: Store, job: str) -> list[Change]:
                 )
             )
         except (ValueError, TypeError, KeyError, ConfigError) as exc:
-            untrusted.warn_once(
+            inbound.warn_once(
                 log,
                 CHANGES.format(job=job),
                 key,
@@ -235,7 +235,7 @@ def paused(store: Store) -> dict[str, Pause]:
 
 
 def _moment(value: object, name: str) -> datetime:
-    at = untrusted.moment(value)
+    at = inbound.moment(value)
     if at is None:
         raise ValueError(f"{name} is no time with a zone from 1970 to 9999: {value!r:.80}")
     return at
@@ -243,7 +243,7 @@ def _moment(value: object, name: str) -> datetime:
 
 def _read(job: str, raw: str) -> Pause:
     try:
-        data = untrusted.loads(raw)
+        data = inbound.loads(raw)
         since = _moment(data["since"], "since")
         return Pause(
             job=job,
@@ -252,7 +252,7 @@ def _read(job: str, raw: str) -> Pause:
             since=since,
         )
     except (ValueError, TypeError, KeyError, ConfigError) as exc:
-        untrusted.warn_once(
+        inbound.warn_once(
             log,
             PAUSES,
             job,

@@ -23,17 +23,17 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from cron_bridge import untrusted
 from cron_bridge.control import pause as control
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Backoff, Job, declare
 from cron_bridge.options import STORED, WHEN
+from cron_bridge.plumbing import inbound
 from cron_bridge.queues.installed import get_adapter
 from cron_bridge.schedules import parse_duration
 from cron_bridge.storable import refusal
 from cron_bridge.stores.base import Store
 
-__all__ = ["FEED_GROUP", "LIBRARIES", "Schedules", "StoredSchedule", "announce", "feed_head"]
+__all__ = ["FEED_GROUP", "LIBRARIES", "ScheduleEntry", "StoredSchedules", "announce", "feed_head"]
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ MIN_EVERY = timedelta(seconds=1)
 
 
 @dataclass(frozen=True, kw_only=True)
-class StoredSchedule:
+class ScheduleEntry:
     """One stored schedule: which task, on which library and queue, when, with what."""
 
     name: str
@@ -67,7 +67,7 @@ class StoredSchedule:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: object) -> StoredSchedule:
+    def from_json(cls, data: object) -> ScheduleEntry:
         if not isinstance(data, dict):
             raise ValueError("a stored schedule is a JSON object")
         return cls(**data)
@@ -156,7 +156,7 @@ def _check_every(name: str, every: object) -> None:
         )
 
 
-def _check_send(spec: StoredSchedule) -> None:
+def _check_send(spec: ScheduleEntry) -> None:
     """What the schedule hands its queue library with each message (``send``), checked by the
     library's adapter (``check_send``), which names the option and the value it refuses."""
     send = spec.options["send"]
@@ -174,7 +174,7 @@ def _check_send(spec: StoredSchedule) -> None:
         raise exc.for_job(spec.name) from None
 
 
-def _check_storable(spec: StoredSchedule) -> None:
+def _check_storable(spec: ScheduleEntry) -> None:
     """Refuse, before anything is written, a task this process knows stored schedules may
     not name (``cron_bridge.storable``); the workers check it again on every delivery."""
     why = refusal(spec.library, spec.task)
@@ -187,7 +187,7 @@ def _check_storable(spec: StoredSchedule) -> None:
         )
 
 
-def _stored_task(spec: StoredSchedule) -> str:
+def _stored_task(spec: ScheduleEntry) -> str:
     task = get_adapter(spec.library).stored_task
     if task is None:
         raise ConfigError(
@@ -199,7 +199,7 @@ def _stored_task(spec: StoredSchedule) -> str:
     return task
 
 
-def _backoff(spec: StoredSchedule) -> Backoff | None:
+def _backoff(spec: ScheduleEntry) -> Backoff | None:
     if spec.backoff is None:
         return None
     data = spec.backoff
@@ -215,7 +215,7 @@ def _backoff(spec: StoredSchedule) -> Backoff | None:
     return Backoff.exponential(data.get("base", 1), max=data.get("max"))
 
 
-class Schedules:
+class StoredSchedules:
     """Stored schedules in ``store``: add, update, remove, list. Every change is validated
     before anything is written, and goes to the schedule's change log (who, when, what)."""
 
@@ -234,7 +234,7 @@ class Schedules:
         queue: str | None = None,
         backoff: Backoff | dict[str, Any] | None = None,
         **options: Any,
-    ) -> StoredSchedule:
+    ) -> ScheduleEntry:
         """Store a new schedule (``cron=``, ``every=`` or ``at=``, and the options of
         ``@cluster_task``); every replica runs it from its next occurrence on.
 
@@ -242,7 +242,7 @@ class Schedules:
             ConfigError: a bad option (nothing is written), or a schedule of that name exists.
             StoreUnavailable: the store could not be reached; nothing changed.
         """
-        spec = StoredSchedule(
+        spec = ScheduleEntry(
             name=name,
             library=library,
             task=task,
@@ -267,14 +267,14 @@ class Schedules:
         kwargs: dict[str, Any] | None = None,
         queue: str | None = None,
         **options: Any,
-    ) -> StoredSchedule:
+    ) -> ScheduleEntry:
         """What ``add`` would store, checked as ``add`` checks it, without writing anything
         (an import's dry run).
 
         Raises:
             ConfigError: what ``add`` would refuse, naming the option.
         """
-        spec = StoredSchedule(
+        spec = ScheduleEntry(
             name=name,
             library=library,
             task=task,
@@ -287,7 +287,7 @@ class Schedules:
         _check_storable(spec)
         return spec
 
-    def update(self, name: str, *, by: str = "python", **changes: Any) -> StoredSchedule:
+    def update(self, name: str, *, by: str = "python", **changes: Any) -> ScheduleEntry:
         """Change some of a stored schedule's fields (an option given as None is dropped).
 
         Raises:
@@ -317,7 +317,7 @@ class Schedules:
                 options.pop(key, None)
             else:
                 options[key] = value
-        spec = StoredSchedule(**{**current.to_json(), **fields, "options": options})
+        spec = ScheduleEntry(**{**current.to_json(), **fields, "options": options})
         spec.job()
         if (spec.library, spec.task) != (current.library, current.task):
             _check_storable(spec)  # a new name is checked as when added
@@ -329,7 +329,7 @@ class Schedules:
         )
         return spec
 
-    def remove(self, name: str, *, by: str = "python") -> StoredSchedule | None:
+    def remove(self, name: str, *, by: str = "python") -> ScheduleEntry | None:
         """Stop running a stored schedule on every replica; the one removed, if any."""
         current = self.get(name)
         if current is None:
@@ -339,13 +339,13 @@ class Schedules:
         control.log_change(self.store, name, "schedule removed", by=by, reason=_summary(current))
         return current
 
-    def get(self, name: str) -> StoredSchedule | None:
+    def get(self, name: str) -> ScheduleEntry | None:
         """One stored schedule (one store read: what a worker does for each delivery); None
         when there is none or it cannot be read."""
         raw = self.store.control(GROUP, name)
         return None if raw is None else _read(name, raw)
 
-    def list(self) -> dict[str, StoredSchedule]:
+    def list(self) -> dict[str, ScheduleEntry]:
         """Every stored schedule that can be read (an unreadable one is logged and left out)."""
         found = {}
         for name, raw in self.store.controls(GROUP).items():
@@ -356,7 +356,7 @@ class Schedules:
 
     def _write(
         self,
-        spec: StoredSchedule,
+        spec: ScheduleEntry,
         *,
         by: str,
         action: str,
@@ -399,15 +399,15 @@ class Schedules:
             )
 
 
-def _read(name: str, raw: str) -> StoredSchedule | None:
+def _read(name: str, raw: str) -> ScheduleEntry | None:
     """The schedule a record holds; None, warned once, when it cannot be read (written by
     something else, damaged, or hostile: nested, huge, of the wrong types)."""
     try:
-        spec = StoredSchedule.from_json(untrusted.loads(raw, max_bytes=SPEC_MAX))
+        spec = ScheduleEntry.from_json(inbound.loads(raw, max_bytes=SPEC_MAX))
         if spec.name != name:
             raise ValueError(f"it is kept under another name, {spec.name!r:.200}")
     except (TypeError, ValueError) as exc:
-        untrusted.warn_once(
+        inbound.warn_once(
             log,
             GROUP,
             name,
@@ -421,13 +421,13 @@ def _read(name: str, raw: str) -> StoredSchedule | None:
 
 
 def _backoff_json(backoff: Backoff | dict[str, Any] | None) -> dict[str, Any] | None:
-    """A ``Backoff`` as the spec keeps it; a dict as given (checked by ``StoredSchedule.job``)."""
+    """A ``Backoff`` as the spec keeps it; a dict as given (checked by ``ScheduleEntry.job``)."""
     if isinstance(backoff, Backoff):
         return {"kind": backoff.kind, "base": backoff.base, "max": backoff.max}
     return backoff
 
 
-def _summary(spec: StoredSchedule) -> str:
+def _summary(spec: ScheduleEntry) -> str:
     when = ", ".join(f"{k}={v}" for k, v in spec.options.items() if k in WHEN)
     return f"{spec.library} {spec.task} {when}"[: control.REASON_MAX]
 

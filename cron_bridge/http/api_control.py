@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cron_bridge import untrusted
 from cron_bridge.control import pause as control
 from cron_bridge.errors import ConfigError
 from cron_bridge.http.wire import Request, Response
+from cron_bridge.plumbing import inbound
 
 if TYPE_CHECKING:
     from cron_bridge.beat.replica import Beat
@@ -76,7 +76,7 @@ def _body(request: Request) -> dict[str, Any]:
 def json_object(request: Request) -> dict[str, Any]:
     """The JSON object of the body (empty: ``{}``); ConfigError for anything else."""
     try:
-        data = untrusted.loads(request.body or b"{}", max_depth=JSON_DEPTH)
+        data = inbound.loads(request.body or b"{}", max_depth=JSON_DEPTH)
     except ValueError as exc:
         raise ConfigError(f"expected a JSON object ({exc})", option="body", value="") from None
     if not isinstance(data, dict):

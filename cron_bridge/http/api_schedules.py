@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cron_bridge.control.schedules import Schedules
+from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.errors import ConfigError
 from cron_bridge.http.api_control import json_object
 from cron_bridge.http.wire import Request, Response
@@ -16,7 +16,7 @@ from cron_bridge.http.wire import Request, Response
 __all__ = ["schedules_response"]
 
 
-def schedules_response(schedules: Schedules, request: Request, name: str | None) -> Response:
+def schedules_response(schedules: StoredSchedules, request: Request, name: str | None) -> Response:
     """Answer one request for the collection (``name`` None) or one schedule."""
     who = f"http:{request.client}"
     method = request.method

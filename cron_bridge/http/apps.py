@@ -20,7 +20,7 @@ from cron_bridge.http.wire import (
     Send,
     head,
 )
-from cron_bridge.redaction import escape_log
+from cron_bridge.plumbing.redaction import escape_log
 from cron_bridge.stores import Store
 
 if TYPE_CHECKING:

@@ -31,14 +31,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlencode
 
-from cron_bridge.control.schedules import Schedules
+from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.http import dashboard
 from cron_bridge.http.api_control import ACTIONS, control_response
 from cron_bridge.http.api_schedules import schedules_response
 from cron_bridge.http.auth import Auth
 from cron_bridge.http.wire import Request, Response, redirect
-from cron_bridge.secret import check_secret
+from cron_bridge.plumbing.secret import check_secret
 from cron_bridge.stores import Store, store_from_url
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ class TriggerHandler:
         name = request.path[len(self.schedules_path) + 1 :] or None
         if name is not None and "/" in name:
             return Response(404, {"error": "not found"})
-        return schedules_response(Schedules(self.beat.store), request, name)
+        return schedules_response(StoredSchedules(self.beat.store), request, name)
 
     def _run(self, request: Request) -> Response:
         caller = self.auth.caller(request)

@@ -8,7 +8,8 @@ always written quoted (``html`` refuses a template with ``={}``), and escaping q
 kinds of quote, so a value never leaves its attribute.
 
 Every value shown goes through ``shown_text`` first, which hands it to the process's one
-sanitiser (``cron_bridge.text_out.sanitize``, as the logs and the CLI do): redacted, bounded,
+sanitiser (``cron_bridge.plumbing.outbound.sanitize``, as the logs and the CLI do): redacted,
+bounded,
 and with control characters (which a page, a copied line or a terminal would act on) and lone
 surrogates (which UTF-8 cannot carry) written as escapes.
 """
@@ -19,7 +20,7 @@ import html as _html
 from collections.abc import Iterable
 from typing import LiteralString
 
-from cron_bridge.text_out import sanitize
+from cron_bridge.plumbing.outbound import sanitize
 
 __all__ = ["Markup", "escape", "html", "join", "shown_text"]
 
@@ -30,7 +31,7 @@ SHOWN_MAX = 20_000
 
 def shown_text(text: str) -> str:
     """``text`` as the web surface may show it: through the process's one sanitiser
-    (``text_out.sanitize``: redacted, bounded, control characters, bidirectional overrides
+    (``outbound.sanitize``: redacted, bounded, control characters, bidirectional overrides
     and lone surrogates written as escapes), newlines kept for the page to lay out."""
     return sanitize(text, SHOWN_MAX, lines=True)
 

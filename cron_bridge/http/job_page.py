@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from cron_bridge.control import aside
+from cron_bridge.control import lost_claims
 from cron_bridge.control import pause as control
 from cron_bridge.control.catalog import JobInfo
-from cron_bridge.http import occurrences, strips
+from cron_bridge.http import charts, occurrences
 from cron_bridge.http.html import Markup, html, join
 from cron_bridge.http.layout import page, when
 from cron_bridge.http.views import (
@@ -92,11 +92,11 @@ def _attempt(record: RunRecord, scheduled: datetime) -> Markup:
     lag = (record.started_at - scheduled).total_seconds() * 1000
     facts = [html("on <code>{}</code>", record.replica)]
     if record.outcome == "enqueued":
-        facts.append(html("sent {} after it was due", strips.ms_text(lag)))
+        facts.append(html("sent {} after it was due", charts.ms_text(lag)))
     elif record.outcome in ("completed", "failed", "aborted"):
         if record.duration_ms is not None:
-            facts.append(html("ran {}", strips.ms_text(record.duration_ms)))
-        facts.append(html("lag {}", strips.ms_text(lag)))
+            facts.append(html("ran {}", charts.ms_text(record.duration_ms)))
+        facts.append(html("lag {}", charts.ms_text(lag)))
     if record.trigger not in ("schedule", "queue"):
         facts.append(html("{}", record.trigger))
     detail = record.error or record.reason
@@ -245,7 +245,7 @@ def run_now_words(
     it is ``skipped-claimed``)."""
     due = occurrence_id.partition("@")[2]
     detail = (detail or "")[:500]
-    took = f" in {strips.ms_text(duration_ms)}" if duration_ms is not None else ""
+    took = f" in {charts.ms_text(duration_ms)}" if duration_ms is not None else ""
     said = {
         "completed": f"Ran the occurrence due {due} on {replica}: completed{took}.",
         "enqueued": f"Sent the occurrence due {due} to its queue from {replica}: a worker runs "
@@ -318,7 +318,7 @@ def job_page(
     listed = occurrences.rows(found, records)
     shown, pages = occurrences.paged(occurrences.filtered(listed, state), number)
     number = min(max(1, number), pages)
-    shown = occurrences.with_stood_aside(shown, aside.Aside(store))
+    shown = occurrences.with_stood_aside(shown, lost_claims.LostClaims(store))
     drawn = found[-STRIP_OCCURRENCES:]
     pause = control.paused(store).get(info.name)
     job_path = f"{path}/jobs/{quote(info.name, safe='')}"
@@ -373,10 +373,10 @@ def job_page(
         options=_options(job),
         changes=_changes_table(control.changes(store, info.name)[:20], now),
         drawn=len(drawn),
-        strip=strips.strip(drawn, label=label, aligned=True),
-        legend=strips.legend(),
-        duration=strips.chart(drawn, field="duration_ms", label="Duration"),
-        lag=strips.chart(drawn, field="lag_ms", label="Lag (scheduled time to start)"),
+        strip=charts.strip(drawn, label=label, aligned=True),
+        legend=charts.legend(),
+        duration=charts.chart(drawn, field="duration_ms", label="Duration"),
+        lag=charts.chart(drawn, field="lag_ms", label="Lag (scheduled time to start)"),
         filters=_state_filters(listed, job_path, view, state),
         pager=pager,
         rows=rows or Markup('<tr><td colspan="5" class=muted>No occurrences yet.</td></tr>'),

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from cron_bridge.control.aside import Aside
-from cron_bridge.http.strips import Mark
+from cron_bridge.control.lost_claims import LostClaims
+from cron_bridge.http.charts import Mark
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores.base import RunRecord
 
@@ -76,7 +76,7 @@ def paged(found: Sequence[Row], page: int) -> tuple[list[Row], int]:
     return list(found[(page - 1) * PER_PAGE : page * PER_PAGE]), pages
 
 
-def with_stood_aside(found: Sequence[Row], aside: Aside) -> list[Row]:
+def with_stood_aside(found: Sequence[Row], aside: LostClaims) -> list[Row]:
     """``found`` with the replicas that stood aside counted from their ledgers (those that
     wrote no record of an occurrence the schedule brought); a manual run has none."""
     counted = []

@@ -13,7 +13,7 @@ from urllib.parse import quote
 from cron_bridge import refusals
 from cron_bridge.control import pause as control
 from cron_bridge.control.catalog import JobInfo
-from cron_bridge.http import strips
+from cron_bridge.http import charts
 from cron_bridge.http.html import Markup, html, join
 from cron_bridge.http.layout import page, when
 from cron_bridge.http.views import (
@@ -42,7 +42,7 @@ class _JobState:
 
     info: JobInfo
     job: Job | None
-    marks: list[strips.Mark]
+    marks: list[charts.Mark]
     last: RunRecord | None
     paused: bool
 
@@ -163,7 +163,7 @@ def _job_row(s: _JobState, view: View, path: str, now: datetime) -> Markup:
         )
         if on
     )
-    drawn = strips.strip(s.marks, label=f"last {len(s.marks)} occurrences of {info.name}")
+    drawn = charts.strip(s.marks, label=f"last {len(s.marks)} occurrences of {info.name}")
     return html(
         '<tr><td><a href="{}">{}</a>{}{}</td><td><code>{}</code>'
         " <span class=muted>{}</span></td><td class=wide>{} / {}</td>"
@@ -235,7 +235,7 @@ def overview_page(view: View, path: str, csrf: str, q: str = "", state: str = "a
         filtered=filtered,
         strip=STRIP_OCCURRENCES,
         rows=rows or html('<tr><td colspan="7" class=muted>{}</td></tr>', empty),
-        legend=strips.legend(),
+        legend=charts.legend(),
         refused=_refused() if view.name is None else Markup(""),
         replicas=len(replicas),
         replica_rows=replica_rows or Markup('<tr><td colspan="3" class=muted>None.</td></tr>'),

@@ -11,10 +11,10 @@ from urllib.parse import quote, urlencode
 
 from cron_bridge.control import catalog
 from cron_bridge.control.catalog import JobInfo
-from cron_bridge.http import strips
+from cron_bridge.http import charts
 from cron_bridge.http.html import Markup, html, join
 from cron_bridge.http.layout import when
-from cron_bridge.keys import lock_key
+from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.schedules import load_zone
 from cron_bridge.stores.base import RunRecord, Store
 from cron_bridge.windows import NEVER
@@ -135,23 +135,23 @@ def marks_of(
     after_newest: bool = False,
     records: int = RECORDS_PER_STRIP,
     limit: int = STRIP_OCCURRENCES,
-) -> tuple[list[RunRecord], list[strips.Mark]]:
+) -> tuple[list[RunRecord], list[charts.Mark]]:
     """A job's newest ``records`` and its last ``limit`` occurrences as drawn (running ones
     included, and, for a scheduled cluster job of this namespace, the ones no record names,
     from their claims: one more read, only when there are such occurrences).
     ``after_newest``: only those due after its newest recorded one (the overview, which draws
     every job)."""
     found_records = store.history(name, records)
-    running = strips.parse_holder(name, store.holder(lock_key(name)))
-    found = strips.marks(found_records, running, limit=limit)
+    running = charts.parse_holder(name, store.holder(lock_key(name)))
+    found = charts.marks(found_records, running, limit=limit)
     if job is None or job.on_demand or not job.is_cluster:
         return found_records, found
-    missing = strips.unrecorded(
+    missing = charts.unrecorded(
         found, found_records, job.schedule, name, now, limit=limit, after_newest=after_newest
     )
     if missing:
         owners = store.claimed_by_many(missing)
-        found += strips.unrecorded_marks(missing, owners, now, job.misfire_grace, job.fire_at)
+        found += charts.unrecorded_marks(missing, owners, now, job.misfire_grace, job.fire_at)
         found = sorted(found, key=lambda m: m.scheduled_at)[-limit:]
     return found_records, found
 

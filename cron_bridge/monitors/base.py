@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
-from cron_bridge.redaction import redact_head, redact_url
+from cron_bridge.plumbing.redaction import redact_head, redact_url
 from cron_bridge.schedules import Schedule
 
 __all__ = ["CheckIn", "Monitor", "host_of", "masked", "warn_once"]
@@ -59,7 +59,7 @@ class Monitor(Protocol):
 def masked(value: object) -> str:
     """``value`` as a message may show it: cut to ``SHOWN`` characters, a URL's whole user-info
     as ``***`` (a DSN's key has no password, and is one), secret parameters and passwords in
-    the rest as ``***`` (``cron_bridge.redaction``)."""
+    the rest as ``***`` (``cron_bridge.plumbing.redaction``)."""
     # Cut by redact_head, which knows it cut: a password whose "@" fell past the cut is
     # masked all the same.
     text = redact_head(str(value), SHOWN * 4)

@@ -27,13 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cron_bridge import aio
 from cron_bridge.clock import SystemClock
 from cron_bridge.context import JobContext, Trigger
 from cron_bridge.errors import InvalidMessage, QueueRetry, StoreUnavailable
-from cron_bridge.identity import make_replica_id
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.monitors import settle as settle_check_ins
+from cron_bridge.plumbing import aio
+from cron_bridge.plumbing.identity import make_replica_id
 from cron_bridge.run.guard import Guard
 from cron_bridge.run.recording import Recorder
 from cron_bridge.stores import Store, store_from_url

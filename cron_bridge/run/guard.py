@@ -18,17 +18,18 @@ from functools import partial
 from traceback import format_exception
 from typing import Any
 
-from cron_bridge import aio, telemetry
+from cron_bridge import telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import QueueRetry, StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
-from cron_bridge.keys import lock_key, lock_owner, parse_lock_owner
 from cron_bridge.monitors import CheckIn, Monitor, default_monitor
+from cron_bridge.plumbing import aio
+from cron_bridge.plumbing.keys import lock_key, lock_owner, parse_lock_owner
+from cron_bridge.plumbing.outbound import described, logged_traceback, sanitize
 from cron_bridge.run.lease import Lease, Releaser
 from cron_bridge.run.recording import Recorder
 from cron_bridge.stores.base import Outcome, RunRecord, Store
-from cron_bridge.text_out import described, logged_traceback, sanitize
 
 __all__ = ["Guard"]
 

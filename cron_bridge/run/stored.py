@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cron_bridge.clock import SystemClock
-from cron_bridge.control.schedules import Schedules
+from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.errors import ConfigError, InvalidMessage, RefusedTask, StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job, Occurrence
 from cron_bridge.run.delivery import (
@@ -71,7 +71,7 @@ def run_stored(
     """
     if not isinstance(schedule, str) or not NAME_PATTERN.fullmatch(schedule):
         raise InvalidMessage(f"{library} stored schedule: the name {schedule!r:.200} is not one")
-    spec = Schedules(worker_store()).get(schedule)
+    spec = StoredSchedules(worker_store()).get(schedule)
     if spec is None or spec.library != library:
         raise _refuse(schedule, meta, f"no stored {library} schedule of this name (removed?)")
     try:  # a spec written past the checks where schedules are added: nothing resolved yet

@@ -20,7 +20,7 @@ A store holds five kinds of state:
   replicas that stood aside (``aside``, ``aside-jobs``). A group is read in one round trip, up
   to ``CONTROLS_MAX`` records and ``CONTROLS_BYTES`` of values (``control_records``).
 
-Everything a store reads is bytes from its server until ``untrusted.text`` (keys and values)
+Everything a store reads is bytes from its server until ``inbound.text`` (keys and values)
 and the record parsers here turn it into validated values; what they cannot is skipped with
 one warning per record, never raised.
 
@@ -40,9 +40,9 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Self, TypeVar, get_args
 
-from cron_bridge import keys, untrusted
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
-from cron_bridge.redaction import redact_head, redact_tail, redact_text
+from cron_bridge.plumbing import inbound, keys
+from cron_bridge.plumbing.redaction import redact_head, redact_tail, redact_text
 from cron_bridge.schedules import EPOCH
 
 __all__ = [
@@ -132,7 +132,7 @@ class RunRecord:
             raise ValueError(f"run record: unknown outcome {self.outcome!r:.80}")
         if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 1:
             raise ValueError(f"run record: attempt must be 1 or more, got {self.attempt!r:.80}")
-        if untrusted.moment(self.started_at) is None:
+        if inbound.moment(self.started_at) is None:
             raise ValueError(
                 "run record: started_at must be an aware time from 1970 to 9999, "
                 f"got {self.started_at!r:.80}"
@@ -140,7 +140,7 @@ class RunRecord:
         if self.duration_ms is not None and (
             isinstance(self.duration_ms, bool)
             or not isinstance(self.duration_ms, int | float)
-            or not -untrusted.INT_MAX <= self.duration_ms <= untrusted.INT_MAX  # NaN: False
+            or not -inbound.INT_MAX <= self.duration_ms <= inbound.INT_MAX  # NaN: False
         ):
             raise ValueError(f"run record: bad duration_ms {self.duration_ms!r:.80}")
 
@@ -177,12 +177,12 @@ _OUTCOMES = frozenset(get_args(Outcome))
 CONTROLS_MAX = 10_000
 """Records of one control group a reader holds: as many jobs as a namespace publishes, as many
 entries as the schedule feed keeps."""
-CONTROLS_BYTES = 16 * untrusted.MAX_BYTES
+CONTROLS_BYTES = 16 * inbound.MAX_BYTES
 """Bytes of values of one control group a reader holds (10,000 catalog entries take 3 MB)."""
 CONTROL_KEY_MAX = 1000  # bytes of a control key: job names are 200 at most, replica ids 1,000
 UNREADABLE = ""
 """What ``controls`` gives for a record it cannot hand over (bytes that are not UTF-8, a value
-larger than ``untrusted.MAX_BYTES`` or past ``CONTROLS_BYTES``): no reader takes the empty
+larger than ``inbound.MAX_BYTES`` or past ``CONTROLS_BYTES``): no reader takes the empty
 text for a record, and its key is still there, so a pause that cannot be read still pauses."""
 
 
@@ -204,7 +204,7 @@ def control_records(
     used = 0
     over = 0
     for raw_key, raw_value in pairs:
-        key = untrusted.text(raw_key, where, raw_key, max_bytes=CONTROL_KEY_MAX)
+        key = inbound.text(raw_key, where, raw_key, max_bytes=CONTROL_KEY_MAX)
         if key is None:
             continue
         if len(found) >= most:
@@ -212,7 +212,7 @@ def control_records(
             continue
         value = None
         if raw_value is not None:
-            value = untrusted.text(raw_value, where, key)
+            value = inbound.text(raw_value, where, key)
         if value is not None and used + len(value) > max_bytes:  # characters: at most bytes
             over += 1
             value = None
@@ -221,7 +221,7 @@ def control_records(
     if total is not None:
         over = max(over, total - len(found))
     if over:
-        untrusted.warn_once(
+        inbound.warn_once(
             log,
             where,
             "bounds",
@@ -280,9 +280,9 @@ def last_claimed_times(rows: Iterable[tuple[str, object]], where: str) -> dict[s
     once: the job is then caught up on as if the store had no record of it."""
     found = {}
     for job, ms in rows:
-        at = untrusted.instant(ms)
+        at = inbound.instant(ms)
         if at is None:
-            untrusted.warn_once(
+            inbound.warn_once(
                 log,
                 where,
                 job,
@@ -306,7 +306,7 @@ def readable(raw: Iterable[T], parse: Callable[[T], RunRecord], where: str) -> l
         try:
             found.append(parse(item))
         except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
-            untrusted.warn_once(
+            inbound.warn_once(
                 log,
                 "runs",
                 where,
@@ -347,7 +347,7 @@ def live_replica(
     have written: a short text id, an expiry in epoch ms within ``REPLICA_TTL_MAX`` of now, a
     finite clock offset (else none). None for anything else (logged once)."""
     if isinstance(replica, bytes):
-        replica = untrusted.text(replica, "replicas", replica, max_bytes=REPLICA_ID_MAX)
+        replica = inbound.text(replica, "replicas", replica, max_bytes=REPLICA_ID_MAX)
         if replica is None:
             return None
     try:
@@ -357,13 +357,13 @@ def live_replica(
     limit = now_ms + REPLICA_TTL_MAX / _ONE_MS
     if not (isinstance(replica, str) and 0 < len(replica) <= REPLICA_ID_MAX):
         said = "skipping a replica heartbeat with a bad id %.80r"
-        untrusted.warn_once(log, "replicas", repr(replica)[:80], expires_ms, said, replica)
+        inbound.warn_once(log, "replicas", repr(replica)[:80], expires_ms, said, replica)
         return None
     if not now_ms < expires <= limit:  # NaN compares false
         if math.isfinite(expires) and expires <= now_ms:
             return None  # simply gone
         said = "skipping the heartbeat of %.200r: it promises life until %.40r"
-        untrusted.warn_once(log, "replicas", replica, expires_ms, said, replica, expires_ms)
+        inbound.warn_once(log, "replicas", replica, expires_ms, said, replica, expires_ms)
         return None
     number = isinstance(offset, int | float) and not isinstance(offset, bool)
     # Compared, not math.isfinite(): an integer past a float's range raises OverflowError.

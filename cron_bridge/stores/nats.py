@@ -29,9 +29,9 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from cron_bridge import untrusted
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
 from cron_bridge.stores.base import (
     CONTROL_KEY_MAX,
@@ -66,7 +66,7 @@ def _enc(text: str) -> str:
 
 
 def _dec(token: str) -> bytes | None:
-    """The bytes a key token names (for ``untrusted.text`` to decode); None for a token that
+    """The bytes a key token names (for ``inbound.text`` to decode); None for a token that
     is no base64url (written past this store)."""
     try:
         return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
@@ -165,7 +165,7 @@ class NatsStore(Store):
         if msg.headers and msg.headers.get("KV-Operation") in ("DEL", "PURGE"):
             return None
         try:
-            value = untrusted.loads(msg.data or b"{}")
+            value = inbound.loads(msg.data or b"{}")
         except ValueError:
             value = {}
         return int(msg.seq), value if isinstance(value, dict) else {}, msg.time
@@ -382,7 +382,7 @@ class NatsStore(Store):
         raw = self._run(work)
         if raw is None:
             return None
-        found = untrusted.text(raw, f"controls:{group}", key)
+        found = inbound.text(raw, f"controls:{group}", key)
         return UNREADABLE if found is None else found
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
@@ -480,7 +480,7 @@ class NatsStore(Store):
             return items[-want:][::-1]
 
         items = self._run(work, trips=3)
-        return readable(items, lambda raw: RunRecord.from_json(untrusted.loads(raw)), subject)
+        return readable(items, lambda raw: RunRecord.from_json(inbound.loads(raw)), subject)
 
     def heartbeat(
         self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
@@ -506,10 +506,10 @@ class NatsStore(Store):
                         return now, found
                     name = _dec(entry.key.partition(".")[2])
                     try:
-                        value = untrusted.loads(entry.value or b"{}")
+                        value = inbound.loads(entry.value or b"{}")
                     except ValueError:
                         continue
-                    replica = None if name is None else untrusted.text(name, "replicas", name)
+                    replica = None if name is None else inbound.text(name, "replicas", name)
                     if replica is not None:
                         found[replica] = value
             finally:

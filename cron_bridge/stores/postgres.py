@@ -5,7 +5,7 @@ still agree on who holds what. A claim batch is one statement (``INSERT ... ON C
 over ``unnest`` arrays). No advisory locks: they break behind a transaction pooler.
 
 The schema, the statements and how their rows are read (text as bytes, for
-``untrusted.text`` to decode) are in ``postgres_sql``.
+``inbound.text`` to decode) are in ``postgres_sql``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from cron_bridge import untrusted
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
-from cron_bridge.redaction import redact_url
+from cron_bridge.plumbing import inbound
+from cron_bridge.plumbing.redaction import redact_url
 from cron_bridge.stores.base import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
@@ -336,7 +336,7 @@ class PostgresStore(Store):
         bounds = {
             "grp": group,
             "key_max": CONTROL_KEY_MAX,
-            "one_max": untrusted.MAX_BYTES,
+            "one_max": inbound.MAX_BYTES,
             "max_bytes": max_bytes,
             "most": most,
         }
@@ -351,13 +351,13 @@ class PostgresStore(Store):
         rows = self._call(lambda conn: fetch(conn, statement, (group, key)))
         if not rows:
             return None
-        found = untrusted.text(rows[0][0], f"controls:{group}", key)
+        found = inbound.text(rows[0][0], f"controls:{group}", key)
         return UNREADABLE if found is None else found
 
     def holder(self, key: str) -> str | None:
         statement = self._sql("SELECT owner FROM {claims} WHERE key = %s AND expires_at > now()")
         rows = self._call(lambda conn: fetch(conn, statement, (key,)))
-        return untrusted.text(rows[0][0], "claims and locks", key) if rows else None
+        return inbound.text(rows[0][0], "claims and locks", key) if rows else None
 
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
         if not occurrences:
@@ -369,8 +369,7 @@ class PostgresStore(Store):
         rows = self._call(lambda conn: fetch(conn, statement, (keys,)))
         owners = {own(key): owner for key, owner in rows}  # the keys asked for
         return [
-            None if key not in owners else untrusted.text(owners[key], "claims", key)
-            for key in keys
+            None if key not in owners else inbound.text(owners[key], "claims", key) for key in keys
         ]
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:

@@ -12,7 +12,7 @@ what an absent key gives (a control group: what this process last read of it), a
 it and writes the rest of its batch, each warned once.
 
 Replies that carry what the store holds are read undecoded (redis-py's ``NEVER_DECODE``, also
-on a borrowed client that decodes), and turned into text by ``untrusted.text``.
+on a borrowed client that decodes), and turned into text by ``inbound.text``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from cron_bridge import untrusted
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
 from cron_bridge.stores.base import (
     CONTROL_KEY_MAX,
@@ -193,7 +193,7 @@ class RedisStore(Store):
                     "socket_connect_timeout": self._timeout,
                     "socket_timeout": self._timeout,
                     "retry": Retry(NoBackoff(), 0),
-                    "decode_responses": False,  # decoded by untrusted.text, not by redis-py
+                    "decode_responses": False,  # decoded by inbound.text, not by redis-py
                 }
                 self._client = connect(
                     self._url, options, sentinel_password=self._sentinel_password
@@ -352,7 +352,7 @@ class RedisStore(Store):
     def holder(self, key: str) -> str | None:
         name = self._key(key)
         owner = self._call(lambda client: _raw(client, "GET", name), key=name, holds="string")
-        return None if owner is None else untrusted.text(owner, "claims and locks", key)
+        return None if owner is None else inbound.text(owner, "claims and locks", key)
 
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
         if not occurrences:
@@ -370,7 +370,7 @@ class RedisStore(Store):
 
             values = self._call(work, pipelines=1, commands=0)
         return [
-            None if value is None else untrusted.text(value, "claims", key)
+            None if value is None else inbound.text(value, "claims", key)
             for key, value in zip(keys, values, strict=True)
         ]
 
@@ -460,7 +460,7 @@ class RedisStore(Store):
     def controls(
         self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
     ) -> dict[str, str]:
-        bounds = [most, max_bytes, untrusted.MAX_BYTES, CONTROL_KEY_MAX]
+        bounds = [most, max_bytes, inbound.MAX_BYTES, CONTROL_KEY_MAX]
         name = self._key(f"controls:{group}")
         found = self._call(
             lambda client: self._run_script(client, "controls", [name], bounds),
@@ -486,7 +486,7 @@ class RedisStore(Store):
             return None
         if isinstance(value, str):  # as the group was last read
             return value
-        found = untrusted.text(value, f"controls:{group}", key)
+        found = inbound.text(value, f"controls:{group}", key)
         return UNREADABLE if found is None else found
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
@@ -605,7 +605,7 @@ class RedisStore(Store):
         )
         now_ms = float(flat[0])
         named = (
-            (untrusted.text(replica, "replicas", replica, max_bytes=REPLICA_ID_MAX), ms)
+            (inbound.text(replica, "replicas", replica, max_bytes=REPLICA_ID_MAX), ms)
             for replica, ms in zip(flat[1::2], flat[2::2], strict=True)
         )
         pairs = sorted((replica, ms) for replica, ms in named if replica is not None)
@@ -648,7 +648,7 @@ def _client_host(client: Client) -> str:
 
 
 def _record_from_json(item: bytes | str) -> RunRecord:
-    return RunRecord.from_json(untrusted.loads(item))
+    return RunRecord.from_json(inbound.loads(item))
 
 
 def _offset(raw: bytes | None) -> float | None:

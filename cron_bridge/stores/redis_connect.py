@@ -18,7 +18,7 @@ from redis.cluster import RedisCluster
 from redis.sentinel import Sentinel
 
 from cron_bridge.errors import ConfigError
-from cron_bridge.redaction import redact_url
+from cron_bridge.plumbing.redaction import redact_url
 
 __all__ = ["SentinelTarget", "connect", "parse_sentinel_url"]
 

@@ -15,7 +15,7 @@ import logging
 import threading
 from collections import OrderedDict
 
-from cron_bridge import untrusted
+from cron_bridge.plumbing import inbound
 from cron_bridge.stores.base import CONTROLS_BYTES
 
 __all__ = ["LastReads", "is_wrong_type", "warn_wrong_type"]
@@ -38,8 +38,8 @@ def is_wrong_type(error: object) -> bool:
 def warn_wrong_type(key: str, found: object, holds: str, doing: str) -> None:
     """Say once, until its type changes, that ``key`` is a ``found`` where the store keeps a
     ``holds``, and what was done instead (``doing``)."""
-    kind = untrusted.text(found, "redis types", key, max_bytes=40) if found else None
-    untrusted.warn_once(
+    kind = inbound.text(found, "redis types", key, max_bytes=40) if found else None
+    inbound.warn_once(
         log,
         "redis types",
         key,

@@ -4,7 +4,7 @@ WAL lets readers go on while one writer holds the file; every claim batch is one
 ``BEGIN IMMEDIATE`` transaction, so two processes never both win a key. Expiry reads this
 host's clock, which every process on the host shares.
 
-Text is read as bytes (``text_factory``) and decoded by ``untrusted.text``: SQLite keeps
+Text is read as bytes (``text_factory``) and decoded by ``inbound.text``: SQLite keeps
 whatever bytes another program stored as text, and its own decoding fails the whole query.
 """
 
@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
-from cron_bridge import untrusted
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
+from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
 from cron_bridge.stores.base import (
     CONTROL_KEY_MAX,
@@ -143,7 +143,7 @@ class SQLiteStore(Store):
             conn = sqlite3.connect(
                 self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
             )
-            conn.text_factory = bytes  # decoded by untrusted.text, never by sqlite3
+            conn.text_factory = bytes  # decoded by inbound.text, never by sqlite3
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
             # Switching a new file to WAL takes an exclusive lock without waiting for it (SQLite
             # skips the busy handler there), so processes opening the same new file at once
@@ -263,7 +263,7 @@ class SQLiteStore(Store):
         bounds = {
             "grp": group,
             "key_max": CONTROL_KEY_MAX,
-            "one_max": untrusted.MAX_BYTES,
+            "one_max": inbound.MAX_BYTES,
             "max_bytes": max_bytes,
             "most": most,
         }
@@ -281,7 +281,7 @@ class SQLiteStore(Store):
         )
         if not rows:
             return None
-        found = untrusted.text(rows[0][0], f"controls:{group}", key)
+        found = inbound.text(rows[0][0], f"controls:{group}", key)
         return UNREADABLE if found is None else found
 
     def holder(self, key: str) -> str | None:
@@ -293,7 +293,7 @@ class SQLiteStore(Store):
             ).fetchall(),
             write=False,
         )
-        return untrusted.text(rows[0][0], "claims and locks", key) if rows else None
+        return inbound.text(rows[0][0], "claims and locks", key) if rows else None
 
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
         keys = [occurrence.claim_key for occurrence in occurrences]
@@ -310,7 +310,7 @@ class SQLiteStore(Store):
                 ).fetchall()
                 for key, owner in rows:
                     name = bytes(key).decode()  # one of the keys asked for
-                    owners[name] = untrusted.text(owner, "claims", name)
+                    owners[name] = inbound.text(owner, "claims", name)
             return owners
 
         owners = self._run(work, write=False) if keys else {}

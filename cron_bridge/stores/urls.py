@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
 from cron_bridge.errors import ConfigError
-from cron_bridge.redaction import is_secret_name, redact_url
+from cron_bridge.plumbing.redaction import is_secret_name, redact_url
 from cron_bridge.stores.base import Store
 from cron_bridge.stores.memory import MemoryStore
 from cron_bridge.stores.sqlite import SQLiteStore

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from cron_bridge.control import aside
+from cron_bridge.control import lost_claims
 from cron_bridge.stores import RunRecord, Store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -250,7 +250,7 @@ def outcomes_by_occurrence(store: Store, jobs: Iterable[str]) -> dict[str, Count
     """For every occurrence of these jobs in the store's history: how many of each outcome."""
     found: dict[str, Counter[str]] = defaultdict(Counter)
     for job in jobs:
-        for record in aside.history(store, job, 1000):  # as `history` shows them
+        for record in lost_claims.history(store, job, 1000):  # as `history` shows them
             found[record.occurrence_id][record.outcome] += 1
     return dict(found)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from cron_bridge.control import aside
+from cron_bridge.control import lost_claims
 from cron_bridge.control.audit import audit, occurrence_report
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Every
@@ -142,7 +142,7 @@ def test_a_replica_killed_halfway_doubles_nothing(
     assert all(c["completed"] <= 1 for c in outcomes.values())
     shown: dict[str, dict[str, str]] = {}  # occurrence -> replica -> outcome, as history shows
     for job in JOBS:
-        for record in aside.history(store, job, 1000):
+        for record in lost_claims.history(store, job, 1000):
             shown.setdefault(record.occurrence_id, {})[record.replica] = record.outcome
     ran = Counter(line["occurrence_id"] for line in journal.read(notes))
     assert max(ran.values()) == 1, ran.most_common(3)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cron_bridge.control import aside
+from cron_bridge.control import lost_claims
 from cron_bridge.jobs import Occurrence
 from tests.apps import journal
 from tests.conftest import make_kit
@@ -121,7 +121,7 @@ def test_pause_stops_every_replica_within_two_seconds_and_resume_restarts(
         ]
         assert len(other) >= 4, "the other job kept running"
         by_occurrence: dict[str, Counter[str]] = {}
-        for record in aside.history(store, "tick.00", 1000):
+        for record in lost_claims.history(store, "tick.00", 1000):
             by_occurrence.setdefault(record.occurrence_id, Counter())[record.outcome] += 1
         paused = {o: c for o, c in by_occurrence.items() if c["skipped-paused"]}
         assert len(paused) >= 4

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from celery.schedules import solar
 
-from cron_bridge.control import aside
+from cron_bridge.control import lost_claims
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import store_from_url
 from cron_bridge_celery.scheduler import job_name
@@ -253,7 +253,9 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
             """An occurrence nobody sent: the live replicas stood aside (the killed one won)."""
             occurrence = Occurrence(job=job, scheduled_at=datetime.fromtimestamp(at, UTC)).id
             outcomes = Counter(
-                r.outcome for r in aside.history(store, job, 1000) if r.occurrence_id == occurrence
+                r.outcome
+                for r in lost_claims.history(store, job, 1000)
+                if r.occurrence_id == occurrence
             )
             return outcomes == Counter({"skipped-claimed": 2}) and abs(at - killed_at) < 3
 

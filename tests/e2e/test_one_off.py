@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cron_bridge.control import aside
+from cron_bridge.control import lost_claims
 from cron_bridge.stores import store_from_url
 from tests.apps import journal
 from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
@@ -54,7 +54,7 @@ def test_a_one_off_runs_exactly_once_across_three_replicas(tmp_path: Path) -> No
     assert set(runs.values()) == {1}
     store = store_from_url(url)
     try:
-        outcomes = Counter(r.outcome for r in aside.history(store, "once.report", 100))
+        outcomes = Counter(r.outcome for r in lost_claims.history(store, "once.report", 100))
     finally:
         store.close()
     assert outcomes == Counter({"completed": 1, "skipped-claimed": 2})

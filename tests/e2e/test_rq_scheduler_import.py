@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from cron_bridge.control.schedules import Schedules
+from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.stores import store_from_url
 from tests.conftest import unavailable
 from tests.e2e.processes import REPO, BeatProcess, Command, Worker, cli, command_env, wait_for
@@ -72,7 +72,7 @@ def test_rq_scheduler_jobs_move_into_stored_schedules(
     assert dry.returncode == 0, dry.stderr
     assert "6 of 8 job(s) would move; run again with --apply" in dry.stdout
     assert snapshot(client) == before  # a dry run changes nothing
-    assert Schedules(store_from_url(store_url)).list() == {}
+    assert StoredSchedules(store_from_url(store_url)).list() == {}
 
     alive = "rq:scheduler_instance:still-running"  # as rqscheduler registers its birth
     client.hset(alive, "birth", time.time())
@@ -92,7 +92,8 @@ def test_rq_scheduler_jobs_move_into_stored_schedules(
     assert "serve its queue(s) default with an `rq worker` without --serializer" in done.stdout
 
     stored = {
-        name: spec.to_json() for name, spec in Schedules(store_from_url(store_url)).list().items()
+        name: spec.to_json()
+        for name, spec in StoredSchedules(store_from_url(store_url)).list().items()
     }
     assert stored["nightly-report"] == {
         "name": "nightly-report",
@@ -263,7 +264,9 @@ def test_twin_rqscheduler_and_the_imported_schedules_run_the_jobs_alike(
             done.stdout + done.stderr
         )
         (nightly,) = [
-            s for s in Schedules(store_from_url(store_url)).list().values() if s.args == ["nightly"]
+            s
+            for s in StoredSchedules(store_from_url(store_url)).list().values()
+            if s.args == ["nightly"]
         ]
         next_at = nightly.job().schedule.next_after(datetime.now(UTC))
         assert next_at.timestamp() == ours_ids["nightly_at"]  # rq-scheduler's own score

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cron_bridge.control.schedules import GROUP, StoredSchedule, announce
+from cron_bridge.control.schedules import GROUP, ScheduleEntry, announce
 from cron_bridge.storable import ENV
 from cron_bridge.stores import RunRecord, store_from_url
 from tests.apps import journal
@@ -128,7 +128,7 @@ def test_stored_schedules_run_only_agreed_tasks_on_real_workers(
         assert status == 201, body
         hostile["evil.overwritten"] = ("os.system", [f"touch {tmp_path}/pwned-overwritten"])
         for name, (task, args) in hostile.items():
-            spec = StoredSchedule(
+            spec = ScheduleEntry(
                 name=name,
                 library=library,
                 task=task,
@@ -249,7 +249,7 @@ def test_a_worker_that_never_loaded_the_task_says_so_and_how_to_load_it(
     worker = Worker("w", tmp_path, env, library=library, queue=queue, broker=redis_server.url)
     store = store_from_url(kit.url)
     name = "tenant-2.report"
-    spec = StoredSchedule(
+    spec = ScheduleEntry(
         name=name,
         library=library,
         task=task,

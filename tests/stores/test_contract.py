@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cron_bridge.jobs import Occurrence
-from cron_bridge.keys import lock_key
+from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.stores import RunRecord, Store, store_from_url
 from tests.conftest import StoreKit, store_kinds
 

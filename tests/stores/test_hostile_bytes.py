@@ -31,15 +31,16 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cron_bridge import Beat, declare, untrusted
+from cron_bridge import Beat, declare
 from cron_bridge.beat.stored_sync import StoredSync
 from cron_bridge.cli.main import main
-from cron_bridge.control import aside, audit, catalog
+from cron_bridge.control import audit, catalog, lost_claims
 from cron_bridge.control import pause as control
-from cron_bridge.control.schedules import FEED_GROUP, GROUP, Schedules, feed_head
+from cron_bridge.control.schedules import FEED_GROUP, GROUP, StoredSchedules, feed_head
 from cron_bridge.http import wsgi_app
 from cron_bridge.jobs import Job, Occurrence
-from cron_bridge.keys import lock_key
+from cron_bridge.plumbing import inbound
+from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.stores import RunRecord, Store, base, store_from_url
 from tests.conftest import StoreKit, make_kit, store_kinds
 from tests.e2e.test_http import SECRET
@@ -196,8 +197,8 @@ GROUPS = [
     control.PAUSES,
     control.CHANGES.format(job=PAGE),
     FEED_GROUP,
-    aside.GROUP,
-    aside.JOBS_GROUP,
+    lost_claims.GROUP,
+    lost_claims.JOBS_GROUP,
     catalog.GROUP,
 ]
 KINDS = [*GROUPS, "runs", "last-claimed", "replica", "claim", "lock"]
@@ -437,13 +438,13 @@ def read_everything(store: Store, jobs: list[Job], app: Callable[..., Any], url:
     sync._seen = 0  # follow the feed from its first entry, as a replica that saw none
     sync.poll(time.monotonic() + 1)
     feed_head(store)
-    Schedules(store).list()
-    Schedules(store).get(PAGE)
+    StoredSchedules(store).list()
+    StoredSchedules(store).get(PAGE)
     catalog.read(store)
     catalog.publish(store, jobs)
     catalog.first_seen(store, PAGE)
-    aside.Aside(store).who(Occurrence(job=PAGE, scheduled_at=now.replace(microsecond=0)))
-    aside.history(store, PAGE)
+    lost_claims.LostClaims(store).who(Occurrence(job=PAGE, scheduled_at=now.replace(microsecond=0)))
+    lost_claims.history(store, PAGE)
     control.changes(store, PAGE)
     page = jobs[1]
     audit.audit(store, PAGE, now - timedelta(hours=1), now, page.schedule)
@@ -500,7 +501,7 @@ def test_hostile_bytes_in_any_record_leave_every_reader_and_the_beat_going(
     """Generated writes of bytes into every record kind, each followed by every reader: none
     raises, the CLI exits 0, the pages answer 200; the beat that ran meanwhile still records
     runs of its job and is healthy, and a beat started on what was left runs its job."""
-    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    monkeypatch.setattr(inbound, "_seen", type(inbound._seen)())
     caplog.set_level(logging.WARNING)
     store = hostile_kit.open()
     store.ping()  # the tables, buckets and schema exist before anything is written past them
@@ -561,7 +562,7 @@ def test_a_pause_record_of_bytes_that_are_not_utf8_keeps_its_job_paused(
     """docs/control.md: a pause record that cannot be read keeps its job paused, with a
     warning (fail closed), whatever bytes it holds; a key that is not UTF-8 pauses nothing
     and stops nothing."""
-    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    monkeypatch.setattr(inbound, "_seen", type(inbound._seen)())
     kit = _one_kit(kind, request, tmp_path)
     store = kit.open()
     store.ping()
@@ -609,31 +610,34 @@ def test_a_reader_holds_no_more_of_a_control_group_than_its_bounds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Forged stand-aside ledgers past the readers' bounds (1,500 of 6 KB, 10 MB): a reader
-    holds at most ``aside.MAX_LEDGERS`` of them and ``aside.LEDGERS_BYTES`` of their text,
+    holds at most ``lost_claims.MAX_LEDGERS`` of them and ``lost_claims.LEDGERS_BYTES`` of their
+    text,
     the rest left out and said once however often it reads; a record past the bytes of
     the group is still named (as ``UNREADABLE``), so a pause cannot be lost that way."""
     import tracemalloc
 
-    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    monkeypatch.setattr(inbound, "_seen", type(inbound._seen)())
     caplog.set_level(logging.WARNING)
     kit = _one_kit(kind, request, tmp_path)
     store = kit.open()
-    forged = {f"forged-{n:05d}": _forged_ledger(n, aside.MAX_SPANS) for n in range(1500)}
+    forged = {f"forged-{n:05d}": _forged_ledger(n, lost_claims.MAX_SPANS) for n in range(1500)}
     names = list(forged)
     for start in range(0, len(names), 250):
-        store.put_controls(aside.GROUP, {n: forged[n] for n in names[start : start + 250]})
+        store.put_controls(lost_claims.GROUP, {n: forged[n] for n in names[start : start + 250]})
     tracemalloc.start()
     try:
-        reader = aside.Aside(store)  # as a job's page, the audit and `history` read them
+        reader = lost_claims.LostClaims(store)  # as a job's page, the audit and `history` read them
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     request.node.user_properties.append(("ledgers read, peak MB", round(peak / 1e6, 1)))
-    assert len(reader._ledgers) <= 1000, "more ledgers held than aside.MAX_LEDGERS"
+    assert len(reader._ledgers) <= 1000, "more ledgers held than lost_claims.MAX_LEDGERS"
     assert peak < 32 * 2**20, f"a reader of the ledgers peaked at {peak} bytes"
-    held = store.controls(aside.GROUP, most=aside.MAX_LEDGERS, max_bytes=aside.LEDGERS_BYTES)
-    assert len(held) == aside.MAX_LEDGERS
-    assert sum(len(v) for v in held.values()) <= aside.LEDGERS_BYTES
+    held = store.controls(
+        lost_claims.GROUP, most=lost_claims.MAX_LEDGERS, max_bytes=lost_claims.LEDGERS_BYTES
+    )
+    assert len(held) == lost_claims.MAX_LEDGERS
+    assert sum(len(v) for v in held.values()) <= lost_claims.LEDGERS_BYTES
     assert base.UNREADABLE in held.values(), "the records past the bytes are named, unread"
     said = [r.getMessage() for r in caplog.records if "more than a reader keeps" in r.getMessage()]
     assert len(said) == 1, said
@@ -650,7 +654,7 @@ def test_forty_megabytes_of_forged_ledgers_leave_a_job_page_fast_and_the_beat_sm
 
     import redis
 
-    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    monkeypatch.setattr(inbound, "_seen", type(inbound._seen)())
     prefix = f"t{uuid.uuid4().hex[:10]}:"
     store = store_from_url(f"{redis_server.url}?prefix={prefix}")
     client = redis.Redis.from_url(redis_server.url)
@@ -658,9 +662,9 @@ def test_forty_megabytes_of_forged_ledgers_leave_a_job_page_fast_and_the_beat_sm
         pipe = client.pipeline(transaction=False)
         for n in range(6000):
             pipe.hset(
-                f"{prefix}controls:{aside.GROUP}",
+                f"{prefix}controls:{lost_claims.GROUP}",
                 f"forged-{n:05d}",
-                _forged_ledger(n, aside.MAX_SPANS),
+                _forged_ledger(n, lost_claims.MAX_SPANS),
             )
         pipe.execute()
         beat = Beat(store, _jobs(), heartbeat_interval="1s")
@@ -688,9 +692,9 @@ def test_forty_megabytes_of_forged_ledgers_leave_a_job_page_fast_and_the_beat_sm
         record_property("job page peak MB", round(peak / 1e6, 1))
         assert status.startswith("200"), body[-500:]
         assert took < 5, f"the job page took {took:.1f}s"
-        assert peak < 8 * aside.LEDGERS_BYTES, f"the job page peaked at {peak} bytes"
+        assert peak < 8 * lost_claims.LEDGERS_BYTES, f"the job page peaked at {peak} bytes"
     finally:
-        client.delete(f"{prefix}controls:{aside.GROUP}")
+        client.delete(f"{prefix}controls:{lost_claims.GROUP}")
         client.close()
         store.close()
 

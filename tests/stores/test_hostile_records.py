@@ -20,15 +20,16 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cron_bridge import Beat, declare, untrusted
+from cron_bridge import Beat, declare
 from cron_bridge.cli.main import main
-from cron_bridge.control import aside, catalog
+from cron_bridge.control import catalog, lost_claims
 from cron_bridge.control import pause as control
-from cron_bridge.control.schedules import FEED_GROUP, GROUP, StoredSchedule
+from cron_bridge.control.schedules import FEED_GROUP, GROUP, ScheduleEntry
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.http import wsgi_app
 from cron_bridge.jobs import Occurrence
-from cron_bridge.keys import lock_key
+from cron_bridge.plumbing import inbound
+from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.storable import ENV
 from cron_bridge.stores import RunRecord, Store
 from cron_bridge.stores.base import done_key
@@ -162,8 +163,8 @@ def _write_everything_hostile(kit: StoreKit, store: Store) -> None:
             GROUP,
             control.PAUSES,
             catalog.GROUP,
-            aside.GROUP,
-            aside.JOBS_GROUP,
+            lost_claims.GROUP,
+            lost_claims.JOBS_GROUP,
             control.CHANGES.format(job="hostile.tick"),
         ):
             store.put_control(group, f"bad.{key}", raw)
@@ -233,10 +234,10 @@ def test_hostile_records_in_every_store_stop_nothing(
     shared_kit: StoreKit, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ENV, "proj.*")
-    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())  # this test's warnings
+    monkeypatch.setattr(inbound, "_seen", type(inbound._seen)())  # this test's warnings
     store = shared_kit.open()
     _write_everything_hostile(shared_kit, store)
-    good = StoredSchedule(
+    good = ScheduleEntry(
         name="tenant.good", library="rq", task="proj.report", options={"every": "1h"}
     )
     store.put_control(GROUP, "tenant.good", json.dumps(good.to_json()))
@@ -280,10 +281,12 @@ def test_hostile_records_in_every_store_stop_nothing(
         done = runner.invoke(main, args)
         assert done.exit_code in (0, 1), (args, done.output[-500:], done.exception)
         assert not isinstance(done.exception, RecursionError | OverflowError | TypeError), args
-    ledgers = set(store.controls(aside.GROUP))
+    ledgers = set(store.controls(lost_claims.GROUP))
     for _ in range(2):  # the readers of the other records, twice: still named once each
         catalog.read(store)
-        aside.Aside(store)  # every ledger of the namespace, as history and the audit read them
+        lost_claims.LostClaims(
+            store
+        )  # every ledger of the namespace, as history and the audit read them
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     for key in HOSTILE:
         said = [m for m in warned if f"'bad.{key}'" in m and "stored schedule" in m]
@@ -461,7 +464,7 @@ def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
     that ran meanwhile runs its job, and a beat started on what was left starts and runs it."""
     import redis
 
-    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    monkeypatch.setattr(inbound, "_seen", type(inbound._seen)())
     caplog.set_level(logging.WARNING)
     kit = make_kit("redis", request, tmp_path)
     store: Any = kit.open()
@@ -535,7 +538,7 @@ def test_a_pause_group_of_the_wrong_redis_type_keeps_what_was_read_of_it(
     (fail closed) and holds none for a reader that never read it, warned once each."""
     import redis
 
-    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    monkeypatch.setattr(inbound, "_seen", type(inbound._seen)())
     caplog.set_level(logging.WARNING)
     kit = make_kit("redis", request, tmp_path)
     running: Any = kit.open()

@@ -12,7 +12,7 @@ import pytest
 
 from cron_bridge import StoreUnavailable
 from cron_bridge.jobs import Occurrence
-from cron_bridge.keys import lock_key
+from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.stores import RunRecord, store_from_url
 from cron_bridge.stores.postgres import PostgresStore
 from tests.servers import PostgresServer

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from cron_bridge.jobs import Occurrence
-from cron_bridge.keys import lock_key
+from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.stores.redis import RedisStore
 from tests.servers import RedisServer
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cron_bridge import ConfigError, StoreUnavailable
-from cron_bridge.redaction import redact_url
+from cron_bridge.plumbing.redaction import redact_url
 from cron_bridge.stores import MemoryStore, SQLiteStore, store_from_url
 from cron_bridge.stores.nats import NatsStore
 from cron_bridge.stores.postgres import PostgresStore

@@ -53,8 +53,8 @@ from cron_bridge.adapters import (
     NAME_PATTERN,
     ConfigError,
     Cron,
-    Schedules,
-    StoredSchedule,
+    ScheduleEntry,
+    StoredSchedules,
     load_zone,
     local_zone_name,
     redact_url,
@@ -335,7 +335,7 @@ def rq_scheduler(
             raise ConfigError(
                 f"cannot reach rq-scheduler's Redis: {exc}", option="--url", value=redact_url(url)
             ) from None
-        schedules = Schedules(open_store(store))
+        schedules = StoredSchedules(open_store(store))
         moves = plan(client, zone)
         if not moves:
             click.echo("rq-scheduler has no jobs in this Redis.")
@@ -378,7 +378,7 @@ def _staying(moves: list[Move]) -> str:
     return said
 
 
-def _decide(moves: list[Move], schedules: Schedules, zone: str) -> set[str]:
+def _decide(moves: list[Move], schedules: StoredSchedules, zone: str) -> set[str]:
     """Check each move as ``schedule add`` would (the task agreed for stored schedules, every
     option valid); one that would be refused stays, with the reason. Returns the names whose
     stored schedule exists already as the move writes it (a run that stopped half-way)."""
@@ -406,7 +406,7 @@ def _decide(moves: list[Move], schedules: Schedules, zone: str) -> set[str]:
 
 
 def _made_from(
-    existing: StoredSchedule, move: Move, schedules: Schedules, zone: str
+    existing: ScheduleEntry, move: Move, schedules: StoredSchedules, zone: str
 ) -> dict[str, Any] | None:
     """The spec ``existing`` was made with, when an earlier run made it from the same job
     (and stopped before deleting the job); None when it is another schedule.
@@ -428,7 +428,7 @@ def _made_from(
     return spec if again.to_json() == existing.to_json() else None
 
 
-def _apply(client: Redis, moves: list[Move], schedules: Schedules, written: set[str]) -> None:
+def _apply(client: Redis, moves: list[Move], schedules: StoredSchedules, written: set[str]) -> None:
     """Write each stored schedule, then delete what rq-scheduler kept of the job (in one
     transaction): killed between the two, both are left, and the next run only deletes."""
     alive = _alive(client)

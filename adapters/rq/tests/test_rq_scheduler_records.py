@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cron_bridge.adapters import META_KEY, Dispatch
-from cron_bridge.control.schedules import Schedules, StoredSchedule
+from cron_bridge.control.schedules import ScheduleEntry, StoredSchedules
 from cron_bridge.storable import ENV
 from cron_bridge.stores import store_from_url
 from cron_bridge_rq.adapter import RQAdapter
@@ -192,7 +192,7 @@ def test_each_malformed_job_stays_with_its_reason_in_one_line_and_the_good_one_m
         assert "stays: its id is not UTF-8" in rows["\ufffd\ufffd-id"]
         assert ("moved" if apply else "would move") in rows[GOOD_ID], rows[GOOD_ID]
         assert "\x1b" not in done.stdout and "\x07" not in done.stdout
-    (stored,) = Schedules(store_from_url(store_url)).list().values()
+    (stored,) = StoredSchedules(store_from_url(store_url)).list().values()
     assert (stored.name, stored.task, stored.args) == (GOOD_ID, TASK, ["daily"])
     assert {name: client.hgetall(f"rq:job:{name}") for name in MALFORMED} == untouched
     assert not client.exists(f"rq:job:{GOOD_ID}")
@@ -319,7 +319,7 @@ def test_any_job_hashes_beside_a_good_one_the_import_finishes_and_moves_the_good
         assert len(lines) == 2 + 1 + len(jobs) + staying, lines  # every job on a line of its own
         (good,) = [line for line in lines if line.startswith(GOOD_ID + " ")]
         assert ("moved" if apply else "would move") in good, good
-    assert GOOD_ID in Schedules(store_from_url(store_url)).list()
+    assert GOOD_ID in StoredSchedules(store_from_url(store_url)).list()
 
 
 def test_timeout_result_ttl_ttl_meta_and_at_front_go_to_rq_as_rq_scheduler_gave_them(
@@ -343,7 +343,7 @@ def test_timeout_result_ttl_ttl_meta_and_at_front_go_to_rq_as_rq_scheduler_gave_
     assert "timeout" not in move.spec
     fields = ("task", "library", "queue", "args", "kwargs")
     options = {key: value for key, value in move.spec.items() if key not in fields}
-    stored = StoredSchedule(name="report", options=options, **{f: move.spec[f] for f in fields})
+    stored = ScheduleEntry(name="report", options=options, **{f: move.spec[f] for f in fields})
     job = stored.job()
     sent = RQAdapter()._data(
         Dispatch(
@@ -485,10 +485,10 @@ def test_an_apply_killed_between_writing_and_deleting_is_completed_by_the_next(
     monkeypatch.setenv(ENV, "tests.apps.rq_cron_tasks.*")
     now = datetime.now(UTC)
     _overdue_jobs(client, now)
-    schedules = Schedules(store_from_url(store_url))
-    real_plan, real_add = importer.plan, Schedules.add
+    schedules = StoredSchedules(store_from_url(store_url))
+    real_plan, real_add = importer.plan, StoredSchedules.add
 
-    def add(self: Schedules, name: str, **spec: Any) -> StoredSchedule:
+    def add(self: StoredSchedules, name: str, **spec: Any) -> ScheduleEntry:
         written = real_add(self, name, **spec)
         if name == killed_after:
             raise Killed
@@ -500,7 +500,7 @@ def test_an_apply_killed_between_writing_and_deleting_is_completed_by_the_next(
             "plan",
             lambda client, zone: real_plan(client, zone, now=now - timedelta(minutes=5)),
         )
-        killed.setattr(Schedules, "add", add)
+        killed.setattr(StoredSchedules, "add", add)
         with pytest.raises(Killed):
             CliRunner().invoke(
                 rq_scheduler,
@@ -533,7 +533,7 @@ def test_a_different_stored_schedule_of_the_name_stays_and_the_job_with_it(
     monkeypatch.setenv(ENV, "tests.apps.rq_cron_tasks.*")
     now = datetime.now(UTC)
     _overdue_jobs(client, now)
-    schedules = Schedules(store_from_url(store_url))
+    schedules = StoredSchedules(store_from_url(store_url))
     (once,) = [m for m in plan(client, "UTC", now=now) if m.job_id == "overdue-once"]
     (every,) = [m for m in plan(client, "UTC", now=now) if m.job_id == "overdue-int"]
     schedules.add("overdue-once", **{**once.spec, "args": ["weekly"]})
@@ -575,7 +575,7 @@ def test_an_overdue_cron_job_with_repeat_keeps_all_its_runs(
     for move in plan(client, "UTC", now=now):
         fields = ("task", "library", "queue", "args", "kwargs")
         options = {key: value for key, value in move.spec.items() if key not in fields}
-        stored = StoredSchedule(name="h", options=options, **{f: move.spec[f] for f in fields})
+        stored = ScheduleEntry(name="h", options=options, **{f: move.spec[f] for f in fields})
         runs = list(stored.job().schedule.occurrences(now, now + timedelta(days=1)))
         repeat = int(move.job_id.removeprefix("hourly"))
         assert runs == [datetime(2026, 3, 1, 13 + k, tzinfo=UTC) for k in range(repeat)]

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from cron_bridge.adapters import ConfigError
-from cron_bridge.control.schedules import StoredSchedule
+from cron_bridge.control.schedules import ScheduleEntry
 from cron_bridge.schedules import Schedule
 from cron_bridge_rq.rq_scheduler import SCHEDULED, plan, stored_spec
 from cron_bridge_rq.scheduled_job import ScheduledJob
@@ -208,7 +208,7 @@ def _stored(spec: dict[str, Any]) -> Schedule:
     """The schedule of the stored schedule with the importer's fields ``spec``."""
     fields = ("task", "library", "queue", "args", "kwargs")
     options = {key: value for key, value in spec.items() if key not in fields}
-    stored = StoredSchedule(name="j", options=options, **{f: spec[f] for f in fields})
+    stored = ScheduleEntry(name="j", options=options, **{f: spec[f] for f in fields})
     return stored.job().schedule
 
 

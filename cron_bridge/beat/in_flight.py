@@ -18,22 +18,22 @@ from typing import Any, TypeVar
 
 from cron_bridge.beat.enqueue import Enqueuer
 from cron_bridge.beat.inline import InlineRunner
-from cron_bridge.beat.outcomes import Records, StoreHealth
 from cron_bridge.beat.planning import Planned
+from cron_bridge.beat.store_health import Records, StoreHealth
 from cron_bridge.clock import Clock
 from cron_bridge.context import AbortSignal
 from cron_bridge.monitors import settle as settle_check_ins
+from cron_bridge.plumbing.outbound import logged_traceback
 from cron_bridge.run.guard import Guard
 from cron_bridge.stores.base import RunRecord, Store
-from cron_bridge.text_out import logged_traceback
 
-__all__ = ["Dispatcher"]
+__all__ = ["InFlight"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Dispatcher:
+class InFlight:
     """Hands claimed occurrences to their targets and keeps track of what is in flight.
 
     Args:

@@ -18,7 +18,7 @@ import logging
 from traceback import format_exception
 from typing import Literal
 
-from cron_bridge.redaction import redact_head, redact_tail
+from cron_bridge.plumbing.redaction import redact_head, redact_tail
 
 __all__ = [
     "LINE_MAX",

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from cron_bridge import untrusted
+from cron_bridge.plumbing import inbound
 
 
 @pytest.mark.parametrize(
@@ -24,43 +24,43 @@ from cron_bridge import untrusted
         '{"ms": -1' + "0" * 30 + "}",
         str(2**63),
         str(-(2**63) - 1),
-        "x" * (untrusted.MAX_BYTES + 1),
+        "x" * (inbound.MAX_BYTES + 1),
         b"\xff{}",
         "[" * 100_000,
     ],
 )
 def test_what_a_hostile_writer_stores_is_a_value_error(text: str | bytes) -> None:
     with pytest.raises(ValueError):
-        untrusted.loads(text)
+        inbound.loads(text)
 
 
 def test_brackets_inside_strings_do_not_count_and_ordinary_json_reads() -> None:
-    assert untrusted.loads('{"a": "' + "[" * 100 + '\\"]"}') == {"a": "[" * 100 + '"]'}
-    read = untrusted.loads(b'{"every": 2.5, "n": [1, [2, [3]]]}')
+    assert inbound.loads('{"a": "' + "[" * 100 + '\\"]"}') == {"a": "[" * 100 + '"]'}
+    read = inbound.loads(b'{"every": 2.5, "n": [1, [2, [3]]]}')
     assert read == {"every": 2.5, "n": [1, [2, [3]]]}
-    assert untrusted.loads("[" * 32 + "]" * 32) is not None
-    assert untrusted.loads(f"[{2**63 - 1}, {-(2**63)}]") == [2**63 - 1, -(2**63)]
+    assert inbound.loads("[" * 32 + "]" * 32) is not None
+    assert inbound.loads(f"[{2**63 - 1}, {-(2**63)}]") == [2**63 - 1, -(2**63)]
 
 
 @pytest.mark.parametrize("ms", [9 * 10**18, -1, 1.5, "12ab", None, True, "9" * 20])
 def test_a_time_out_of_range_is_none(ms: object) -> None:
-    assert untrusted.instant(ms) is None
+    assert inbound.instant(ms) is None
 
 
 def test_times_in_range_read_from_numbers_and_text() -> None:
-    assert untrusted.instant(0).isoformat() == "1970-01-01T00:00:00+00:00"  # type: ignore[union-attr]
-    assert untrusted.instant(b"1764583200000").year == 2025  # type: ignore[union-attr]
-    assert untrusted.instant(untrusted.MAX_EPOCH_MS).year == 9999  # type: ignore[union-attr]
+    assert inbound.instant(0).isoformat() == "1970-01-01T00:00:00+00:00"  # type: ignore[union-attr]
+    assert inbound.instant(b"1764583200000").year == 2025  # type: ignore[union-attr]
+    assert inbound.instant(inbound.MAX_EPOCH_MS).year == 9999  # type: ignore[union-attr]
 
 
 def test_a_bad_record_is_warned_about_once_until_it_changes(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    monkeypatch.setattr(inbound, "_seen", type(inbound._seen)())
     log = logging.getLogger("tests.untrusted")
     for raw in ("bad", "bad", "bad", "worse", "worse"):
-        untrusted.warn_once(log, "pause", "job", raw, "unreadable: %s", raw)
-    untrusted.warn_once(log, "pause", "other", "bad", "unreadable other: %s", "bad")
+        inbound.warn_once(log, "pause", "job", raw, "unreadable: %s", raw)
+    inbound.warn_once(log, "pause", "other", "bad", "unreadable other: %s", "bad")
     assert [r.getMessage() for r in caplog.records] == [
         "unreadable: bad",
         "unreadable: worse",
@@ -69,21 +69,21 @@ def test_a_bad_record_is_warned_about_once_until_it_changes(
 
 
 @pytest.mark.parametrize(
-    "raw", [b"\xff\xfe", b"\xed\xa0\x80", "a\udcff", 7, None, b"x" * (untrusted.MAX_BYTES + 1)]
+    "raw", [b"\xff\xfe", b"\xed\xa0\x80", "a\udcff", 7, None, b"x" * (inbound.MAX_BYTES + 1)]
 )
 def test_what_is_no_utf8_text_of_bounded_size_is_none_and_warned_once(
     raw: object, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(untrusted, "_seen", type(untrusted._seen)())
+    monkeypatch.setattr(inbound, "_seen", type(inbound._seen)())
     for _ in range(3):
-        assert untrusted.text(raw, "controls:pause", b"job\xff") is None
+        assert inbound.text(raw, "controls:pause", b"job\xff") is None
     assert len(caplog.records) == 1 and "controls:pause" in caplog.records[0].getMessage()
 
 
 def test_utf8_bytes_and_text_read_as_text() -> None:
-    assert untrusted.text("été".encode(), "controls:pause", "job") == "été"
-    assert untrusted.text("été", "controls:pause", "job") == "été"
-    assert untrusted.text(b"", "controls:pause", "job") == ""
+    assert inbound.text("été".encode(), "controls:pause", "job") == "été"
+    assert inbound.text("été", "controls:pause", "job") == "été"
+    assert inbound.text(b"", "controls:pause", "job") == ""
 
 
 @pytest.mark.parametrize(
@@ -102,10 +102,10 @@ def test_utf8_bytes_and_text_read_as_text() -> None:
     ],
 )
 def test_a_time_with_no_zone_or_out_of_range_is_no_moment(value: object) -> None:
-    assert untrusted.moment(value) is None
+    assert inbound.moment(value) is None
 
 
 def test_a_moment_is_aware_utc() -> None:
-    at = untrusted.moment("2026-01-01T01:00:00+01:00")
+    at = inbound.moment("2026-01-01T01:00:00+01:00")
     assert at is not None and at.isoformat() == "2026-01-01T00:00:00+00:00"
-    assert untrusted.moment(untrusted.LATEST) == untrusted.LATEST
+    assert inbound.moment(inbound.LATEST) == inbound.LATEST

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cron_bridge import Beat
-from cron_bridge.control import aside
+from cron_bridge.control import lost_claims
 from cron_bridge.control.audit import audit, occurrence_report
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Every
@@ -50,8 +50,10 @@ def enqueued(job: str, at: datetime, replica: str) -> RunRecord:
     )
 
 
-def ledger(replica: str, names: list[str], store: MemoryStore, *, start: int = 0) -> aside.Ledger:
-    kept = aside.Ledger(replica, lambda: names, lambda: second(100))
+def ledger(
+    replica: str, names: list[str], store: MemoryStore, *, start: int = 0
+) -> lost_claims.Ledger:
+    kept = lost_claims.Ledger(replica, lambda: names, lambda: second(100))
     kept.resume(second(start))
     return kept
 
@@ -67,7 +69,7 @@ def test_a_lost_occurrence_is_shown_stood_aside_from_the_ledger(clock: FakeClock
         kept.interrupt()  # stopped: the span ends at the last occurrence asked for
         kept.flush(store)
     store.record_many([enqueued("tick", second(n), "beat-a") for n in range(1, 61)])
-    shown = aside.history(store, "tick", 1000)
+    shown = lost_claims.history(store, "tick", 1000)
     by_occurrence: dict[str, list[tuple[str, str]]] = {}
     for record in shown:
         by_occurrence.setdefault(record.occurrence_id, []).append((record.outcome, record.replica))
@@ -78,9 +80,9 @@ def test_a_lost_occurrence_is_shown_stood_aside_from_the_ledger(clock: FakeClock
             ("skipped-claimed", "beat-b"),
             ("skipped-claimed", "beat-c"),
         ]
-    assert {r.reason for r in shown if r.outcome == "skipped-claimed"} == {aside.REASON}
+    assert {r.reason for r in shown if r.outcome == "skipped-claimed"} == {lost_claims.REASON}
     assert len(store.history("tick", 1000)) == 60
-    assert len(aside.history(store, "tick", 10)) == 10  # n counts what is shown
+    assert len(lost_claims.history(store, "tick", 10)) == 10  # n counts what is shown
 
 
 def test_the_ledger_covers_only_its_span_and_its_jobs(clock: FakeClock) -> None:
@@ -91,7 +93,7 @@ def test_the_ledger_covers_only_its_span_and_its_jobs(clock: FakeClock) -> None:
     kept.asked([second(20)], lost=1)
     kept.interrupt()
     kept.flush(store)
-    reader = aside.Aside(store)
+    reader = lost_claims.LostClaims(store)
     assert reader.who(Occurrence(job="tick", scheduled_at=second(5))) == []
     assert reader.who(Occurrence(job="tick", scheduled_at=second(10))) == ["beat-b"]
     assert reader.who(Occurrence(job="tick", scheduled_at=second(15))) == ["beat-b"]
@@ -110,14 +112,18 @@ def test_an_open_span_reaches_as_far_as_its_replica_wrote_down(clock: FakeClock)
     kept.asked([second(1)], lost=1)
     kept.flush(store)
     later = Occurrence(job="tick", scheduled_at=second(8))
-    assert aside.Aside(store).who(later) == []  # alive, but nothing says it asked for 12:00:08
-    assert aside.Aside(store).who(Occurrence(job="tick", scheduled_at=second(1))) == ["beat-b"]
+    assert (
+        lost_claims.LostClaims(store).who(later) == []
+    )  # alive, but nothing says it asked for 12:00:08
+    assert lost_claims.LostClaims(store).who(Occurrence(job="tick", scheduled_at=second(1))) == [
+        "beat-b"
+    ]
     kept.asked([second(8)], lost=1)
     kept.flush(store)  # within FLUSH_INTERVAL of the last write: not written yet
-    assert aside.Aside(store).who(later) == []
+    assert lost_claims.LostClaims(store).who(later) == []
     kept.flush(store, moved=True)  # the heartbeat writes where the span reached
-    assert aside.Aside(store).who(later) == ["beat-b"]
-    assert aside.Aside(store).who(Occurrence(job="tick", scheduled_at=second(9))) == []
+    assert lost_claims.LostClaims(store).who(later) == ["beat-b"]
+    assert lost_claims.LostClaims(store).who(Occurrence(job="tick", scheduled_at=second(9))) == []
 
 
 def test_a_span_is_written_when_it_opens_then_at_most_every_flush_interval(
@@ -130,13 +136,13 @@ def test_a_span_is_written_when_it_opens_then_at_most_every_flush_interval(
     for n in range(1, 301):
         kept.asked([second(n)], lost=1)
         kept.flush(store)
-    assert store.puts == {aside.GROUP: 1, aside.JOBS_GROUP: 1}
+    assert store.puts == {lost_claims.GROUP: 1, lost_claims.JOBS_GROUP: 1}
     names.append("tock")
     kept.jobs_changed(second(301))  # a new job set: a new span, written at its first claim
     kept.asked([second(302)], lost=1)
     kept.flush(store)
-    assert store.puts == {aside.GROUP: 2, aside.JOBS_GROUP: 2}
-    value = json.loads(store.control(aside.GROUP, "beat-b") or "")
+    assert store.puts == {lost_claims.GROUP: 2, lost_claims.JOBS_GROUP: 2}
+    value = json.loads(store.control(lost_claims.GROUP, "beat-b") or "")
     assert [s[:3] for s in value["spans"]] == [[ms(1), ms(300), 300], [ms(302), None, 1]]
 
 
@@ -146,14 +152,14 @@ def ms(n: int) -> int:
 
 def test_a_job_set_too_large_to_list_counts_as_every_job(clock: FakeClock) -> None:
     store = MemoryStore(clock=clock)
-    names = [f"job.{n:05d}" for n in range(aside.MAX_NAMES + 1)]
+    names = [f"job.{n:05d}" for n in range(lost_claims.MAX_NAMES + 1)]
     kept = ledger("beat-b", names, store)
     kept.asked([second(1)], lost=1)
     kept.interrupt()
     kept.flush(store)
-    assert aside.Aside(store).who(Occurrence(job="not.listed", scheduled_at=second(1))) == [
-        "beat-b"
-    ]
+    assert lost_claims.LostClaims(store).who(
+        Occurrence(job="not.listed", scheduled_at=second(1))
+    ) == ["beat-b"]
 
 
 @pytest.mark.parametrize(
@@ -174,14 +180,16 @@ def test_hostile_ledgers_are_ignored(clock: FakeClock, value: str) -> None:
     """What another process wrote is validated: a malformed ledger names no one, and the
     history is read all the same."""
     store = MemoryStore(clock=clock)
-    store.put_control(aside.GROUP, "evil", value)
-    store.put_control(aside.JOBS_GROUP, "0123456789abcdef", '{"names": [1, "../x", "tick"]}')
+    store.put_control(lost_claims.GROUP, "evil", value)
+    store.put_control(lost_claims.JOBS_GROUP, "0123456789abcdef", '{"names": [1, "../x", "tick"]}')
     store.record(enqueued("tick", second(0), "beat-a"))
     at_1_ms = Occurrence(job="tick", scheduled_at=datetime(1970, 1, 1, 0, 0, 0, 1000, UTC))
-    assert aside.Aside(store).who(at_1_ms) == []
-    assert [r.outcome for r in aside.history(store, "tick")] == ["enqueued"]
-    store.put_control(aside.GROUP, "fine", '{"v": 1, "spans": [[1, 2, 0, "0123456789abcdef"]]}')
-    assert aside.Aside(store).who(at_1_ms) == ["fine"]  # the same span, well formed
+    assert lost_claims.LostClaims(store).who(at_1_ms) == []
+    assert [r.outcome for r in lost_claims.history(store, "tick")] == ["enqueued"]
+    store.put_control(
+        lost_claims.GROUP, "fine", '{"v": 1, "spans": [[1, 2, 0, "0123456789abcdef"]]}'
+    )
+    assert lost_claims.LostClaims(store).who(at_1_ms) == ["fine"]  # the same span, well formed
 
 
 def test_prune_deletes_the_ledgers_of_replicas_long_gone_and_their_job_sets(
@@ -195,9 +203,9 @@ def test_prune_deletes_the_ledgers_of_replicas_long_gone_and_their_job_sets(
         kept.interrupt()
         kept.flush(store)
     store.heartbeat("alive", timedelta(days=30))
-    aside.prune(store, second(0) + aside.KEPT + timedelta(minutes=1), keep="me")
-    assert set(store.controls(aside.GROUP)) == {"alive"}
-    assert set(store.controls(aside.JOBS_GROUP)) == {aside.digest(["tick"])}
+    lost_claims.prune(store, second(0) + lost_claims.KEPT + timedelta(minutes=1), keep="me")
+    assert set(store.controls(lost_claims.GROUP)) == {"alive"}
+    assert set(store.controls(lost_claims.JOBS_GROUP)) == {lost_claims.digest(["tick"])}
 
 
 def test_the_occurrence_report_and_the_audit_read_the_ledgers(clock: FakeClock) -> None:
@@ -238,11 +246,11 @@ def test_three_beats_write_one_record_per_occurrence_and_few_ledgers(
         eventually(lambda n=step: len(store.history("tick", 100)) == n, f"occurrence {step}")
     # Per replica: opened, then at most once per heartbeat (20 s: 4 of them, and one more at
     # the start); 60 if it were written per occurrence.
-    assert store.puts.get(aside.GROUP, 0) <= 3 * (1 + 20 // 5 + 1)
+    assert store.puts.get(lost_claims.GROUP, 0) <= 3 * (1 + 20 // 5 + 1)
     for beat in beats:
         beat.stop()
     counts: dict[str, set[str]] = {}
-    for record in aside.history(store, "tick", 100):
+    for record in lost_claims.history(store, "tick", 100):
         counts.setdefault(record.occurrence_id, set()).add(f"{record.outcome}:{record.replica}")
     assert len(counts) == 20
     for found in counts.values():
@@ -266,7 +274,7 @@ def test_a_fresh_manual_occurrence_shows_no_replica_standing_aside(
     forced = beats[0].trigger("tick", force=True)
     assert forced.outcome == "completed"
     shown: dict[str, list[str]] = {}
-    for record in aside.history(store, "tick", 100):
+    for record in lost_claims.history(store, "tick", 100):
         shown.setdefault(record.occurrence_id, []).append(record.outcome)
     assert sorted(shown[forced.occurrence_id]) == ["completed"]
     scheduled = [o for o in shown if o != forced.occurrence_id]

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cron_bridge.beat.dispatch import Dispatcher
-from cron_bridge.beat.outcomes import Records
+from cron_bridge.beat.in_flight import InFlight
 from cron_bridge.beat.planning import Planned
+from cron_bridge.beat.store_health import Records
 from cron_bridge.clock import Clock
 from cron_bridge.context import Trigger
 from cron_bridge.control import pause as control
@@ -60,7 +60,7 @@ class Triggers:
         replica: str,
         *,
         clock: Clock,
-        dispatcher: Dispatcher,
+        dispatcher: InFlight,
         records: Records,
         forget: Callable[[str], None] = lambda key: None,
     ) -> None:

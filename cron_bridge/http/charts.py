@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from cron_bridge.http.html import Markup, html, join
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
-from cron_bridge.keys import parse_lock_owner
+from cron_bridge.plumbing.keys import parse_lock_owner
 from cron_bridge.schedules import Schedule, latest_occurrences
 from cron_bridge.stores.base import RunRecord
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cron_bridge import declare
 from cron_bridge.control import catalog
-from cron_bridge.http.strips import marks, parse_holder, strip, unrecorded, unrecorded_marks
+from cron_bridge.http.charts import marks, parse_holder, strip, unrecorded, unrecorded_marks
 from cron_bridge.http.views import marks_of
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Cron, Every, latest_occurrences

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cron_bridge import untrusted
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
+from cron_bridge.plumbing import inbound
 from cron_bridge.stores.base import RunRecord, Store
 
-__all__ = ["GROUP", "JOBS_GROUP", "Aside", "Ledger", "history", "with_stood_aside"]
+__all__ = ["GROUP", "JOBS_GROUP", "Ledger", "LostClaims", "history", "with_stood_aside"]
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ LEDGER_MAX = 100 * MAX_SPANS + 200  # bytes of one ledger's JSON
 # Ledgers a reader holds: replicas alive or gone within KEPT, far more than a namespace has;
 # past these the rest are left out (said once), so forged ledgers cannot fill a page or a beat.
 MAX_LEDGERS = 1000
-LEDGERS_BYTES = 4 * untrusted.MAX_BYTES
+LEDGERS_BYTES = 4 * inbound.MAX_BYTES
 MAX_NAMES = 10_000  # per job set; a larger set is written as "every job"
 FLUSH_INTERVAL = timedelta(seconds=5)  # how stale the end of an open span may be in the store
 KEPT = timedelta(days=7)  # a ledger that has not moved for this long is deleted (by anyone)
@@ -92,7 +92,7 @@ class Span:
         if not isinstance(raw, list) or len(raw) != 4:
             return None
         start, end, lost, jobs = raw
-        top = untrusted.MAX_EPOCH_MS
+        top = inbound.MAX_EPOCH_MS
         ints = all(type(v) is int and 0 <= v <= top for v in (start, lost))
         if not ints or not (end is None or (type(end) is int and start <= end <= top)):
             return None
@@ -265,7 +265,7 @@ def _parse(replica: str, text: str) -> _Replica | None:
     if not 0 < len(replica) <= _REPLICA_MAX or len(text) > LEDGER_MAX:
         return None
     try:
-        data = untrusted.loads(text)
+        data = inbound.loads(text)
     except ValueError:
         return None
     if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(data.get("spans"), list):
@@ -299,7 +299,7 @@ def prune(store: Store, now: datetime, *, keep: str) -> None:
         store.put_control(JOBS_GROUP, jobs, None)
 
 
-class Aside:
+class LostClaims:
     """The ledgers of a namespace, read once: who stood aside for an occurrence."""
 
     def __init__(self, store: Store) -> None:
@@ -308,7 +308,7 @@ class Aside:
         for replica, text in _ledgers(store).items():
             parsed = _parse(replica, text)
             if parsed is None:
-                untrusted.warn_once(
+                inbound.warn_once(
                     log,
                     GROUP,
                     replica,
@@ -373,7 +373,7 @@ def _read_jobs(store: Store, jobs: str) -> frozenset[str] | None:
     """A job set by its digest; None when it is "every job" (too large to list, or lost)."""
     text = store.control(JOBS_GROUP, jobs)
     try:
-        data = untrusted.loads(text) if text is not None else None
+        data = inbound.loads(text) if text is not None else None
     except ValueError:
         data = None
     names = data.get("names") if isinstance(data, dict) else None
@@ -396,7 +396,7 @@ def history(store: Store, job: str, n: int = 20) -> list[RunRecord]:
 
 
 def with_stood_aside(
-    store: Store, job: str, records: list[RunRecord], *, aside: Aside | None = None
+    store: Store, job: str, records: list[RunRecord], *, aside: LostClaims | None = None
 ) -> list[RunRecord]:
     """``records`` of ``job`` and, for each of their occurrences, a ``skipped-claimed`` record
     (reason ``stood aside``, dated at the occurrence) of every replica whose ledger covers it
@@ -407,7 +407,7 @@ def with_stood_aside(
     """
     if not records:
         return records
-    aside = aside or Aside(store)
+    aside = aside or LostClaims(store)
     by_occurrence: dict[str, list[RunRecord]] = {}
     for record in records:
         by_occurrence.setdefault(record.occurrence_id, []).append(record)
