@@ -11,22 +11,21 @@ A key of the wrong Redis type is unreadable, never an outage (``redis_types``): 
 what an absent key gives (a control group: what this process last read of it), a write leaves
 it and writes the rest of its batch, each warned once.
 
-Replies that carry what the store holds are read undecoded (redis-py's ``NEVER_DECODE``, also
-on a borrowed client that decodes), and turned into text by ``inbound.text``.
+Every call goes through the store's ``RedisLink`` (``redis_link``): one connection, its round
+trips counted, redis-py's errors made ``StoreUnavailable``. Replies that carry what the store
+holds are read undecoded (redis-py's ``NEVER_DECODE``, also on a borrowed client that
+decodes), and turned into text by ``inbound.text``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from importlib import resources
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from typing import Any
 
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
@@ -50,61 +49,16 @@ from cron_bridge.stores.base import (
 )
 
 try:
-    import redis
-    from redis.backoff import NoBackoff
-    from redis.client import NEVER_DECODE
-    from redis.cluster import RedisCluster
-    from redis.exceptions import NoScriptError, RedisClusterException
-    from redis.retry import Retry
-    from redis.sentinel import MasterNotFoundError
-
-    from cron_bridge.stores.redis_connect import connect, parse_sentinel_url
-    from cron_bridge.stores.redis_types import LastReads, is_wrong_type, warn_wrong_type
+    from cron_bridge.stores.redis_link import Client, RedisLink, lua_source, raw
+    from cron_bridge.stores.redis_types import LastReads, warn_wrong_type
     from cron_bridge.stores.redis_wait import Unconfirmed, claim_waiting
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError('the Redis store needs redis-py: pip install "cron-bridge[redis]"') from exc
 
 __all__ = ["RedisStore"]
 
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 _ONE_MS = timedelta(milliseconds=1)
-Client = redis.Redis | RedisCluster
-# redis-py raises RedisClusterException, outside RedisError, when no cluster node answers.
-_REDIS_ERRORS = (redis.RedisError, RedisClusterException)
-_RAW: dict[str, Any] = {NEVER_DECODE: True}  # the reply as the server sent it: bytes
-
-
-def _raw(client: Any, *command: Any) -> Any:
-    """Send ``command`` on a client or pipeline; its reply undecoded (bytes), whatever the
-    client's ``decode_responses``."""
-    return client.execute_command(*command, **_RAW)
-
-
-def _script(name: str) -> str:
-    return (resources.files("cron_bridge.stores") / "lua" / f"{name}.lua").read_text()
-
-
-_NEEDS_PASSWORD = (
-    "HELLO must be called with the client already authenticated",
-    "NOAUTH",
-    "Authentication required",
-)
-
-
-def _explained(exc: BaseException) -> str:
-    """redis-py's error, with what to do when it is about the password."""
-    text = str(exc)
-    if any(sign in text for sign in _NEEDS_PASSWORD):
-        # Said without a URL to copy: what leaves the process is redacted, and a URL's
-        # user-info, placeholder or not, is shown as ***.
-        return (
-            "the server needs a password, which goes in the URL before the host as "
-            f":PASSWORD@ or USER:PASSWORD@ ({text})"
-        )
-    if "WRONGPASS" in text or "invalid password" in text or "invalid username-password" in text:
-        return f"the server refused the user or password in the URL ({text})"
-    return text
 
 
 class RedisStore(Store):
@@ -140,34 +94,19 @@ class RedisStore(Store):
     ) -> None:
         super().__init__()
         self.prefix = prefix
-        self._timeout = connect_timeout
         self.history_limit = history_limit
         self.wait_replicas = wait_replicas
         self.wait_timeout = wait_timeout
-        self._sentinel_password = sentinel_password
-        self._lock = threading.Lock()
-        self._scripts: dict[str, tuple[str, str]] = {}  # name -> (source, sha1)
         self._unconfirmed = Unconfirmed()  # claims fewer than wait_replicas acknowledged
-        self._shown: str | None = None
         self._last_reads = LastReads()
-        if isinstance(client_or_url, str):
-            self._url = client_or_url
-            self._owned = True
-            self._client: Client | None = None
-            parts = urlsplit(client_or_url)
-            self._cluster = parts.scheme == "redis+cluster"
-            if parts.scheme == "redis+sentinel":
-                target = parse_sentinel_url(client_or_url)
-                self._shown = target.shown
-                self._host = f"{target.service} via {target.shown.split('/')[2]}"
-            else:
-                self._host = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
-        else:
-            self._client = client_or_url
-            self._owned = False
-            self._cluster = isinstance(client_or_url, RedisCluster)
-            self._host = _client_host(client_or_url)
-            self._url = f"{'redis+cluster' if self._cluster else 'redis'}://{self._host}"
+        self._link = RedisLink(
+            client_or_url,
+            timeout=connect_timeout,
+            sentinel_password=sentinel_password,
+            stats=self.stats,
+        )
+        self._cluster = self._link.cluster
+        self._host = self._link.host
         if wait_replicas and self._cluster:
             raise ConfigError(
                 "not supported on Redis Cluster; use a primary with replicas "
@@ -178,109 +117,13 @@ class RedisStore(Store):
 
     @property
     def url(self) -> str:
-        if self._shown is not None:
-            return self._shown
-        parts = urlsplit(self._url)
-        netloc = f"{parts.hostname or 'localhost'}" + (f":{parts.port}" if parts.port else "")
-        return parts._replace(netloc=netloc, query="").geturl()
-
-    def _connect(self) -> Client:
-        with self._lock:
-            if self._client is None:
-                # One try per call: the beat decides when to try again, and a call never
-                # takes longer than the timeout.
-                options: dict[str, Any] = {
-                    "socket_connect_timeout": self._timeout,
-                    "socket_timeout": self._timeout,
-                    "retry": Retry(NoBackoff(), 0),
-                    "decode_responses": False,  # decoded by inbound.text, not by redis-py
-                }
-                self._client = connect(
-                    self._url, options, sentinel_password=self._sentinel_password
-                )
-            return self._client
-
-    def _call(
-        self,
-        work: Callable[[Client], T],
-        *,
-        pipelines: int = 0,
-        commands: int = 1,
-        key: str | None = None,
-        holds: str = "",
-        otherwise: Any = None,
-    ) -> T:
-        """Run ``work`` and count its round trips: one per command, one per node per pipeline.
-
-        Args:
-            key: the one key ``work`` touches; when it is of another type than ``holds``, the
-                answer is ``otherwise`` (warned once), not ``StoreUnavailable``.
-        """
-        try:
-            client = self._connect()
-            result = work(client)
-        except MasterNotFoundError as exc:  # its text is the repr of every connection tried
-            raise StoreUnavailable(
-                "redis: no Sentinel named a reachable primary", host=self._host
-            ) from exc
-        except _REDIS_ERRORS as exc:
-            if key is None or not is_wrong_type(exc):
-                raise StoreUnavailable(f"redis: {_explained(exc)}", host=self._host) from exc
-            self._unusable(client, [key], holds)
-            result = otherwise
-        cluster = isinstance(client, RedisCluster)
-        nodes = len(client.get_primaries()) if cluster else 1  # type: ignore[union-attr]
-        self.stats.add(pipelines * nodes + commands)
-        return result
-
-    def _unusable(self, client: Client, keys: Sequence[str], holds: str) -> None:
-        """Warn once of each of ``keys`` the server found of the wrong type, by the type it
-        holds (asked only now: a warning is said again when the type changes)."""
-        try:
-            if len(keys) == 1:
-                found = [_raw(client, "TYPE", keys[0])]
-            else:
-                pipe = client.pipeline(transaction=False)
-                for key in keys:
-                    _raw(pipe, "TYPE", key)
-                found = pipe.execute()
-        except _REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"redis: {_explained(exc)}", host=self._host) from exc
-        for key, kind in zip(keys, found, strict=True):
-            warn_wrong_type(key, kind, holds, "skipped")
-
-    def _replies(self, client: Client, pipe: Any, keys: Sequence[str], holds: str) -> list[Any]:
-        """A pipeline's replies, one per command of ``keys`` in order, a command that met a key
-        of the wrong type giving None (warned once); any other error raises."""
-        replies = pipe.execute(raise_on_error=False)
-        wrong = []
-        for key, reply in zip(keys, replies, strict=True):
-            if is_wrong_type(reply):
-                wrong.append(key)
-            elif isinstance(reply, Exception):
-                raise reply
-        if wrong:
-            self._unusable(client, sorted(set(wrong)), holds)
-        return [None if is_wrong_type(reply) else reply for reply in replies]
-
-    def _run_script(self, client: Client, name: str, keys: list[str], args: list[Any]) -> Any:
-        """Run a script of ``lua/`` by its digest (loading it where the server lacks it); the
-        reply undecoded."""
-        if name not in self._scripts:
-            source = _script(name)
-            self._scripts[name] = (source, hashlib.sha1(source.encode()).hexdigest())
-        source, sha = self._scripts[name]
-        try:
-            return _raw(client, "EVALSHA", sha, len(keys), *keys, *args)
-        except NoScriptError:
-            client.script_load(source)
-            return _raw(client, "EVALSHA", sha, len(keys), *keys, *args)
+        return self._link.url
 
     def _key(self, key: str) -> str:
         return self.prefix + key
 
     def ping(self) -> None:
-        self._call(lambda client: client.ping())
+        self._link.call(lambda client: client.ping())
 
     def claim_many(
         self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
@@ -301,21 +144,21 @@ class RedisStore(Store):
                     unconfirmed=self._unconfirmed,
                     replicas=self.wait_replicas,
                     timeout=self.wait_timeout,
-                    advance=lambda pipe: pipe.eval(_script("advance_last"), 1, last, *advance),
-                    replies=lambda pipe, sent: self._replies(
+                    advance=lambda pipe: pipe.eval(lua_source("advance_last"), 1, last, *advance),
+                    replies=lambda pipe, sent: self._link.replies(
                         client, pipe, [*sent, last, ""], "string"
                     ),
                 )
                 self._check_last(kind)
                 return won
 
-            return self._call(waiting, pipelines=1)
+            return self._link.call(waiting, pipelines=1)
 
         if not self._cluster:
             # One script for the batch (the keys of a cluster live on several nodes); it reads
             # each job's last claimed occurrence from the keys.
             def script(client: Client) -> list[bool]:
-                flags, kind = self._run_script(
+                flags, kind = self._link.run_script(
                     client,
                     "claim_many",
                     [*keys, self._key("last")],
@@ -324,7 +167,7 @@ class RedisStore(Store):
                 self._check_last(kind)
                 return [flag == ord("1") for flag in bytes(flags)]
 
-            return self._call(script)
+            return self._link.call(script)
 
         advance = _advance(occurrences)
 
@@ -333,10 +176,12 @@ class RedisStore(Store):
             for key in keys:
                 pipe.set(key, owner, nx=True, px=expiry)
             won = [bool(answer) for answer in pipe.execute()]
-            self._check_last(self._run_script(client, "advance_last", [self._key("last")], advance))
+            self._check_last(
+                self._link.run_script(client, "advance_last", [self._key("last")], advance)
+            )
             return won
 
-        return self._call(work, pipelines=1, commands=1)
+        return self._link.call(work, pipelines=1, commands=1)
 
     def _check_last(self, kind: Any) -> None:
         """Warn once when a claim found ``last`` of another type than a hash (``kind``, as the
@@ -351,7 +196,7 @@ class RedisStore(Store):
 
     def holder(self, key: str) -> str | None:
         name = self._key(key)
-        owner = self._call(lambda client: _raw(client, "GET", name), key=name, holds="string")
+        owner = self._link.call(lambda client: raw(client, "GET", name), key=name, holds="string")
         return None if owner is None else inbound.text(owner, "claims and locks", key)
 
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
@@ -359,16 +204,16 @@ class RedisStore(Store):
             return []
         keys = [self._key(occurrence.claim_key) for occurrence in occurrences]
         if not self._cluster:
-            values = self._call(lambda client: _raw(client, "MGET", *keys))
+            values = self._link.call(lambda client: raw(client, "MGET", *keys))
         else:  # the keys live on several nodes: one pipeline, split by node
 
             def work(client: Client) -> list[Any]:
                 pipe = client.pipeline(transaction=False)
                 for key in keys:
-                    _raw(pipe, "GET", key)
-                return self._replies(client, pipe, keys, "string")
+                    raw(pipe, "GET", key)
+                return self._link.replies(client, pipe, keys, "string")
 
-            values = self._call(work, pipelines=1, commands=0)
+            values = self._link.call(work, pipelines=1, commands=0)
         return [
             None if value is None else inbound.text(value, "claims", key)
             for key, value in zip(keys, values, strict=True)
@@ -379,11 +224,11 @@ class RedisStore(Store):
     def put_control(self, group: str, key: str, value: str | None) -> None:
         name = self._key(f"controls:{group}")  # one hash per group
         if value is None:
-            done = self._call(
+            done = self._link.call(
                 lambda client: client.hdel(name, key) >= 0, key=name, holds="hash", otherwise=False
             )
         else:
-            done = self._call(
+            done = self._link.call(
                 lambda client: client.hset(name, key, value) >= 0,
                 key=name,
                 holds="hash",
@@ -394,7 +239,7 @@ class RedisStore(Store):
 
     def add_control(self, group: str, key: str, value: str) -> bool:
         name = self._key(f"controls:{group}")
-        added = self._call(
+        added = self._link.call(
             lambda client: int(client.hsetnx(name, key, value)),
             key=name,
             holds="hash",
@@ -408,7 +253,7 @@ class RedisStore(Store):
         if values:
             name = self._key(f"controls:{group}")
             mapping: Any = dict(values)  # redis-py's stubs want an invariant key type
-            done = self._call(
+            done = self._link.call(
                 lambda client: client.hset(name, mapping=mapping) >= 0,
                 key=name,
                 holds="hash",
@@ -426,7 +271,7 @@ class RedisStore(Store):
 
     def notify(self, channel: str) -> None:
         name = self._key(f"notify:{channel}")
-        self._call(lambda client: client.publish(name, "1"))
+        self._link.call(lambda client: client.publish(name, "1"))
 
     def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None] | None:
         name = self._key(f"notify:{channel}")
@@ -437,7 +282,7 @@ class RedisStore(Store):
             while not stop.is_set():
                 pubsub: Any = None
                 try:
-                    client: Any = self._connect()
+                    client: Any = self._link.client()
                     pubsub = client.pubsub(ignore_subscribe_messages=True)
                     pubsub.subscribe(name)
                     wait = 1.0
@@ -462,8 +307,8 @@ class RedisStore(Store):
     ) -> dict[str, str]:
         bounds = [most, max_bytes, inbound.MAX_BYTES, CONTROL_KEY_MAX]
         name = self._key(f"controls:{group}")
-        found = self._call(
-            lambda client: self._run_script(client, "controls", [name], bounds),
+        found = self._link.call(
+            lambda client: self._link.run_script(client, "controls", [name], bounds),
             key=name,
             holds="hash",
         )
@@ -476,8 +321,8 @@ class RedisStore(Store):
 
     def control(self, group: str, key: str) -> str | None:
         name = self._key(f"controls:{group}")
-        value = self._call(
-            lambda client: _raw(client, "HGET", name, key),
+        value = self._link.call(
+            lambda client: raw(client, "HGET", name, key),
             key=name,
             holds="hash",
             otherwise=self._last_reads.get(group).get(key),
@@ -493,8 +338,8 @@ class RedisStore(Store):
         if not jobs:
             return {}
         name = self._key("last")
-        values = self._call(
-            lambda client: _raw(client, "HMGET", name, *jobs),
+        values = self._link.call(
+            lambda client: raw(client, "HMGET", name, *jobs),
             key=name,
             holds="hash",
             otherwise=[None] * len(jobs),
@@ -504,14 +349,16 @@ class RedisStore(Store):
 
     def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
         return bool(
-            self._call(lambda client: client.set(self._key(key), owner, nx=True, px=ttl_ms(ttl)))
+            self._link.call(
+                lambda client: client.set(self._key(key), owner, nx=True, px=ttl_ms(ttl))
+            )
         )
 
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
         name, args = self._key(key), [owner, ttl_ms(ttl)]
         return bool(
-            self._call(
-                lambda client: self._run_script(client, "extend", [name], args),
+            self._link.call(
+                lambda client: self._link.run_script(client, "extend", [name], args),
                 key=name,
                 holds="string",
                 otherwise=0,
@@ -521,8 +368,8 @@ class RedisStore(Store):
     def release(self, key: str, owner: str) -> bool:
         name = self._key(key)
         return bool(
-            self._call(
-                lambda client: self._run_script(client, "release", [name], [owner]),
+            self._link.call(
+                lambda client: self._link.run_script(client, "release", [name], [owner]),
                 key=name,
                 holds="string",
                 otherwise=0,
@@ -538,7 +385,7 @@ class RedisStore(Store):
         if not self._cluster:  # one script for the batch
 
             def script(client: Client) -> None:
-                skipped = self._run_script(
+                skipped = self._link.run_script(
                     client, "record_many", keys, [self.history_limit, *values]
                 )
                 for key, kind in zip(skipped[::2], skipped[1::2], strict=True):
@@ -549,7 +396,7 @@ class RedisStore(Store):
                         "its records are not written, the others are",
                     )
 
-            self._call(script)
+            self._link.call(script)
             return
 
         def work(client: Client) -> None:
@@ -559,16 +406,16 @@ class RedisStore(Store):
             trimmed = sorted(set(keys))
             for key in trimmed:
                 pipe.ltrim(key, 0, self.history_limit - 1)
-            self._replies(client, pipe, [*keys, *trimmed], "list")
+            self._link.replies(client, pipe, [*keys, *trimmed], "list")
 
-        self._call(work, pipelines=1, commands=0)
+        self._link.call(work, pipelines=1, commands=0)
 
     def history(self, job: str, n: int = 20) -> list[RunRecord]:
         if n <= 0:
             return []
         name = self._key(f"runs:{job}")
-        items = self._call(
-            lambda client: _raw(client, "LRANGE", name, 0, n - 1),
+        items = self._link.call(
+            lambda client: raw(client, "LRANGE", name, 0, n - 1),
             key=name,
             holds="list",
             otherwise=[],
@@ -585,20 +432,20 @@ class RedisStore(Store):
                 client.set(
                     self._key(f"clock:{replica}"), repr(float(clock_offset_ms)), px=ttl_ms(ttl)
                 )
-            return self._run_script(
+            return self._link.run_script(
                 client, "heartbeat", [name], [replica, ttl_ms(ttl), ttl_ms(REPLICA_TTL_MAX)]
             )
 
         # Of the wrong type: not listed, and no clock of the server's to measure against.
-        expires_ms = self._call(work, key=name, holds="sorted set")
+        expires_ms = self._link.call(work, key=name, holds="sorted set")
         if expires_ms is None:
             return None
         return EPOCH + (int(expires_ms) - ttl_ms(ttl)) * _ONE_MS  # the server's TIME
 
     def replicas(self) -> list[ReplicaInfo]:
         limit, name = [ttl_ms(REPLICA_TTL_MAX)], self._key("replicas")
-        flat = self._call(
-            lambda client: self._run_script(client, "replicas", [name], limit),
+        flat = self._link.call(
+            lambda client: self._link.run_script(client, "replicas", [name], limit),
             key=name,
             holds="sorted set",
             otherwise=[0],
@@ -614,10 +461,10 @@ class RedisStore(Store):
             pipe = client.pipeline(transaction=False)
             clocks = [self._key(f"clock:{replica}") for replica, _ in pairs]
             for clock in clocks:
-                _raw(pipe, "GET", clock)
-            return self._replies(client, pipe, clocks, "string")
+                raw(pipe, "GET", clock)
+            return self._link.replies(client, pipe, clocks, "string")
 
-        offsets = self._call(offsets_of, pipelines=1, commands=0) if pairs else []
+        offsets = self._link.call(offsets_of, pipelines=1, commands=0) if pairs else []
         found = [
             live_replica(replica, ms, now_ms, _offset(offset))
             for (replica, ms), offset in zip(pairs, offsets or [None] * len(pairs), strict=True)
@@ -625,10 +472,7 @@ class RedisStore(Store):
         return [info for info in found if info is not None]
 
     def close(self) -> None:
-        with self._lock:
-            if self._owned and self._client is not None:
-                self._client.close()
-                self._client = None
+        self._link.close()
 
 
 def _advance(occurrences: Sequence[Occurrence]) -> list[Any]:
@@ -637,14 +481,6 @@ def _advance(occurrences: Sequence[Occurrence]) -> list[Any]:
     for occurrence in occurrences:
         latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
     return [value for item in sorted(latest.items()) for value in item]
-
-
-def _client_host(client: Client) -> str:
-    if isinstance(client, RedisCluster):
-        node = client.get_default_node()  # type: ignore[no-untyped-call]
-        return f"{node.host}:{node.port}" if node is not None else "redis-cluster"
-    kwargs = client.connection_pool.connection_kwargs
-    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
 
 def _record_from_json(item: bytes | str) -> RunRecord:

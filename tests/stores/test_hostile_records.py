@@ -63,7 +63,7 @@ def _raw_run(kit: StoreKit, store: Any, job: str, values: dict[str, Any]) -> Non
     """A run record written past ``record_many``'s checks, as a hostile peer writes it."""
     if kit.kind in REDIS_KINDS:
         text = values.get("raw") or json.dumps(values)
-        store._call(lambda c: c.lpush(store._key(f"runs:{job}"), text))
+        store._link.call(lambda c: c.lpush(store._key(f"runs:{job}"), text))
     elif kit.kind == "sqlite":
         row = [
             values.get(c, "x")
@@ -116,7 +116,9 @@ def _raw_run(kit: StoreKit, store: Any, job: str, values: dict[str, Any]) -> Non
 def _raw_replicas(kit: StoreKit, store: Any) -> None:
     """Heartbeats no beat writes: alive until 9e18 ms, or until a text."""
     if kit.kind in REDIS_KINDS:
-        store._call(lambda c: c.zadd(store._key("replicas"), {"evil-9e18": 9e18, MARKUP: 9e15}))
+        store._link.call(
+            lambda c: c.zadd(store._key("replicas"), {"evil-9e18": 9e18, MARKUP: 9e15})
+        )
     elif kit.kind == "sqlite":
         rows = [("evil-9e18", 9e18), ("evil-text", "soon")]
         store._run(lambda conn: conn.executemany("INSERT INTO replicas VALUES (?, ?)", rows))
@@ -143,7 +145,7 @@ def _raw_replicas(kit: StoreKit, store: Any) -> None:
 def _raw_last_claimed(kit: StoreKit, store: Any, job: str) -> None:
     """A last claimed occurrence far past the year 9999, for catch-up to read."""
     if kit.kind in REDIS_KINDS:
-        store._call(lambda c: c.hset(store._key("last"), job, "900000000000000000"))
+        store._link.call(lambda c: c.hset(store._key("last"), job, "900000000000000000"))
     elif kit.kind == "sqlite":
         store._run(
             lambda conn: conn.execute("INSERT INTO last_claimed VALUES (?, ?)", (job, 9 * 10**17))
@@ -439,7 +441,7 @@ def _write_through(store: Any, url: str) -> None:
         f"controls:{group}"
         for group in (control.PAUSES, control.CHANGES.format(job=hostile_bytes.OTHER))
     ]
-    kinds = {store._call(lambda c, k=key: c.type(store._key(k))) for key in written}
+    kinds = {store._link.call(lambda c, k=key: c.type(store._key(k))) for key in written}
     refused = bool(kinds - {b"hash", b"none", "hash", "none"})
     for args in (["pause", hostile_bytes.OTHER, *app_of], ["resume", hostile_bytes.OTHER, *app_of]):
         done = CliRunner().invoke(main, args)
