@@ -30,7 +30,7 @@ from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Job, Occurrence
 
 if TYPE_CHECKING:
-    from cron_bridge.stores.base import RunRecord
+    from cron_bridge.stores.records import RunRecord
 
 __all__ = [
     "NO_SPAN",

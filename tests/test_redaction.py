@@ -23,7 +23,7 @@ from cron_bridge.plumbing.redaction import (
     redact_url,
 )
 from cron_bridge.run import delivery as worker
-from cron_bridge.stores.base import LONG_TEXT_MAX, TRACEBACK_MAX, RunRecord
+from cron_bridge.stores.records import LONG_TEXT_MAX, TRACEBACK_MAX, RunRecord
 
 SECRET = "hunter2hunter2"
 

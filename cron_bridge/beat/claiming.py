@@ -32,7 +32,7 @@ from cron_bridge.control.lost_claims import Ledger
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Job
 from cron_bridge.stores import Store
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.records import RunRecord
 
 __all__ = ["SLICES_MAX", "SLICE_MIN", "ClaimStats", "Claimer", "Unanswered"]
 

@@ -17,7 +17,7 @@ from cron_bridge.errors import ConfigError
 from cron_bridge.plumbing.outbound import described
 from cron_bridge.queues.adapter import Dispatch
 from cron_bridge.queues.installed import get_adapter
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.records import RunRecord
 
 __all__ = ["Enqueuer"]
 

@@ -25,7 +25,8 @@ from cron_bridge.context import AbortSignal
 from cron_bridge.monitors import settle as settle_check_ins
 from cron_bridge.plumbing.outbound import logged_traceback
 from cron_bridge.run.guard import Guard
-from cron_bridge.stores.base import RunRecord, Store
+from cron_bridge.stores.base import Store
+from cron_bridge.stores.records import RunRecord
 
 __all__ = ["InFlight"]
 

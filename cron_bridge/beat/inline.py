@@ -13,7 +13,7 @@ from cron_bridge.context import AbortSignal
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.plumbing.outbound import described
 from cron_bridge.run.guard import Guard
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.records import RunRecord
 
 __all__ = ["InlineRunner"]
 

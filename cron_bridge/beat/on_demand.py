@@ -20,7 +20,7 @@ from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Job, Occurrence
 from cron_bridge.schedules import previous_occurrence
 from cron_bridge.stores import Store
-from cron_bridge.stores.base import Outcome, RunRecord
+from cron_bridge.stores.records import Outcome, RunRecord
 
 __all__ = ["RunResult", "Triggers"]
 

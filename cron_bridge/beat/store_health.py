@@ -20,7 +20,8 @@ from cron_bridge.beat.planning import Planned
 from cron_bridge.clock import Clock
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.run.recording import Recorder, log_records
-from cron_bridge.stores.base import Outcome, RunRecord, Store
+from cron_bridge.stores.base import Store
+from cron_bridge.stores.records import Outcome, RunRecord
 
 __all__ = ["Records", "StoreHealth"]
 

@@ -19,7 +19,8 @@ from cron_bridge.control import lost_claims
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Schedule
-from cron_bridge.stores.base import RunRecord, Store
+from cron_bridge.stores.base import Store
+from cron_bridge.stores.records import RunRecord
 
 __all__ = ["Audit", "OccurrenceReport", "audit", "final_outcome", "occurrence_report"]
 

@@ -22,7 +22,8 @@ from typing import Any
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Job
 from cron_bridge.plumbing import inbound
-from cron_bridge.stores.base import CONTROLS_MAX, Store
+from cron_bridge.stores.base import Store
+from cron_bridge.stores.records import CONTROLS_MAX
 
 __all__ = ["GROUP", "JobInfo", "Publisher", "first_seen", "publish", "publish_some", "read"]
 

@@ -37,7 +37,8 @@ from typing import Any
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
 from cron_bridge.plumbing import inbound
-from cron_bridge.stores.base import RunRecord, Store
+from cron_bridge.stores.base import Store
+from cron_bridge.stores.records import RunRecord
 
 __all__ = ["GROUP", "JOBS_GROUP", "Ledger", "LostClaims", "history", "with_stood_aside"]
 

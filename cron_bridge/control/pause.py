@@ -13,7 +13,7 @@ deletes the record; the next occurrence runs, and the paused ones are not caught
 
 What is read from the store is treated as hostile: a record that does not parse keeps its
 job paused (fail closed), with a warning; so does one the store cannot hand over (bytes that
-are not UTF-8, too large: ``stores.base.UNREADABLE``).
+are not UTF-8, too large: ``stores.records.UNREADABLE``).
 """
 
 from __future__ import annotations

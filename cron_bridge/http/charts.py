@@ -19,7 +19,7 @@ from cron_bridge.http.html import Markup, html, join
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing.keys import parse_lock_owner
 from cron_bridge.schedules import Schedule, latest_occurrences
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.records import RunRecord
 
 __all__ = [
     "STATES",

@@ -25,7 +25,7 @@ from cron_bridge.http.views import (
     next_run,
     zone_of,
 )
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.records import RunRecord
 from cron_bridge.windows import upcoming
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from cron_bridge.control.lost_claims import LostClaims
 from cron_bridge.http.charts import Mark
 from cron_bridge.jobs import Occurrence
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.records import RunRecord
 
 __all__ = ["FILTERS", "PER_PAGE", "Row", "filtered", "paged", "rows", "with_stood_aside"]
 

@@ -26,7 +26,7 @@ from cron_bridge.http.views import (
     next_run,
     zone_of,
 )
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.records import RunRecord
 
 if TYPE_CHECKING:
     from cron_bridge.jobs import Job

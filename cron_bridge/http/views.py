@@ -16,7 +16,8 @@ from cron_bridge.http.html import Markup, html, join
 from cron_bridge.http.layout import when
 from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.schedules import load_zone
-from cron_bridge.stores.base import RunRecord, Store
+from cron_bridge.stores.base import Store
+from cron_bridge.stores.records import RunRecord
 from cron_bridge.windows import NEVER
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from cron_bridge.plumbing.identity import make_replica_id
 from cron_bridge.run.guard import Guard
 from cron_bridge.run.recording import Recorder
 from cron_bridge.stores import Store, store_from_url
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.records import RunRecord
 from cron_bridge.stores.urls import DEFAULT_STORE
 
 __all__ = [

@@ -29,7 +29,8 @@ from cron_bridge.plumbing.keys import lock_key, lock_owner, parse_lock_owner
 from cron_bridge.plumbing.outbound import described, logged_traceback, sanitize
 from cron_bridge.run.lease import Lease, Releaser
 from cron_bridge.run.recording import Recorder
-from cron_bridge.stores.base import Outcome, RunRecord, Store
+from cron_bridge.stores.base import Store
+from cron_bridge.stores.records import Outcome, RunRecord
 
 __all__ = ["Guard"]
 

@@ -17,7 +17,8 @@ from collections import deque
 from collections.abc import Sequence
 
 from cron_bridge.errors import StoreUnavailable
-from cron_bridge.stores.base import RunRecord, Store
+from cron_bridge.stores.base import Store
+from cron_bridge.stores.records import RunRecord
 
 __all__ = ["LOGGED_EACH", "Recorder", "log_records"]
 

@@ -29,7 +29,7 @@ from cron_bridge.run.delivery import (
     worker_store,
 )
 from cron_bridge.storable import HANDLER_ATTR, refusal
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.records import RunRecord
 
 __all__ = ["REFUSED", "run_stored"]
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import typing as _typing
 
-from cron_bridge.stores.base import ReplicaInfo, RunRecord, Store, StoreStats
+from cron_bridge.stores.base import Store, StoreStats
 from cron_bridge.stores.memory import MemoryStore
+from cron_bridge.stores.records import ReplicaInfo, RunRecord
 from cron_bridge.stores.sqlite import SQLiteStore
 from cron_bridge.stores.urls import store_from_url
 

@@ -13,12 +13,12 @@ from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import (
+from cron_bridge.stores.base import Store
+from cron_bridge.stores.records import (
     CONTROLS_BYTES,
     CONTROLS_MAX,
     ReplicaInfo,
     RunRecord,
-    Store,
     control_records,
 )
 

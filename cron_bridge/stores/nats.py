@@ -33,21 +33,20 @@ from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import (
+from cron_bridge.stores.base import Store, ttl_ms
+from cron_bridge.stores.nats_link import NatsLink
+from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
     CONTROLS_MAX,
     UNREADABLE,
     ReplicaInfo,
     RunRecord,
-    Store,
     control_records,
     last_claimed_times,
     live_replica,
     readable,
-    ttl_ms,
 )
-from cron_bridge.stores.nats_link import NatsLink
 
 __all__ = ["NatsStore"]
 

@@ -23,21 +23,7 @@ from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.plumbing.redaction import redact_url
-from cron_bridge.stores.base import (
-    CONTROL_KEY_MAX,
-    CONTROLS_BYTES,
-    CONTROLS_MAX,
-    REPLICA_TTL_MAX,
-    UNREADABLE,
-    ReplicaInfo,
-    RunRecord,
-    Store,
-    control_records,
-    last_claimed_times,
-    live_replica,
-    readable,
-    ttl_ms,
-)
+from cron_bridge.stores.base import Store, ttl_ms
 from cron_bridge.stores.postgres_sql import (
     CLAIM,
     CONTROLS,
@@ -48,6 +34,19 @@ from cron_bridge.stores.postgres_sql import (
     fetch,
     own,
     table_names,
+)
+from cron_bridge.stores.records import (
+    CONTROL_KEY_MAX,
+    CONTROLS_BYTES,
+    CONTROLS_MAX,
+    REPLICA_TTL_MAX,
+    UNREADABLE,
+    ReplicaInfo,
+    RunRecord,
+    control_records,
+    last_claimed_times,
+    live_replica,
+    readable,
 )
 from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
 

@@ -121,7 +121,7 @@ DELETE FROM {runs} r USING (
 WHERE r.id = ranked.id AND ranked.newer > %s
 """
 
-# A control group within a reader's bounds (base.control_records): the keys of at most
+# A control group within a reader's bounds (records.control_records): the keys of at most
 # key_max bytes, each value while it and the values so far stay within their bounds, and how
 # many rows there are.
 CONTROLS = """

@@ -31,7 +31,8 @@ from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import (
+from cron_bridge.stores.base import Store, ttl_ms
+from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
     CONTROLS_MAX,
@@ -40,12 +41,10 @@ from cron_bridge.stores.base import (
     UNREADABLE,
     ReplicaInfo,
     RunRecord,
-    Store,
     control_records,
     last_claimed_times,
     live_replica,
     readable,
-    ttl_ms,
 )
 
 try:

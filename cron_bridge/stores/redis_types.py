@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 
 from cron_bridge.plumbing import inbound
-from cron_bridge.stores.base import CONTROLS_BYTES
+from cron_bridge.stores.records import CONTROLS_BYTES
 
 __all__ = ["LastReads", "is_wrong_type", "warn_wrong_type"]
 

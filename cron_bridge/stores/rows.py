@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from cron_bridge.stores.base import RunRecord
+from cron_bridge.stores.records import RunRecord
 
 __all__ = ["RUN_COLUMNS", "record_from_row", "record_to_row"]
 

@@ -24,7 +24,8 @@ from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import (
+from cron_bridge.stores.base import Store, ttl_ms
+from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
     CONTROLS_MAX,
@@ -32,12 +33,10 @@ from cron_bridge.stores.base import (
     UNREADABLE,
     ReplicaInfo,
     RunRecord,
-    Store,
     control_records,
     last_claimed_times,
     live_replica,
     readable,
-    ttl_ms,
 )
 from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
 
@@ -65,7 +64,7 @@ CREATE TABLE IF NOT EXISTS controls (
     grp TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (grp, key));
 """
 
-# A control group within a reader's bounds (base.control_records): the keys of at most
+# A control group within a reader's bounds (records.control_records): the keys of at most
 # :key_max bytes, each value while it and the values so far stay within their bounds, and how
 # many rows there are.
 _CONTROLS = """

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from cron_bridge.stores.base import Outcome
+from cron_bridge.stores.records import Outcome
 from tests.e2e.processes import REPO, BeatProcess, command_env, wait_for
 from tests.servers import RedisServer, free_port
 

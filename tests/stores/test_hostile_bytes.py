@@ -41,7 +41,7 @@ from cron_bridge.http import wsgi_app
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.plumbing.keys import lock_key
-from cron_bridge.stores import RunRecord, Store, base, store_from_url
+from cron_bridge.stores import RunRecord, Store, records, store_from_url
 from tests.conftest import StoreKit, make_kit, store_kinds
 from tests.e2e.test_http import SECRET
 
@@ -638,7 +638,7 @@ def test_a_reader_holds_no_more_of_a_control_group_than_its_bounds(
     )
     assert len(held) == lost_claims.MAX_LEDGERS
     assert sum(len(v) for v in held.values()) <= lost_claims.LEDGERS_BYTES
-    assert base.UNREADABLE in held.values(), "the records past the bytes are named, unread"
+    assert records.UNREADABLE in held.values(), "the records past the bytes are named, unread"
     said = [r.getMessage() for r in caplog.records if "more than a reader keeps" in r.getMessage()]
     assert len(said) == 1, said
     kit.close()
