@@ -13,7 +13,8 @@ from cron_bridge import Beat, JobContext, declare
 from cron_bridge.run import delivery as worker
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
-from tests.test_beat import beats, clock, eventually
+from tests.test_beat import beats, clock
+from tests.waiting import wait_for
 
 __all__ = ["beats", "clock"]  # fixtures
 
@@ -40,9 +41,11 @@ def test_an_async_inline_handler_is_awaited_and_its_failure_recorded(
     beats[0].start()
     clock.advance(1)
     # Both recorded (the handler appends to seen before its run is recorded).
-    eventually(
+    wait_for(
         lambda: all(len(store.history(j)) == 1 for j in ("async.tick", "async.broken")),
+        30,
         "both runs recorded",
+        every=0.01,
     )
     assert len(seen) == 1
     assert [r.outcome for r in store.history("async.tick")] == ["completed"]
@@ -65,7 +68,7 @@ def test_an_async_handler_sees_its_abort_on_the_event_loop(
     beats.append(Beat(store, [job], clock=clock))
     beats[0].start()
     clock.advance(1)
-    eventually(lambda: "took" in said, "the aborted run", timeout=20)
+    wait_for(lambda: "took" in said, 20, "the aborted run", every=0.01)
     assert (said["aborted"], said["reason"]) == (True, "timeout")
     assert said["took"] < 10  # type: ignore[operator]
 

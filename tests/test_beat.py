@@ -24,6 +24,7 @@ from cron_bridge.queues.installed import register
 from cron_bridge.stores import MemoryStore, RunRecord, Store
 from cron_bridge.testing import FakeClock
 from tests.blips import AnswerLost, ClaimsDown, LockBlips
+from tests.waiting import wait_for
 
 START = datetime(2026, 5, 1, 12, 0, 0, 500_000, tzinfo=UTC)
 
@@ -92,15 +93,6 @@ def beats() -> Iterator[list[Beat]]:
         beat.stop()
 
 
-def eventually(check: Any, what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def write_ledgers(beats: Iterable[Beat]) -> None:
     """Write each beat's ledger as its next heartbeat would (every 5 s of a running beat):
     ``history`` shows a replica standing aside once its ledger says that it asked."""
@@ -140,7 +132,12 @@ def test_three_beats_share_each_occurrence(clock: FakeClock, beats: list[Beat]) 
         beat.start()
     for step in range(1, 6):
         clock.advance(1)
-        eventually(lambda n=step: len(store.history("tick", 100)) == n, f"occurrence {step}")
+        wait_for(
+            lambda n=step: len(store.history("tick", 100)) == n,
+            30,
+            f"occurrence {step}",
+            every=0.01,
+        )
     for beat in beats:
         beat.stop()  # each writes where its ledger reached (else its next heartbeat does)
     assert total(store, "tick") == 3 * 5
@@ -161,7 +158,7 @@ def test_instance_scope_runs_on_every_replica_without_claims(
     for beat in beats:
         beat.start()
     clock.advance(1)
-    eventually(lambda: len(seen) == 3, "three runs")
+    wait_for(lambda: len(seen) == 3, 30, "three runs", every=0.01)
     assert len({ctx.replica for ctx in seen}) == 3
     assert store.claimed_by(Occurrence.parse(seen[0].occurrence_id)) is None
 
@@ -198,7 +195,7 @@ def test_jobs_can_be_added_and_removed_while_running(clock: FakeClock, beats: li
     job, seen = inline("later")
     beat.add(job)
     clock.advance(1)
-    eventually(lambda: len(seen) == 1, "a run after add")
+    wait_for(lambda: len(seen) == 1, 30, "a run after add", every=0.01)
     assert [j.name for j in beat.jobs()] == ["later"]
     beat.remove("later")
     clock.advance(3)
@@ -219,22 +216,24 @@ def test_replace_takes_over_where_the_old_schedule_stopped(clock: FakeClock) -> 
     beat.run_pending()  # armed at 12:00:02
     clock.set(START.replace(second=2, microsecond=0))
     beat.run_pending()  # fires 12:00:02
-    eventually(lambda: len(seen) == 1, "the first run")
+    wait_for(lambda: len(seen) == 1, 30, "the first run", every=0.01)
     every_second = declare("swap", every="1s", target="inline", handler=first.handler)
     beat.replace(every_second)  # 12:00:02 was fired: not again; 12:00:03 is new
     assert beat.run_pending() == START.replace(second=3, microsecond=0)
     clock.set(START.replace(second=3, microsecond=0))
     beat.run_pending()
-    eventually(lambda: len(seen) == 2, "the run of the new schedule")
+    wait_for(lambda: len(seen) == 2, 30, "the run of the new schedule", every=0.01)
     # Its lock is freed before its record is written: 12:00:04 must not meet it.
-    eventually(
+    wait_for(
         lambda: len([r for r in store.history("swap", 10) if r.outcome == "completed"]) == 2,
+        30,
         "the second run's record",
+        every=0.01,
     )
     beat.replace(first)  # back to 2 s before 12:00:04 came: fired once, by the new job
     clock.set(START.replace(second=4, microsecond=0))
     beat.run_pending()
-    eventually(lambda: len(seen) == 3, "the shared occurrence")
+    wait_for(lambda: len(seen) == 3, 30, "the shared occurrence", every=0.01)
     time.sleep(0.1)
     assert [s[-13:-5] for s in seen] == ["12:00:02", "12:00:03", "12:00:04"]
     assert len(set(seen)) == 3
@@ -256,7 +255,7 @@ def test_add_since_arms_from_that_time(clock: FakeClock) -> None:
     )
     beat.add(job, since=past)
     assert beat.run_pending() is None  # due at once
-    eventually(lambda: len(seen) == 1, "the run armed in the past")
+    wait_for(lambda: len(seen) == 1, 30, "the run armed in the past", every=0.01)
     late = declare(
         "late",
         at=past + timedelta(seconds=3),
@@ -281,7 +280,12 @@ def test_a_queue_target_is_enqueued_by_name_with_json_metadata(
     for beat in beats:
         beat.start()
     clock.advance(1)
-    eventually(lambda: len(queue.sent) == 1 and total(store, "report", beats) == 2, "enqueue")
+    wait_for(
+        lambda: len(queue.sent) == 1 and total(store, "report", beats) == 2,
+        30,
+        "enqueue",
+        every=0.01,
+    )
     (meta,) = queue.sent
     # The beat's trace context travels too once an OpenTelemetry provider is set (the
     # telemetry tests set one for the whole process): a W3C traceparent.
@@ -317,15 +321,15 @@ def test_a_broker_that_is_down_is_retried_within_the_grace_then_failed(
     beat.start()
     queue.down = True
     clock.advance(60)
-    eventually(lambda: queue.calls >= 3, "retries")
+    wait_for(lambda: queue.calls >= 3, 30, "retries", every=0.01)
     assert store.history("sync") == []
     clock.advance(11)
-    eventually(lambda: len(store.history("sync")) == 1, "the failed record")
+    wait_for(lambda: len(store.history("sync")) == 1, 30, "the failed record", every=0.01)
     (failed,) = store.history("sync")
     assert (failed.outcome, failed.error) == ("failed", "ConnectionError: broker down")
     queue.down = False
     clock.advance(50)
-    eventually(lambda: len(store.history("sync")) == 2, "the next occurrence")
+    wait_for(lambda: len(store.history("sync")) == 2, 30, "the next occurrence", every=0.01)
     assert store.history("sync")[0].outcome == "enqueued"
 
 
@@ -342,7 +346,7 @@ def test_a_send_whose_answer_was_lost_goes_again_marked_again_where_copies_are_r
     queue.lost_answers = 1
     beat.start()
     clock.advance(60)
-    eventually(lambda: len(store.history("landed")) == 1, "the enqueued record")
+    wait_for(lambda: len(store.history("landed")) == 1, 30, "the enqueued record", every=0.01)
     assert queue.again == [False, True]
     assert [r.outcome for r in store.history("landed")] == ["enqueued"]
 
@@ -363,7 +367,7 @@ def test_a_sender_with_no_guard_behind_it_never_sends_a_failed_send_again(
     queue.lost_answers = 1
     beat.start()
     clock.advance(60)
-    eventually(lambda: len(store.history("unguarded")) == 1, "the failed record")
+    wait_for(lambda: len(store.history("unguarded")) == 1, 30, "the failed record", every=0.01)
     (failed,) = store.history("unguarded")
     assert failed.outcome == "failed"
     assert failed.error == "ConnectionResetError: Connection closed by server."
@@ -371,11 +375,13 @@ def test_a_sender_with_no_guard_behind_it_never_sends_a_failed_send_again(
     assert len(queue.sent) == 1 and queue.calls == 1  # landed once, never sent again
     queue.down = True
     clock.advance(60)
-    eventually(lambda: len(store.history("unguarded")) == 2, "the second failed record")
+    wait_for(
+        lambda: len(store.history("unguarded")) == 2, 30, "the second failed record", every=0.01
+    )
     assert queue.calls == 2
     queue.down = False
     clock.advance(60)
-    eventually(lambda: len(store.history("unguarded")) == 3, "the next occurrence")
+    wait_for(lambda: len(store.history("unguarded")) == 3, 30, "the next occurrence", every=0.01)
     assert [r.outcome for r in store.history("unguarded")] == ["enqueued", "failed", "failed"]
     assert queue.calls == 3 and queue.again == [False, False]
 
@@ -391,7 +397,7 @@ def test_a_claimed_occurrence_asks_again_for_its_lock_through_a_store_blip(
     beats.append(beat)
     beat.start()
     clock.advance(1)
-    eventually(lambda: len(store.history("blip")) == 1, "the run after the blip")
+    wait_for(lambda: len(store.history("blip")) == 1, 30, "the run after the blip", every=0.01)
     (record,) = store.history("blip")
     assert record.outcome == "completed"
     assert [ctx.occurrence_id for ctx in seen] == [record.occurrence_id]
@@ -410,18 +416,29 @@ def test_a_claim_made_whose_answer_was_lost_is_run_once_when_asked_again(
     beats.extend([beat, other])
     beat.start()
     clock.advance(1)
-    eventually(lambda: store.failures == 0 and len(seen) == 1, "the run after the lost answer")
+    wait_for(
+        lambda: store.failures == 0 and len(seen) == 1,
+        30,
+        "the run after the lost answer",
+        every=0.01,
+    )
     other.start()
     clock.advance(1)
-    eventually(lambda: len(seen) == 2, "the next occurrence")
-    time.sleep(0.3)
-    assert len({ctx.occurrence_id for ctx in seen}) == len(seen) == 2, seen
+    wait_for(lambda: len(seen) == 2, 30, "the next occurrence", every=0.01)
     first = seen[0].occurrence_id
-    assert [
-        r.outcome
-        for r in store.history("lost.answer", 50)
-        if r.occurrence_id == first and r.outcome != "skipped-claimed"
-    ] == ["completed"]
+
+    def recorded() -> list[str]:
+        return [
+            r.outcome
+            for r in store.history("lost.answer", 50)
+            if r.occurrence_id == first and r.outcome != "skipped-claimed"
+        ]
+
+    # The handler has run; its record is written after it returns (late on a loaded machine).
+    wait_for(recorded, 30, "the first occurrence's record", every=0.01)
+    time.sleep(0.3)  # time for a second run, if one were coming
+    assert len({ctx.occurrence_id for ctx in seen}) == len(seen) == 2, seen
+    assert recorded() == ["completed"]
 
 
 def test_a_manual_run_of_an_occurrence_whose_claim_went_unanswered_never_runs_it_twice(
@@ -436,13 +453,13 @@ def test_a_manual_run_of_an_occurrence_whose_claim_went_unanswered_never_runs_it
     beats.append(beat)
     beat.start()
     clock.advance(1)
-    eventually(lambda: store.refused > 0, "a claim batch that failed")
+    wait_for(lambda: store.refused > 0, 30, "a claim batch that failed", every=0.01)
     result = beat.trigger("pressed")
     assert result.outcome == "completed" and result.trigger == "manual", result
     store.down = False
     clock.advance(0.5)
     clock.advance(0.5)
-    eventually(lambda: len(seen) >= 2, "the next occurrence")
+    wait_for(lambda: len(seen) >= 2, 30, "the next occurrence", every=0.01)
     time.sleep(0.3)
     ran = [ctx.occurrence_id for ctx in seen]
     assert ran.count(result.occurrence_id) == 1, ran
@@ -459,7 +476,7 @@ def test_a_lock_the_store_never_answers_for_fails_the_occurrence_out_loud(
     beats.append(beat)
     beat.start()
     clock.advance(1)
-    eventually(lambda: len(store.history("down")) == 1, "the failed record")
+    wait_for(lambda: len(store.history("down")) == 1, 30, "the failed record", every=0.01)
     (record,) = store.history("down")
     assert (record.outcome, record.error) == ("failed", "StoreUnavailable: blip (store at memory)")
     assert seen == []
@@ -478,10 +495,12 @@ def test_a_burst_is_claimed_in_slices_and_enqueued_once(
     for beat in beats:
         beat.start()
     clock.advance(60)
-    eventually(lambda: len(queue.sent) == 600, "the burst", timeout=30)
-    eventually(
+    wait_for(lambda: len(queue.sent) == 600, 30, "the burst", every=0.01)
+    wait_for(
         lambda: sum(total(store, f"burst.{n:03d}", beats) for n in range(600)) == 1800,
+        30,
         "the records",
+        every=0.01,
     )
     assert len({sent["occurrence_id"] for sent in queue.sent}) == 600
     for n in range(600):
@@ -584,11 +603,13 @@ def test_several_beats_in_one_process_keep_to_their_stores(
     for beat in beats:
         beat.start()
     clock.advance(1)
-    eventually(lambda: len(seen) == 2, "a run in each store")
+    wait_for(lambda: len(seen) == 2, 30, "a run in each store", every=0.01)
     # the record is written after the handler returns: wait for it, then compare
-    eventually(
+    wait_for(
         lambda: first.history("shared.name") and second.history("shared.name"),
+        30,
         "a record in each store",
+        every=0.01,
     )
     time.sleep(0.1)
     assert [r.outcome for r in first.history("shared.name")] == ["completed"]
@@ -649,9 +670,9 @@ def test_inline_jobs_can_be_declared_on_the_beat_itself(
         beat.every("1s", name="bad", misfire="later")(tick)
     beat.start()
     clock.advance(1)
-    eventually(lambda: len(seen) == 1, "the interval job")
+    wait_for(lambda: len(seen) == 1, 30, "the interval job", every=0.01)
     clock.advance(299)
-    eventually(lambda: "five" in seen, "the cron job")
+    wait_for(lambda: "five" in seen, 30, "the cron job", every=0.01)
 
 
 def module_level_handler(ctx: JobContext) -> None:

@@ -13,7 +13,8 @@ from cron_bridge.schedules import Every
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
 from cron_bridge.windows import NEVER, At, Window, parse_instant
-from tests.test_beat import START, beats, clock, eventually, inline, outcomes, total
+from tests.test_beat import START, beats, clock, inline, outcomes, total
+from tests.waiting import wait_for
 
 __all__ = ["beats", "clock"]  # fixtures
 
@@ -102,11 +103,14 @@ def test_a_one_off_runs_once_across_replicas_and_a_window_only_inside_it(
         beat.start()
     clock.advance(1)  # 12:00:01.5: nothing due yet
     clock.advance(1)  # 12:00:02.5: the one-off, and the window's first
-    eventually(
-        lambda: total(store, "once", beats) == 3 and total(store, "window", beats) == 3, "2.5 s"
+    wait_for(
+        lambda: total(store, "once", beats) == 3 and total(store, "window", beats) == 3,
+        30,
+        "2.5 s",
+        every=0.01,
     )
     clock.advance(1)  # 12:00:03.5: the window's last
-    eventually(lambda: total(store, "window", beats) == 6, "3.5 s")
+    wait_for(lambda: total(store, "window", beats) == 6, 30, "3.5 s", every=0.01)
     for _ in range(3):  # and nothing after
         clock.advance(1)
         time.sleep(0.2)

@@ -14,7 +14,8 @@ from cron_bridge.queues.adapter import Dispatch
 from cron_bridge.queues.installed import register
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
-from tests.test_beat import ListQueue, QueueTask, beats, clock, eventually
+from tests.test_beat import ListQueue, QueueTask, beats, clock
+from tests.waiting import wait_for
 
 __all__ = ["beats", "clock"]  # fixtures
 
@@ -62,7 +63,7 @@ def test_a_burst_writes_its_records_once_its_last_slice_is_sent(
     beats.append(beat)
     beat.start()
     clock.advance(60)
-    eventually(lambda: queue.records() == JOBS, "the records", timeout=30)
+    wait_for(lambda: queue.records() == JOBS, 30, "the records", every=0.01)
     assert len(queue.records_at_send) == 4  # one send per slice
     assert queue.records_at_send == [0, 0, 0, 0]  # none written while slices were left
     assert len({sent["occurrence_id"] for sent in queue.sent}) == JOBS
@@ -83,9 +84,11 @@ def test_a_burst_cut_short_by_stop_still_writes_what_it_sent(
     stopping = threading.Thread(target=beat.stop)
     stopping.start()
     # stop() aborts the burst after its shutdown_timeout; only then does the send return.
-    eventually(
+    wait_for(
         lambda: any(signal.aborted for signal in list(beat._dispatcher._inflight.values())),
+        30,
         "stop() aborting the burst",
+        every=0.01,
     )
     queue.release.set()
     stopping.join(30)

@@ -12,7 +12,8 @@ from cron_bridge import Beat, ConfigError
 from cron_bridge.control import pause as control
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
-from tests.test_beat import beats, clock, eventually, inline, outcomes, total
+from tests.test_beat import beats, clock, inline, outcomes, total
+from tests.waiting import wait_for
 
 __all__ = ["beats", "clock"]  # fixtures
 
@@ -26,11 +27,16 @@ def test_a_pause_holds_every_replica_and_each_occurrence_is_recorded_once(
     for beat in beats:
         beat.start()
     clock.advance(1)
-    eventually(lambda: total(store, "tick", beats) == 3, "the first occurrence")
+    wait_for(lambda: total(store, "tick", beats) == 3, 30, "the first occurrence", every=0.01)
     control.pause(store, "tick", reason="incident 42", by="cli:ops@laptop")
     for step in range(2, 5):
         clock.advance(1)
-        eventually(lambda n=step: total(store, "tick", beats) == 3 * n, f"occurrence {step}")
+        wait_for(
+            lambda n=step: total(store, "tick", beats) == 3 * n,
+            30,
+            f"occurrence {step}",
+            every=0.01,
+        )
     assert len(seen) == 1
     paused = [
         counts for counts in outcomes(store, "tick", beats).values() if "skipped-paused" in counts
@@ -42,7 +48,7 @@ def test_a_pause_holds_every_replica_and_each_occurrence_is_recorded_once(
 
     assert control.resume(store, "tick", by="cli:ops@laptop") is not None
     clock.advance(1)
-    eventually(lambda: len(seen) == 2, "the next occurrence after resume")
+    wait_for(lambda: len(seen) == 2, 30, "the next occurrence after resume", every=0.01)
     assert seen[-1].occurrence_id.endswith("12:00:05.000Z")  # the paused ones not caught up
     assert control.resume(store, "tick", by="cli:ops@laptop") is None  # not paused: no-op
 
@@ -58,8 +64,11 @@ def test_a_replica_started_while_paused_obeys_and_instance_jobs_pause_too(
     beats.append(Beat(store, [local, job], clock=clock, replica_id="late"))
     beats[0].start()
     clock.advance(1)
-    eventually(
-        lambda: total(store, "local", beats) == 1 and total(store, "tick", beats) == 1, "records"
+    wait_for(
+        lambda: total(store, "local", beats) == 1 and total(store, "tick", beats) == 1,
+        30,
+        "records",
+        every=0.01,
     )
     assert seen == [] and ran_local == []
     assert [r.outcome for r in store.history("local")] == ["skipped-paused"]
@@ -106,7 +115,12 @@ def test_resume_with_catch_up_runs_the_latest_paused_occurrence_once(
     pause = control.pause(store, "tick", by="cli:ops@laptop")
     for step in range(1, 4):
         clock.advance(1)
-        eventually(lambda n=step: total(store, "tick", beats) == 2 * n, f"occurrence {step}")
+        wait_for(
+            lambda n=step: total(store, "tick", beats) == 2 * n,
+            30,
+            f"occurrence {step}",
+            every=0.01,
+        )
     assert seen == []
     control.resume(store, "tick", by="cli:ops@laptop")
     first, second = (beat.catch_up_paused(pause) for beat in beats)

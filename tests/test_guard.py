@@ -26,7 +26,7 @@ from cron_bridge.schedules import Schedule
 from cron_bridge.stores import MemoryStore, RunRecord
 from cron_bridge.testing import FakeClock
 from tests.blips import FinishBlips
-from tests.test_beat import eventually
+from tests.waiting import wait_for
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -342,7 +342,7 @@ def test_the_heartbeat_extends_a_held_lock_while_the_handler_runs_and_stops_with
     lease = Lease(job.lock_ttl, time.monotonic())
     signal = AbortSignal()
     with Guard(store, "r1")._helped(job, lock, lease, signal):
-        eventually(lambda: store.sent.count(f"extend {lock[0]}") >= 2, "two extends")
+        wait_for(lambda: store.sent.count(f"extend {lock[0]}") >= 2, 30, "two extends", every=0.01)
         assert not signal.aborted  # renewed: the first lease ran out after 1.35 s
     assert guard_threads() == []
     assert store.holder(lock[0]) == lock[1]  # the helpers never free the lock themselves
@@ -419,7 +419,7 @@ def test_a_lock_whose_mark_failed_stays_held_until_the_mark_is_written() -> None
         assert held or store.finished(occurrence), "the lock was freed before the mark"
         return not held
 
-    eventually(freed, "the lock freed in the background")
+    wait_for(freed, 30, "the lock freed in the background", every=0.01)
 
 
 @pytest.mark.parametrize(

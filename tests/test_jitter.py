@@ -14,7 +14,8 @@ from cron_bridge.beat.planning import plan
 from cron_bridge.jobs import Job
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
-from tests.test_beat import beats, clock, eventually, inline, outcomes, total
+from tests.test_beat import beats, clock, inline, outcomes, total
+from tests.waiting import wait_for
 
 __all__ = ["beats", "clock"]  # fixtures
 
@@ -74,7 +75,7 @@ def test_a_jittered_occurrence_fires_at_its_time_once_with_the_scheduled_id(
     time.sleep(0.3)
     assert seen == []  # due, but its jittered time has not come
     clock.advance(timedelta(milliseconds=2))
-    eventually(lambda: total(store, "spread", beats) == 2, "the jittered run")
+    wait_for(lambda: total(store, "spread", beats) == 2, 30, "the jittered run", every=0.01)
     assert [ctx.occurrence_id for ctx in seen] == [job.occurrence(scheduled).id]
     occurrence_id = job.occurrence(scheduled).id
     assert outcomes(store, "spread", beats) == {

@@ -18,6 +18,7 @@ from cron_bridge.run.guard import Guard
 from cron_bridge.run.lease import Lease
 from cron_bridge.stores import MemoryStore
 from tests.blips import FinishBlips, ReleaseBlips
+from tests.waiting import waited
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -105,9 +106,7 @@ def test_a_lock_whose_release_failed_is_released_once_the_store_answers() -> Non
     guard = Guard(store, "r1")
     first = guard.run(job, Occurrence(job=job.name, scheduled_at=AT), trigger="schedule")
     assert first.outcome == "completed"
-    deadline = time.monotonic() + 10
-    while store.holder("active:blip.job") is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    waited(lambda: store.holder("active:blip.job") is None, 30, every=0.05)
     assert store.holder("active:blip.job") is None
     later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
     assert Guard(store, "r2").run(job, later, trigger="schedule").outcome == "completed"
@@ -125,9 +124,7 @@ def test_a_completed_run_whose_mark_failed_is_marked_before_its_lock_is_freed() 
     occurrence = Occurrence(job=job.name, scheduled_at=AT)
     first = Guard(store, "worker-a").run(job, occurrence, trigger="queue")
     assert first.outcome == "completed"
-    deadline = time.monotonic() + 10
-    while store.holder(lock_key(job.name)) is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    waited(lambda: store.holder(lock_key(job.name)) is None, 30, every=0.05)
     assert store.holder(lock_key(job.name)) is None  # freed long before its 30 s
     assert store.finished(occurrence)
     again = Guard(store, "worker-b").run(job, occurrence, trigger="queue")

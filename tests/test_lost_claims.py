@@ -16,7 +16,8 @@ from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Every
 from cron_bridge.stores import MemoryStore, RunRecord
 from cron_bridge.testing import FakeClock
-from tests.test_beat import beats, clock, eventually, inline
+from tests.test_beat import beats, clock, inline
+from tests.waiting import wait_for
 
 __all__ = ["beats", "clock"]  # fixtures
 
@@ -243,7 +244,12 @@ def test_three_beats_write_one_record_per_occurrence_and_few_ledgers(
     for step in range(1, 21):
         clock.advance(1)
         # the record, not the handler: the run's overlap lock is released before it
-        eventually(lambda n=step: len(store.history("tick", 100)) == n, f"occurrence {step}")
+        wait_for(
+            lambda n=step: len(store.history("tick", 100)) == n,
+            30,
+            f"occurrence {step}",
+            every=0.01,
+        )
     # Per replica: opened, then at most once per heartbeat (20 s: 4 of them, and one more at
     # the start); 60 if it were written per occurrence.
     assert store.puts.get(lost_claims.GROUP, 0) <= 3 * (1 + 20 // 5 + 1)
@@ -269,7 +275,7 @@ def test_a_fresh_manual_occurrence_shows_no_replica_standing_aside(
     for beat in beats:
         beat.start()
     clock.advance(10)
-    eventually(lambda: len(store.history("tick", 100)) == 1, "the scheduled run")
+    wait_for(lambda: len(store.history("tick", 100)) == 1, 30, "the scheduled run", every=0.01)
     clock.advance(2.5)
     forced = beats[0].trigger("tick", force=True)
     assert forced.outcome == "completed"

@@ -17,7 +17,8 @@ from cron_bridge.run.recording import Recorder
 from cron_bridge.stores import RunRecord
 from cron_bridge.testing import FakeClock
 from tests.blips import LockDownFor, RecordBlips
-from tests.test_beat import START, beats, clock, eventually, inline
+from tests.test_beat import START, beats, clock, inline
+from tests.waiting import wait_for
 
 __all__ = ["beats", "clock"]  # fixtures
 
@@ -71,7 +72,7 @@ def test_a_beat_writes_the_records_of_an_outage_once_the_store_answers(
     for _ in range(3):
         clock.advance(1)
         time.sleep(0.2)
-    eventually(lambda: len(store.history("tick")) == 3, "every run recorded")
+    wait_for(lambda: len(store.history("tick")) == 3, 30, "every run recorded", every=0.01)
     assert len(seen) == 3
     assert {r.outcome for r in store.history("tick")} == {"completed"}
 
@@ -86,7 +87,7 @@ def test_the_lock_is_asked_for_until_the_end_of_the_grace(
     beats.append(Beat(store, [job], clock=clock))
     beats[0].start()
     clock.advance(1)
-    eventually(lambda: len(store.history("blip")) == 1, "the run", timeout=15)
+    wait_for(lambda: len(store.history("blip")) == 1, 15, "the run", every=0.01)
     assert [r.outcome for r in store.history("blip")] == ["completed"]
     assert len(seen) == 1
     gaps = [b - a for a, b in zip(store.asked, store.asked[1:], strict=False)]

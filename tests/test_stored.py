@@ -14,7 +14,8 @@ from cron_bridge.control import pause as control
 from cron_bridge.control.schedules import FEED_GROUP, StoredSchedules
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
-from tests.test_beat import ListQueue, beats, clock, eventually, queue
+from tests.test_beat import ListQueue, beats, clock, queue
+from tests.waiting import wait_for
 
 __all__ = ["beats", "clock", "queue"]  # fixtures
 # Stored schedules are checked by the adapter they name (RQ's here).
@@ -121,13 +122,18 @@ def test_a_beat_follows_a_stored_schedule_and_drops_it(
     StoredSchedules(store).add("tenant.7", library="listqueue", task="proj.report", every="1s")
     # Followed within a second of real time: the look at the store is not on the fake clock,
     # which only has to move for the loop to come round.
-    eventually(lambda: has(beats[0], "tenant.7", clock), "the stored job")
+    wait_for(lambda: has(beats[0], "tenant.7", clock), 30, "the stored job", every=0.01)
     clock.advance(1)
-    eventually(lambda: any(m["job"] == "tenant.7" for m in queue.sent), "the stored job sent")
+    wait_for(
+        lambda: any(m["job"] == "tenant.7" for m in queue.sent),
+        30,
+        "the stored job sent",
+        every=0.01,
+    )
     assert queue.sent[-1]["trigger"] == "schedule"
     StoredSchedules(store).remove("tenant.7")
     clock.advance(timedelta(milliseconds=100))
-    eventually(lambda: not has(beats[0], "tenant.7", clock), "dropped")
+    wait_for(lambda: not has(beats[0], "tenant.7", clock), 30, "dropped", every=0.01)
     assert {j.task for j in beats[0].jobs()} == set()
 
 

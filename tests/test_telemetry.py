@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from cron_bridge import Beat, JobContext, declare
 from cron_bridge.stores import MemoryStore
 from cron_bridge.testing import FakeClock
-from tests.test_beat import START, eventually
+from tests.test_beat import START
+from tests.waiting import wait_for
 
 # OpenTelemetry's SDK.
 pytestmark = pytest.mark.extras
@@ -72,7 +73,7 @@ def test_an_inline_run_is_a_span_with_its_attributes_and_counts(
     beat.start()
     try:
         clock.advance(1)
-        eventually(lambda: len(spans.get_finished_spans()) == 2, "two spans")
+        wait_for(lambda: len(spans.get_finished_spans()) == 2, 30, "two spans", every=0.01)
     finally:
         beat.stop()
     by_name = {span.name: span for span in spans.get_finished_spans()}

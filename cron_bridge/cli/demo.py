@@ -36,6 +36,7 @@ __all__ = ["DemoTotals", "demo", "run_demo"]
 
 DEMO_APP = "cron_bridge_celery.demo"  # lives in the Celery adapter: the core imports no Celery
 WORKER_OUTCOMES = ("completed", "failed", "aborted", "skipped-overlap", "skipped-completed")
+STARTUP_LIMIT = 120.0  # seconds for every replica to come up before the duration starts
 SETTLED = timedelta(seconds=1)  # after every replica is up, before its occurrences count
 # A losing replica writes where its ledger reached at its heartbeat: an occurrence is shown
 # once every other replica's stand-aside is written, or this long after it was due.
@@ -51,17 +52,19 @@ class DemoTotals:
     duplicates: int = 0
     missed: int = 0
     failed: int = 0
+    complete: bool = True  # every replica came up and no process exited early
     lines: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.duplicates == 0 and self.missed == 0
+        return self.complete and self.duplicates == 0 and self.missed == 0
 
 
 def run_demo(
     *, replicas: int, duration: float, keep: bool, echo: Callable[[str], None]
 ) -> DemoTotals:
-    """Run the demo for ``duration`` seconds and return its totals."""
+    """Start the processes, run the demo for ``duration`` seconds from when every replica is
+    up (within ``STARTUP_LIMIT``), and return its totals."""
     jobs = _demo_jobs()
     folder = Path(tempfile.mkdtemp(prefix="cron-bridge-demo-"))
     store_url = f"sqlite:///{folder / 'store.db'}"
@@ -122,18 +125,28 @@ def run_demo(
     history = functools.partial(lost_claims.history, store)  # with the replicas that stood aside
     shown: set[str] = set()
     ready: datetime | None = None  # once every replica has said it is alive
+    exited = False
     try:
-        deadline = time.monotonic() + duration
+        # The duration counts from when every replica is up: on a busy machine starting
+        # them can take longer than the whole run.
+        deadline = time.monotonic() + STARTUP_LIMIT
         while time.monotonic() < deadline:
             time.sleep(0.5)
             if ready is None and len(store.replicas()) >= replicas:
                 ready = datetime.now(UTC)
+                deadline = time.monotonic() + duration
                 echo(f"all {replicas} replicas are up; from now on each occurrence:")
             if ready is not None:
                 _show_new(history, jobs, shown, echo, ready, replicas)
             if any(p.poll() is not None for p in [worker, *beats]):
                 echo("a demo process exited early; see the logs in the folder")
+                exited = True
                 break
+        if ready is None and not exited:
+            echo(
+                f"the replicas were not all up within {STARTUP_LIMIT:.0f} s; "
+                "see the logs in the folder"
+            )
         ended = datetime.now(UTC)
         for beat in beats:
             beat.send_signal(signal.SIGTERM)
@@ -151,6 +164,7 @@ def run_demo(
                 process.terminate()
                 process.wait(30)
     totals = _totals(store.history, jobs, ready or ended, ended)
+    totals.complete = ready is not None and not exited
     store.close()
     echo(
         f"totals: {totals.occurrences} occurrences, {totals.runs} runs, "
@@ -271,7 +285,11 @@ def _totals(
     help="How many beat replicas to start.",
 )
 @click.option(
-    "--duration", default=30, show_default=True, type=FiniteRange(5, 3600), help="Seconds to run."
+    "--duration",
+    default=30,
+    show_default=True,
+    type=FiniteRange(5, 3600),
+    help="Seconds to run, counted from when every replica is up.",
 )
 @click.option("--keep", is_flag=True, help="Keep the folder with the store and the logs.")
 def demo(replicas: int, duration: float, keep: bool) -> None:

@@ -6,8 +6,9 @@
 - ``overlap``: a job every second that takes 2.5 s.
 - ``long``: an on-demand job that runs until aborted (lock-lost and worker-kill tests).
 - ``async``: ``every``, with an ``async def`` task that awaits (``handle_async``).
-- ``retry``: a job every 4 s, attempts=3, whose first attempt takes 3 s and fails, so that
-  its retry (1.5 s later) comes back while the next occurrence holds the lock.
+- ``retry``: a job every 6 s, attempts=3, whose first attempt takes 3 s and fails, so that
+  its retry (CB_TEST_RETRY_AFTER seconds later, 4.5 by default) comes back while the next
+  occurrence holds the lock.
 - ``pause``: an hourly job whose first run (of this process tree: a marker file beside the
   journal) pauses writes on the Redis at CB_TEST_PAUSE_REDIS for CB_TEST_PAUSE_MS as it
   ends, so the store refuses the run's own record write.
@@ -62,7 +63,8 @@ def _options() -> dict[str, Any]:
     if SCENARIO == "overlap":
         return {"every": "1s", "lock_ttl": "3s"}
     if SCENARIO == "retry":
-        return {"every": "4s", "attempts": 3, "backoff": Backoff.fixed(1.5)}
+        after = float(os.environ.get("CB_TEST_RETRY_AFTER", "4.5"))
+        return {"every": "6s", "attempts": 3, "backoff": Backoff.fixed(after)}
     if SCENARIO == "pause":
         return {"every": "1h", "misfire_grace": "30s"}
     if SCENARIO == "long":

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -234,16 +234,6 @@ class CeleryProcess(Service):
 
     def argv(self) -> list[str]:
         return [sys.executable, "-m", "celery", "-A", self.app, *self.args]
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``check`` until true; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def outcomes_by_occurrence(store: Store, jobs: Iterable[str]) -> dict[str, Counter[str]]:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from playwright.sync_api import Browser, Page
 
-from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
+from tests.e2e.processes import BeatProcess, cli, command_env
 from tests.servers import free_port
+from tests.waiting import wait_for
 
 SECRET = "a-dashboard-secret-for-the-scene-only"
 APP = "tests.apps.scene_app"

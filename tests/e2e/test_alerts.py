@@ -18,8 +18,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from cron_bridge.stores.records import Outcome
-from tests.e2e.processes import REPO, BeatProcess, command_env, wait_for
+from tests.e2e.processes import REPO, BeatProcess, command_env
 from tests.servers import RedisServer, free_port
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

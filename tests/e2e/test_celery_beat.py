@@ -16,8 +16,9 @@ import pytest
 from cron_bridge.jobs import Occurrence
 from cron_bridge_celery.scheduler import job_name
 from tests.apps import journal
-from tests.e2e.processes import CeleryProcess, command_env, wait_for
+from tests.e2e.processes import CeleryProcess, command_env
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

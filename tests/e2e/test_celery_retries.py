@@ -13,9 +13,10 @@ import pytest
 
 from cron_bridge.stores import store_from_url
 from tests.apps import journal
-from tests.e2e.processes import Worker, cli, command_env, wait_for
+from tests.e2e.processes import Worker, cli, command_env
 from tests.e2e.test_celery_twin import celery_python
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 __all__ = ["celery_python"]  # the fixture: this environment's Celery and the lowest declared

@@ -26,8 +26,9 @@ import pytest
 import redis
 
 from tests.conftest import unavailable
-from tests.e2e.processes import REPO, Service, command_env, wait_for
+from tests.e2e.processes import REPO, Service, command_env
 from tests.servers import RedisServer, ServerUnavailable
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

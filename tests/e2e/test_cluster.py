@@ -21,14 +21,9 @@ from cron_bridge.schedules import Every
 from cron_bridge.stores import store_from_url
 from tests.apps import journal
 from tests.conftest import make_kit
-from tests.e2e.processes import (
-    BeatProcess,
-    command_env,
-    outcomes_by_occurrence,
-    records_of,
-    wait_for,
-)
+from tests.e2e.processes import BeatProcess, command_env, outcomes_by_occurrence, records_of
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -29,8 +29,9 @@ from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import parse_duration
 from cron_bridge.stores import RunRecord, store_from_url
 from tests.conftest import make_kit
-from tests.e2e.processes import REPO, Service, outcomes_by_occurrence, records_of, wait_for
+from tests.e2e.processes import REPO, Service, outcomes_by_occurrence, records_of
 from tests.servers import RedisServer, free_port
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

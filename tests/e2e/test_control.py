@@ -16,9 +16,10 @@ from cron_bridge.control import lost_claims
 from cron_bridge.jobs import Occurrence
 from tests.apps import journal
 from tests.conftest import make_kit
-from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
+from tests.e2e.processes import BeatProcess, cli, command_env
 from tests.e2e.test_http import SECRET, call
 from tests.servers import free_port
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

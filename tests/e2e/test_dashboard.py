@@ -11,9 +11,10 @@ from playwright.sync_api import ConsoleMessage, Page, sync_playwright
 
 from cron_bridge.control import pause as control
 from cron_bridge.stores import store_from_url
-from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.e2e.processes import BeatProcess, command_env
 from tests.e2e.test_cluster import wait_until_live
 from tests.servers import free_port
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

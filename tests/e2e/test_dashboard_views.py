@@ -9,9 +9,10 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from tests.apps import journal
-from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.e2e.processes import BeatProcess, command_env
 from tests.e2e.test_dashboard import SECRET, sign_in
 from tests.servers import free_port
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

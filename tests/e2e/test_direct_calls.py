@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.apps import direct, journal
-from tests.e2e.processes import Worker, command_env, wait_for
+from tests.e2e.processes import Worker, command_env
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

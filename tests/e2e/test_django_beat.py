@@ -28,8 +28,9 @@ from cron_bridge.stores import store_from_url
 from cron_bridge_celery.scheduler import job_name
 from cron_bridge_celery.schedules import SolarSchedule
 from tests.apps import journal
-from tests.e2e.processes import REPO, CeleryProcess, command_env, wait_for
+from tests.e2e.processes import REPO, CeleryProcess, command_env
 from tests.servers import PostgresServer, RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

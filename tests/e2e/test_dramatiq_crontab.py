@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 import redis
 
-from tests.e2e.processes import Command, cli, command_env, wait_for
+from tests.e2e.processes import Command, cli, command_env
 from tests.e2e.test_periodiq import messages  # what reached a Dramatiq Redis broker
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,9 @@ from cron_bridge import Beat, ConfigError, declare
 from cron_bridge.http import asgi_app, wsgi_app
 from cron_bridge.stores import MemoryStore
 from tests.apps import journal
-from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.e2e.processes import BeatProcess, command_env
 from tests.servers import free_port
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

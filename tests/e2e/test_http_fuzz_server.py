@@ -19,10 +19,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.e2e.processes import BeatProcess, command_env
 from tests.e2e.test_http import SECRET
 from tests.servers import free_port
 from tests.test_http_fuzz import CONTROL, EXPECTED, check_body
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

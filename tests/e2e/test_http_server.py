@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from cron_bridge.http.serve import REQUEST_TIMEOUT
-from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
+from tests.e2e.processes import BeatProcess, cli, command_env
 from tests.servers import free_port
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import cli, wait_for
+from tests.e2e.processes import cli
 from tests.e2e.test_queues import Stack, running, stop_all
 from tests.e2e.test_sentry_beat import Recorder
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,9 @@ import pytest
 
 from cron_bridge.control import pause as control
 from cron_bridge.stores import store_from_url
-from tests.e2e.processes import REPO, command_env, wait_for
+from tests.e2e.processes import REPO, command_env
 from tests.servers import free_port
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.e2e.processes import BeatProcess, command_env
 from tests.e2e.test_cluster import wait_until_live
 from tests.e2e.test_queues import Stack
 from tests.servers import RedisServer, free_port
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

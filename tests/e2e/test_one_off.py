@@ -12,7 +12,8 @@ import pytest
 from cron_bridge.control import lost_claims
 from cron_bridge.stores import store_from_url
 from tests.apps import journal
-from tests.e2e.processes import BeatProcess, cli, command_env, wait_for
+from tests.e2e.processes import BeatProcess, cli, command_env
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

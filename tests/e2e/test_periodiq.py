@@ -16,8 +16,9 @@ import dramatiq
 import pytest
 import redis
 
-from tests.e2e.processes import Command, command_env, wait_for
+from tests.e2e.processes import Command, command_env
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

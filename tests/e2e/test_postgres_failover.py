@@ -25,8 +25,9 @@ from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import Store, store_from_url
 from tests.apps import journal
 from tests.conftest import unavailable
-from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.e2e.processes import BeatProcess, command_env
 from tests.servers import PostgresServer, PostgresStandby, ServerUnavailable
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

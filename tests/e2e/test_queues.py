@@ -25,16 +25,9 @@ from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import Store, store_from_url
 from tests.apps import journal
 from tests.conftest import unavailable
-from tests.e2e.processes import (
-    REPO,
-    BeatProcess,
-    Worker,
-    cli,
-    command_env,
-    outcomes_by_occurrence,
-    wait_for,
-)
+from tests.e2e.processes import REPO, BeatProcess, Worker, cli, command_env, outcomes_by_occurrence
 from tests.servers import RedisServer, ServerUnavailable, free_port
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -584,11 +577,17 @@ def test_an_async_task_runs_on_a_real_worker_under_the_guard(
 def test_a_retry_that_meets_the_next_occurrences_lock_waits_and_runs(
     library: str, tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    """A job every 4 s, attempts=3, whose first attempt takes 3 s and fails: its retry comes
-    back 1.5 s later (RQ: 3 s), while the next occurrence holds the lock. On workers that run
-    several at once (Dramatiq's default 8 threads, Celery -c 2, two RQ workers) the retry
-    waits for the lock and runs: every occurrence completes on attempt 2. (Before, the retry
-    was recorded skipped-overlap and never tried again: half the occurrences were lost.)"""
+    """A job every 6 s, attempts=3, whose first attempt takes 3 s and fails: its retry comes
+    back 4.5 s later (RQ: 4 s, which its scheduler's poll makes 4 to 5), 1.5 s into the next
+    occurrence's first attempt, which holds the lock. On workers that run several at once
+    (Dramatiq's default 8 threads, Celery -c 2, two RQ workers) the retry waits for the lock
+    and runs: every occurrence completes on attempt 2. (Before, the retry was recorded
+    skipped-overlap and never tried again: half the occurrences were lost.)
+
+    The timeline leaves 1.5 s on each side of the retry's arrival and 2.5 s after its run:
+    with 0.5 s (every 4 s, retry after 1.5 s) a loaded machine's late send let the retry
+    take the lock first, and the next occurrence was skipped behind it, as overlap="skip"
+    says it must be."""
     name = uuid.uuid4().hex[:8]
     stack = Stack(
         library=library,
@@ -600,7 +599,7 @@ def test_a_retry_that_meets_the_next_occurrences_lock_waits_and_runs(
         folder=tmp_path,
         notes=tmp_path / "journal.jsonl",
     )
-    env = stack.env("retry")
+    env = stack.env("retry", CB_TEST_RETRY_AFTER="4" if library == "rq" else "4.5")
     several = {"concurrency": 2, "threads": None}  # Celery -c 2; Dramatiq's default threads
     workers = [
         Worker(
@@ -619,17 +618,25 @@ def test_a_retry_that_meets_the_next_occurrences_lock_waits_and_runs(
     try:
         wait_for(lambda: len(stack.lines("attempt")) >= 1, 60, "the first attempt")
         began = time.time()
-        time.sleep(22)
+        time.sleep(26)  # four occurrences or more
         ended = time.time()
         for beat in services[len(workers) :]:
             beat.terminate()
-        time.sleep(12)  # the last retries come back and run
+        due = [s for s in range(math.ceil(began), math.floor(ended) + 1) if s % 6 == 0]
+        second_attempts = {Occurrence(job=stack.job, scheduled_at=_at(second)).id for second in due}
+
+        def retried() -> bool:
+            seen = {
+                line["occurrence_id"] for line in stack.lines("attempt") if line["attempt"] == 2
+            }
+            return second_attempts <= seen
+
+        wait_for(retried, 60, "every due occurrence's second attempt")
     finally:
         stop_all(services)
     attempts = Counter((line["occurrence_id"], line["attempt"]) for line in stack.lines("attempt"))
     assert max(attempts.values()) == 1, attempts.most_common(3)
     outcomes = outcomes_by_occurrence(store, [stack.job])
-    due = [s for s in range(math.ceil(began), math.floor(ended) + 1) if s % 4 == 0]
     assert len(due) >= 4, due
     waited = 0
     for second in due:
@@ -638,7 +645,7 @@ def test_a_retry_that_meets_the_next_occurrences_lock_waits_and_runs(
         assert outcomes[occurrence]["completed"] == 1, (occurrence, outcomes[occurrence])
         assert not outcomes[occurrence]["skipped-overlap"], (occurrence, outcomes[occurrence])
         retried_at = _line(stack, "attempt", occurrence, 2)["at"]
-        later = Occurrence(job=stack.job, scheduled_at=_at(second + 4)).id
+        later = Occurrence(job=stack.job, scheduled_at=_at(second + 6)).id
         let_go = _line(stack, "failed", later, 1).get("at", math.inf)
         waited += retried_at >= let_go  # it ran once the next occurrence's first attempt let go
     assert waited >= len(due) - 1, "the retries met the next occurrence's lock and waited"

@@ -20,8 +20,9 @@ from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import store_from_url
 from tests.apps import journal
-from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.e2e.processes import BeatProcess, command_env
 from tests.servers import RedisSentinel
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

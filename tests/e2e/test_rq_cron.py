@@ -18,8 +18,9 @@ from rq import Queue
 from rq.cron import CronScheduler
 from rq.job import Job
 
-from tests.e2e.processes import REPO, Command, cli, command_env, wait_for
+from tests.e2e.processes import REPO, Command, cli, command_env
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

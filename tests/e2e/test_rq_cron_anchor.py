@@ -19,8 +19,9 @@ from rq import Queue
 from cron_bridge import Occurrence
 from cron_bridge.stores import store_from_url
 from cron_bridge_rq.rq_cron import ANCHORS, job_name
-from tests.e2e.processes import Command, command_env, wait_for
+from tests.e2e.processes import Command, command_env
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,9 @@ import redis
 from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.stores import store_from_url
 from tests.conftest import unavailable
-from tests.e2e.processes import REPO, BeatProcess, Command, Worker, cli, command_env, wait_for
+from tests.e2e.processes import REPO, BeatProcess, Command, Worker, cli, command_env
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import unavailable
-from tests.e2e.processes import CeleryProcess, command_env, wait_for
+from tests.e2e.processes import CeleryProcess, command_env
 from tests.servers import RedisServer, ServerUnavailable
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

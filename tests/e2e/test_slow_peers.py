@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from cron_bridge.stores import store_from_url
-from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.e2e.processes import BeatProcess, command_env
 from tests.e2e.test_queues import Stack, running, stop_all
 from tests.peers import trickling
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,9 @@ import pytest
 from cron_bridge.jobs import Occurrence
 from tests.apps import journal
 from tests.conftest import make_kit
-from tests.e2e.processes import BeatProcess, Worker, cli, command_env, wait_for
+from tests.e2e.processes import BeatProcess, Worker, cli, command_env
 from tests.servers import RedisServer
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -21,9 +21,10 @@ from cron_bridge.storable import ENV
 from cron_bridge.stores import RunRecord, store_from_url
 from tests.apps import journal
 from tests.conftest import make_kit
-from tests.e2e.processes import BeatProcess, Worker, cli, command_env, wait_for
+from tests.e2e.processes import BeatProcess, Worker, cli, command_env
 from tests.e2e.test_http import SECRET, call
 from tests.servers import RedisServer, free_port
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

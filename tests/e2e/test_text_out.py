@@ -24,7 +24,8 @@ import pytest
 
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import RunRecord, store_from_url
-from tests.e2e.processes import BeatProcess, command_env, wait_for
+from tests.e2e.processes import BeatProcess, command_env
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

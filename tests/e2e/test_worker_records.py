@@ -17,9 +17,10 @@ import redis
 
 from cron_bridge.stores import Store
 from tests.conftest import unavailable
-from tests.e2e.processes import Service, wait_for
+from tests.e2e.processes import Service
 from tests.e2e.test_queues import Stack, floor_python, running, stop_all
 from tests.servers import RedisServer, ServerUnavailable
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

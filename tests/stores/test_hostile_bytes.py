@@ -44,6 +44,7 @@ from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.stores import RunRecord, Store, records, store_from_url
 from tests.conftest import StoreKit, make_kit, store_kinds
 from tests.e2e.test_http import SECRET
+from tests.waiting import wait_for
 
 EXAMPLES = 50  # per store: 15 to 40 s each on a loaded machine
 # NATS: every read of a run list or a control group is a JetStream consumer, kept by the server
@@ -478,15 +479,6 @@ def _ran_since(store: Store, job: str, since: datetime) -> bool:
     return any(r.outcome == "completed" and r.started_at > since for r in store.history(job, 200))
 
 
-def _wait(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s: {what}")
-
-
 def _jobs() -> list[Job]:
     return [
         declare(TICK, every="1s", target="inline", handler=lambda ctx: None),
@@ -511,7 +503,9 @@ def test_hostile_bytes_in_any_record_leave_every_reader_and_the_beat_going(
     app = wsgi_app(beat, secret=SECRET)
     beat.start()
     try:
-        _wait(lambda: _ran_since(store, TICK, datetime.min.replace(tzinfo=UTC)), "a first run")
+        wait_for(
+            lambda: _ran_since(store, TICK, datetime.min.replace(tzinfo=UTC)), 30, "a first run"
+        )
 
         @settings(
             max_examples=EXAMPLES_NATS if hostile_kit.kind == "nats" else EXAMPLES,
@@ -533,7 +527,7 @@ def test_hostile_bytes_in_any_record_leave_every_reader_and_the_beat_going(
                 raw.write(Write(kind, f"edge.{number}".encode(), value, PAGE))
         read_everything(store, jobs, app, hostile_kit.url)
         after = datetime.now(UTC)
-        _wait(lambda: _ran_since(store, TICK, after), "a run after the hostile writes")
+        wait_for(lambda: _ran_since(store, TICK, after), 30, "a run after the hostile writes")
         health = beat.health()
         assert health["running"] and health["store_reachable"], health
     finally:
@@ -543,7 +537,7 @@ def test_hostile_bytes_in_any_record_leave_every_reader_and_the_beat_going(
     since = datetime.now(UTC)
     second.start()
     try:
-        _wait(lambda: _ran_since(started, TICK, since), "a run by a beat started on them")
+        wait_for(lambda: _ran_since(started, TICK, since), 30, "a run by a beat started on them")
         assert second.health()["running"], second.health()
     finally:
         second.stop()

@@ -36,6 +36,7 @@ from cron_bridge.stores.base import done_key
 from tests.conftest import StoreKit, make_kit
 from tests.e2e.test_http import SECRET
 from tests.stores import test_hostile_bytes as hostile_bytes
+from tests.waiting import waited
 
 DEEP = "[" * 100_000 + "]" * 100_000
 MEGA = "x" * 900_000  # under the 1 MB a NATS message may carry
@@ -256,9 +257,7 @@ def test_hostile_records_in_every_store_stop_nothing(
     app = wsgi_app(beat, secret=SECRET)
     try:
         beat.start()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and len(ran) < 3:
-            time.sleep(0.1)
+        waited(lambda: len(ran) >= 3, 30)
         assert len(ran) >= 3, "the declared job stopped running"
         assert "tenant.good" in {j.name for j in beat.jobs()}, "the good stored schedule"
         health = beat.health()
@@ -324,16 +323,12 @@ def test_a_beat_whose_loop_keeps_failing_says_so_in_its_health(
     app = wsgi_app(beat, secret=SECRET)
     try:
         beat.start()
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and beat.health()["running"]:
-            time.sleep(0.1)
+        waited(lambda: not beat.health()["running"], 30)
         status, body = _page(app, "/_scheduler/healthz")
         assert status.startswith("503") and "failed 3 ticks in a row (RuntimeError)" in body
         assert "an answer nobody expected" not in body  # the message stays in the log
         store.broken = False
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and not beat.health()["running"]:
-            time.sleep(0.1)
+        waited(lambda: beat.health()["running"], 30)
         assert _page(app, "/_scheduler/healthz")[0].startswith("200")
     finally:
         beat.stop()

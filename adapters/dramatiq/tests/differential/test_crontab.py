@@ -99,8 +99,6 @@ def compare(text: str, zone: str) -> dict[str, int]:
         How many times each named difference applied.
     """
     trigger = CronTrigger.from_crontab(text, timezone=ZoneInfo(zone))
-    ours = list(drop_in(trigger).occurrences(START, END))
-    theirs = trigger_fires(trigger)
     schedule = drop_in(trigger)
     ours = set(schedule.occurrences(START, END))
     theirs = set(trigger_fires(trigger))
