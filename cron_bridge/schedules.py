@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import heapq
 import math
 import os
 import re
@@ -282,7 +283,33 @@ class Cron:
                         best = instant
 
     def occurrences(self, start: datetime, end: datetime) -> Iterator[datetime]:
-        return _iterate(self, start, end)
+        return self._walk(_aware_utc(start), _aware_utc(end))
+
+    def _walk(self, after: datetime, end: datetime) -> Iterator[datetime]:
+        """What successive ``next_after`` calls give, in one pass over the wall times: a
+        year of minutes costs a third as much. Its own parsed fields, not the shared ones,
+        so that a paused iterator holds no lock."""
+        wall = after.astimezone(self._zone).replace(tzinfo=None) - self._fold_margin(after)
+        walls = croniter(self._fields, wall - self._step, day_or=self.day_or)
+        pending: list[datetime] = []  # a heap: near a fold the instants come out of order
+        last: datetime | None = None
+        while True:
+            instants = self._instants(walls.get_next(datetime))
+            # The first instant of successive wall times never goes down: nothing later can
+            # come before it, so what is pending up to it is in order.
+            floor = instants[0]
+            while pending and pending[0] <= floor:
+                instant = heapq.heappop(pending)
+                if instant > end:
+                    return
+                if last is None or instant > last:  # two wall times may share a gap's end
+                    last = instant
+                    yield instant
+            if floor > end:
+                return
+            for instant in instants:
+                if instant > after:
+                    heapq.heappush(pending, instant)
 
     def _fold_margin(self, at: datetime) -> timedelta:
         before = self._offset(at - _FOLD_WINDOW)

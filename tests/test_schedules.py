@@ -331,6 +331,60 @@ def test_cron_properties(
         assert len(walls) == len(set(walls)), (expr, tz)
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    minute=st.sampled_from([*MINUTES, "*", "*/7"]),
+    hour=st.sampled_from(HOURS),
+    day=st.sampled_from(DAYS),
+    month=st.sampled_from(MONTHS),
+    weekday=st.sampled_from(WEEKDAYS),
+    tz=st.sampled_from(ZONES),
+    start=st.sampled_from(STARTS),
+    shift=st.integers(min_value=0, max_value=36 * 60 * 60),
+    days=st.integers(min_value=0, max_value=40),
+    day_or=st.booleans(),
+)
+def test_occurrences_walk_to_what_next_after_gives_one_by_one(
+    minute: str,
+    hour: str,
+    day: str,
+    month: str,
+    weekday: str,
+    tz: str,
+    start: datetime,
+    shift: int,
+    days: int,
+    day_or: bool,
+) -> None:
+    """``occurrences`` walks the wall times in one pass; ``next_after`` looks each time,
+    from a fold margin back. Over windows across every DST change of the zones, starting at
+    any second, the two give the same instants."""
+    cron = Cron(f"{minute} {hour} {day} {month} {weekday}", tz=tz, day_or=day_or)
+    begin = start + timedelta(seconds=shift)
+    end = begin + timedelta(days=days, minutes=shift % 97)
+    walked = list(cron.occurrences(begin, end))
+    looked: list[datetime] = []
+    at = cron.next_after(begin)
+    while at <= end:
+        looked.append(at)
+        at = cron.next_after(at)
+    assert walked == looked
+
+
+@pytest.mark.parametrize("expr", ["* * * * * */15", "*/20 1-3 * * * 10", "0 2 * * * 0,59"])
+@pytest.mark.parametrize("start", [utc("2026-03-29T00:00"), utc("2026-10-25T00:00")])
+def test_seconds_fields_walk_as_next_after_looks(expr: str, start: datetime) -> None:
+    """The 6-field form (``rq cron``'s) walks second by second through both changes."""
+    cron = Cron(expr, tz="Europe/Warsaw", seconds=True)
+    begin, end = start + timedelta(seconds=7), start + timedelta(hours=4)
+    looked: list[datetime] = []
+    at = cron.next_after(begin)
+    while at <= end:
+        looked.append(at)
+        at = cron.next_after(at)
+    assert list(cron.occurrences(begin, end)) == looked and looked
+
+
 def test_one_cron_shared_by_threads_answers_each_as_it_would_alone() -> None:
     """A ``Cron`` keeps its parsed fields and moves them for each look, under a lock: eight
     threads asking one schedule at once (the beat's timer, the dashboard, the HTTP API) get
