@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from cron_bridge.stores import Store, store_from_url
+from tests import durations
 from tests.servers import (
     NatsServer,
     PostgresServer,
@@ -264,13 +265,33 @@ FIXTURE_MARKS = {
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test that asks for a server's fixture with the server, then the core's unit
-    tests ``unit`` (make check runs ``-m unit``, make test the rest)."""
+    tests ``unit`` (make check runs ``-m unit``, make test the rest); then put the longest
+    first (tests/durations.py)."""
     for item in items:
         for name in FIXTURE_MARKS.keys() & set(getattr(item, "fixturenames", ())):
             item.add_marker(FIXTURE_MARKS[name])
         under_tests = TESTS in item.path.parents and TESTS / "e2e" not in item.path.parents
         if under_tests and NOT_UNIT.isdisjoint(mark.name for mark in item.iter_markers()):
             item.add_marker(pytest.mark.unit)
+    items[:] = longest_first(items, durations.read())
+
+
+def longest_first(items: list[pytest.Item], took: dict[str, float]) -> list[pytest.Item]:
+    """The modules whose longest test is longest first, and in each module its longest tests
+    first; a module's tests stay together (its module-scoped fixtures are made once), and
+    tests with no figure keep their order."""
+    modules: dict[str, float] = {}
+    for item in items:
+        module = item.nodeid.partition("::")[0]
+        modules[module] = max(modules.get(module, 0.0), took.get(item.nodeid, 0.0))
+    order = {module: index for index, module in enumerate(modules)}
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple[float, int, float, int]:
+        index, item = pair
+        module = item.nodeid.partition("::")[0]
+        return (-modules[module], order[module], -took.get(item.nodeid, 0.0), index)
+
+    return [item for _, item in sorted(enumerate(items), key=key)]
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

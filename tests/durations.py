@@ -1,0 +1,47 @@
+"""How long the longest tests took (tests/durations.json), so that make test starts them
+first: pytest-xdist hands out tests in collection order, and a two-minute test started last
+holds the whole run up by its length. Figures are seconds (setup, call and teardown) from one
+run of the two pytest stages of ``make test`` on an otherwise idle 2-core machine; tests of
+8 s or less are left out (they fill the gaps at the end). A stale figure only changes the
+order, never what runs.
+
+To refresh: run the stages with ``--durations=0 -q``, keep their output, and run
+``python -m tests.durations FILE...``, which rewrites tests/durations.json.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+FILE = Path(__file__).with_name("durations.json")
+_LINE = re.compile(r"([0-9.]+)s (?:call|setup|teardown) +(.+)")
+
+
+def read() -> dict[str, float]:
+    """The recorded seconds by test id (empty when the file is missing or unreadable)."""
+    try:
+        found = json.loads(FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def table(paths: list[str], least: float = 8) -> dict[str, int]:
+    """The seconds of each test longer than ``least`` in pytest ``--durations`` reports."""
+    took: defaultdict[str, float] = defaultdict(float)
+    for path in paths:
+        with open(path, encoding="utf-8") as report:
+            for line in report:
+                found = _LINE.fullmatch(line.strip())
+                if found:
+                    took[found[2]] += float(found[1])
+    longest = sorted(((t, n) for n, t in took.items() if t > least), reverse=True)
+    return {name: round(seconds) for seconds, name in longest}
+
+
+if __name__ == "__main__":
+    FILE.write_text(json.dumps(table(sys.argv[1:]), indent=1) + "\n", encoding="utf-8")
