@@ -36,7 +36,7 @@ from cron_bridge.stores.base import done_key
 from tests.conftest import StoreKit, make_kit
 from tests.e2e.test_http import SECRET
 from tests.stores import test_hostile_bytes as hostile_bytes
-from tests.waiting import waited
+from tests.waiting import wait_for, waited
 
 DEEP = "[" * 100_000 + "]" * 100_000
 MEGA = "x" * 900_000  # under the 1 MB a NATS message may carry
@@ -472,10 +472,11 @@ def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
     app = wsgi_app(beat, secret=SECRET)
     beat.start()
     try:
-        hostile_bytes._wait(
+        wait_for(
             lambda: hostile_bytes._ran_since(
                 store, hostile_bytes.TICK, datetime.min.replace(tzinfo=UTC)
             ),
+            30,
             "a first run",
         )
         _write_through(store, kit.url)  # PAGE's first records, before any key is wrong
@@ -499,8 +500,9 @@ def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
 
         each()
         after = datetime.now(UTC)
-        hostile_bytes._wait(
+        wait_for(
             lambda: hostile_bytes._ran_since(store, hostile_bytes.TICK, after),
+            30,
             "a run after the writes",
         )
         health = beat.health()
@@ -512,8 +514,9 @@ def test_a_key_of_the_wrong_redis_type_is_unreadable_never_an_outage(
     since = datetime.now(UTC)
     second.start()
     try:
-        hostile_bytes._wait(
+        wait_for(
             lambda: hostile_bytes._ran_since(started, hostile_bytes.TICK, since),
+            30,
             "a run by a beat started on them",
         )
     finally:
