@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -292,6 +293,30 @@ def longest_first(items: list[pytest.Item], took: dict[str, float]) -> list[pyte
         return (-modules[module], order[module], -took.get(item.nodeid, 0.0), index)
 
     return [item for _, item in sorted(enumerate(items), key=key)]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Any:
+    """With ``CB_TEST_CPU=FILE``, append each test's CPU seconds (its worker's and the
+    processes it started and waited for) and wall seconds to FILE, a line each: where the
+    2 cores of a CI run go (python -m tests.durations --cpu FILE sums them)."""
+    path = os.environ.get("CB_TEST_CPU")
+    if not path:
+        return (yield)
+    import resource
+
+    def cpu() -> float:
+        own, children = (
+            resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        )
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    began, wall = cpu(), time.monotonic()
+    try:
+        return (yield)
+    finally:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"{cpu() - began:.2f}\t{time.monotonic() - wall:.2f}\t{item.nodeid}\n")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

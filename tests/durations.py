@@ -7,6 +7,10 @@ order, never what runs.
 
 To refresh: run the stages with ``--durations=0 -q``, keep their output, and run
 ``python -m tests.durations FILE...``, which rewrites tests/durations.json.
+
+Where the CPU goes: run the stages with ``CB_TEST_CPU=FILE`` (tests/conftest.py appends each
+test's CPU and wall seconds) and ``python -m tests.durations --cpu FILE`` prints the files
+that cost most.
 """
 
 from __future__ import annotations
@@ -43,5 +47,25 @@ def table(paths: list[str], least: float = 8) -> dict[str, int]:
     return {name: round(seconds) for seconds, name in longest}
 
 
+def cpu_by_file(path: str) -> list[tuple[float, float, int, str]]:
+    """CPU seconds, wall seconds and tests of each test file in a ``CB_TEST_CPU`` report,
+    dearest first."""
+    files: defaultdict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    with open(path, encoding="utf-8") as report:
+        for line in report:
+            cpu, wall, name = line.rstrip("\n").split("\t", 2)
+            figures = files[name.partition("::")[0]]
+            figures[0] += float(cpu)
+            figures[1] += float(wall)
+            figures[2] += 1
+    return sorted(((c, w, int(n), f) for f, (c, w, n) in files.items()), reverse=True)
+
+
 if __name__ == "__main__":
-    FILE.write_text(json.dumps(table(sys.argv[1:]), indent=1) + "\n", encoding="utf-8")
+    if sys.argv[1:2] == ["--cpu"]:
+        rows = cpu_by_file(sys.argv[2])
+        total = (sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows), "all")
+        for cpu, wall, count, name in [total, *rows[:40]]:
+            sys.stdout.write(f"{cpu:8.0f} CPU-s {wall:8.0f} wall-s {count:4d}  {name}\n")
+    else:
+        FILE.write_text(json.dumps(table(sys.argv[1:]), indent=1) + "\n", encoding="utf-8")
