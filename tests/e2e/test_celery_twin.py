@@ -27,8 +27,8 @@ import redis
 
 from tests.conftest import unavailable
 from tests.e2e.processes import REPO, Service, command_env
+from tests.e2e.twins import side_by_side
 from tests.servers import RedisServer, ServerUnavailable
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -215,33 +215,25 @@ def compare(tmp_path: Path, server: RedisServer, python: str) -> None:
     beats += [
         CeleryBeat(f"ours{i}", tmp_path, ours_env, python, "-S", "cron_bridge") for i in range(3)
     ]
-    for beat in beats:
-        beat.start()
     try:
-        wait_for(
-            lambda: bool(stock_sniffer.sent) and bool(ours_sniffer.sent),
-            60,
-            "both sides' first messages",
-        )
-        time.sleep(2)
-        began = time.time()
-        time.sleep(WINDOW)
-        ended = time.time()
-        time.sleep(1)
+        with side_by_side(
+            beats[0],
+            beats[1:],
+            ready=lambda _: bool(stock_sniffer.sent) and bool(ours_sniffer.sent),
+            what="both sides' first messages",
+        ) as twins:
+            window = twins.watch(WINDOW, tail=1.0)
     finally:
-        for beat in beats:
-            beat.ensure_stopped()
         stock_sniffer.stop.set()
         ours_sniffer.stop.set()
         for thread in threads:
             thread.join(10)
-    logs = "\n".join(f"--- {beat.name}\n{beat.output()[-3000:]}" for beat in beats)
-    assert all("Traceback" not in beat.output() for beat in beats), logs
+    assert all("Traceback" not in beat.output() for beat in beats), twins.logs()
 
     def in_window(sniffer: Sniffer) -> dict[tuple[str, str, str], list[Sent]]:
         by_key: dict[tuple[str, str, str], list[Sent]] = defaultdict(list)
         for sent in sniffer.sent:
-            if began <= sent.at <= ended:
+            if sent.at in window:
                 by_key[sent.key].append(sent)
         return by_key
 

@@ -6,7 +6,6 @@ compared field by field and counted per actor over the same window."""
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -17,8 +16,8 @@ import redis
 
 from tests.e2e.processes import Command, cli, command_env
 from tests.e2e.test_periodiq import messages  # what reached a Dramatiq Redis broker
+from tests.e2e.twins import said, side_by_side
 from tests.servers import RedisServer
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -70,21 +69,14 @@ def test_manage_py_crontab_and_three_cron_bridge_replicas_send_the_same_messages
         for i in range(3)
     ]
     client = redis.Redis.from_url(broker)
-    try:
-        started = [p.start() for p in (stock, *ours)]
-        wait_for(
-            lambda: all("started with 5 jobs" in p.output() for p in ours), 60, "three replicas"
-        )
-        wait_for(lambda: "Starting scheduler" in stock.output(), 60, "manage.py crontab")
-        time.sleep(2)
-        began = time.time()
-        time.sleep(WINDOW)
-        ended = time.time()
-        alive = [p.name for p in started if p.process and p.process.poll() is None]
-        assert len(alive) == 4, [p.output()[-2000:] for p in started]
-    finally:
-        for process in (stock, *ours):
-            process.ensure_stopped()
+    ready = said("started with 5 jobs")
+    with side_by_side(
+        stock,
+        ours,
+        ready=lambda t: all(map(ready, t.ours)) and said("Starting scheduler")(t.stock),
+        what="manage.py crontab and three replicas",
+    ) as twins:
+        window = twins.watch(WINDOW)
 
     def sent(namespace: str) -> list[dict[str, Any]]:
         """The messages sent in the window; a crontab actor's only for the minute boundaries
@@ -94,9 +86,9 @@ def test_manage_py_crontab_and_three_cron_bridge_replicas_send_the_same_messages
             at = m["message_timestamp"] / 1000
             boundary = at - at % 60
             if m["actor_name"] == "pulse":
-                keep = began <= at <= ended
+                keep = at in window
             else:
-                keep = began + 3 <= boundary <= ended - 3 and at - boundary < 30
+                keep = window.began + 3 <= boundary <= window.ended - 3 and at - boundary < 30
             if keep:
                 found.append(m)
         return found

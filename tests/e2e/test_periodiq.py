@@ -5,7 +5,6 @@ namespace; the messages that reach Redis are compared field by field, minute by 
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from collections import Counter
 from datetime import datetime
@@ -17,8 +16,8 @@ import pytest
 import redis
 
 from tests.e2e.processes import Command, command_env
+from tests.e2e.twins import said, side_by_side
 from tests.servers import RedisServer
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -94,28 +93,21 @@ def test_stock_periodiq_and_three_cron_bridge_replicas_send_the_same_messages(
         for i in range(3)
     ]
     client = redis.Redis.from_url(broker)
-    try:
-        started = [p.start() for p in (stock, *ours)]
-        wait_for(
-            lambda: all("started with 4 jobs" in p.output() for p in ours), 60, "three replicas"
-        )
-        wait_for(lambda: "Starting Periodiq" in stock.output(), 60, "periodiq")
-        time.sleep(2)
-        began = time.time()
-        time.sleep(WINDOW)
-        ended = time.time()
-        alive = [p.name for p in started if p.process and p.process.poll() is None]
-        assert len(alive) == 4, [p.output()[-2000:] for p in started]
-    finally:
-        for process in (stock, *ours):
-            process.ensure_stopped()
+    ready = said("started with 4 jobs")
+    with side_by_side(
+        stock,
+        ours,
+        ready=lambda t: all(map(ready, t.ours)) and said("Starting Periodiq")(t.stock),
+        what="periodiq and three replicas",
+    ) as twins:
+        window = twins.watch(WINDOW)
 
     def in_window(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
             m
             for m in found
             # By the minute it was for (the same on both sides), sent well before the stop.
-            if began <= _due(m) <= ended - 5
+            if window.began <= _due(m) <= window.ended - 5
         ]
 
     stock_sent = in_window(messages(client, f"stock-{name}"))

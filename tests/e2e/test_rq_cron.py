@@ -19,8 +19,8 @@ from rq.cron import CronScheduler
 from rq.job import Job
 
 from tests.e2e.processes import REPO, Command, cli, command_env
+from tests.e2e.twins import said, side_by_side
 from tests.servers import RedisServer
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -106,27 +106,20 @@ def test_stock_rq_cron_and_three_cron_bridge_replicas_enqueue_the_same_jobs(
     ]
     stock_client = redis.Redis(port=redis_server.port, db=stock_db)
     ours_client = redis.Redis(port=redis_server.port, db=ours_db)
-    try:
-        started = [p.start() for p in (stock, *ours)]
-        wait_for(
-            lambda: all("started with 5 jobs" in p.output() for p in ours), 60, "three replicas"
-        )
-        wait_for(lambda: "starting" in stock.output(), 60, "rq cron")
-        time.sleep(2)
-        began = time.time()
-        time.sleep(WINDOW)
-        ended = time.time()
-        alive = [p.name for p in started if p.process and p.process.poll() is None]
-        assert len(alive) == 4, [p.output()[-2000:] for p in started]
+    ready = said("started with 5 jobs")
+    with side_by_side(
+        stock,
+        ours,
+        ready=lambda t: all(map(ready, t.ours)) and said("starting")(t.stock),
+        what="rq cron and three replicas",
+    ) as twins:
+        window = twins.watch(WINDOW)
         schedulers = {
             "stock": CronScheduler.all(stock_client),
             "ours": CronScheduler.all(ours_client),
         }
-        for process in started:
+        for process in twins.processes:
             process.terminate()
-    finally:
-        for process in (stock, *ours):
-            process.ensure_stopped()
     stock_jobs = jobs_in(stock_client)
     our_jobs = jobs_in(ours_client)
 
@@ -155,16 +148,14 @@ def test_stock_rq_cron_and_three_cron_bridge_replicas_enqueue_the_same_jobs(
             for key in intervals
         ]
         assert max(firsts) - min(firsts) < 1.0, (side, firsts)
-        assert max(firsts) < began, (side, firsts, began)
+        assert max(firsts) < window.began, (side, firsts, window)
         # The hourly one: once, at start, and not again within the window.
         assert [registration(j) for j in jobs].count(intervals[-1]) == 1, side
 
     # As often over the same window (the first interval sends came at the start, before it).
     def counts(jobs: list[Job]) -> Counter[tuple[str, str, str]]:
         return Counter(
-            registration(j)
-            for j in jobs
-            if j.enqueued_at and began <= j.enqueued_at.timestamp() <= ended
+            registration(j) for j in jobs if j.enqueued_at and j.enqueued_at.timestamp() in window
         )
 
     stock_counts, our_counts = counts(stock_jobs), counts(our_jobs)
