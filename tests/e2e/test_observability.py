@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import urllib.request
 import uuid
 from collections import Counter, defaultdict
@@ -17,7 +16,7 @@ from tests.e2e.processes import BeatProcess, command_env
 from tests.e2e.test_cluster import wait_until_live
 from tests.e2e.test_queues import Stack
 from tests.servers import RedisServer, free_port
-from tests.waiting import wait_for
+from tests.waiting import wait_for, waited
 
 pytestmark = pytest.mark.slow
 
@@ -115,7 +114,19 @@ def test_metrics_scraped_from_running_beats_count_runs_by_outcome(tmp_path: Path
     ]
     try:
         wait_until_live(url, 3)
-        time.sleep(6)
+
+        def counted() -> bool:
+            """Each replica lost a claim and the three completed 5 runs of each job: a
+            replica ahead of the others on a loaded machine may win every claim for a while."""
+            seen = [scrape(port)[0] for port in ports]
+            done: Counter[str] = Counter()
+            for replica in seen:
+                for (job, outcome), value in replica.items():
+                    done[job] += int(value) if outcome == "completed" else 0
+            lost = all(any(o == "skipped-claimed" for _, o in replica) for replica in seen)
+            return lost and len(done) == 3 and min(done.values()) >= 5
+
+        waited(counted, 60, every=0.5)  # asserted on below, from what is scraped then
         scraped = [scrape(port) for port in ports]
         for beat in beats:
             beat.terminate()
