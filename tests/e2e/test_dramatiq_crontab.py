@@ -16,7 +16,7 @@ import redis
 
 from tests.e2e.processes import Command, cli, command_env
 from tests.e2e.test_periodiq import messages  # what reached a Dramatiq Redis broker
-from tests.e2e.twins import said, side_by_side
+from tests.e2e.twins import logs_say, side_by_side
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -69,13 +69,8 @@ def test_manage_py_crontab_and_three_cron_bridge_replicas_send_the_same_messages
         for i in range(3)
     ]
     client = redis.Redis.from_url(broker)
-    ready = said("started with 5 jobs")
-    with side_by_side(
-        stock,
-        ours,
-        ready=lambda t: all(map(ready, t.ours)) and said("Starting scheduler")(t.stock),
-        what="manage.py crontab and three replicas",
-    ) as twins:
+    ready = logs_say("Starting scheduler", "started with 5 jobs")
+    with side_by_side(stock, ours, ready=ready, what="manage.py crontab and replicas") as twins:
         window = twins.watch(WINDOW)
 
     def sent(namespace: str) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from tests.e2e.processes import Command, command_env
-from tests.e2e.twins import said, side_by_side
+from tests.e2e.twins import logs_say, side_by_side
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -93,13 +93,8 @@ def test_stock_periodiq_and_three_cron_bridge_replicas_send_the_same_messages(
         for i in range(3)
     ]
     client = redis.Redis.from_url(broker)
-    ready = said("started with 4 jobs")
-    with side_by_side(
-        stock,
-        ours,
-        ready=lambda t: all(map(ready, t.ours)) and said("Starting Periodiq")(t.stock),
-        what="periodiq and three replicas",
-    ) as twins:
+    ready = logs_say("Starting Periodiq", "started with 4 jobs")
+    with side_by_side(stock, ours, ready=ready, what="periodiq and three replicas") as twins:
         window = twins.watch(WINDOW)
 
     def in_window(found: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from rq.cron import CronScheduler
 from rq.job import Job
 
 from tests.e2e.processes import REPO, Command, cli, command_env
-from tests.e2e.twins import said, side_by_side
+from tests.e2e.twins import logs_say, side_by_side
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -106,13 +106,8 @@ def test_stock_rq_cron_and_three_cron_bridge_replicas_enqueue_the_same_jobs(
     ]
     stock_client = redis.Redis(port=redis_server.port, db=stock_db)
     ours_client = redis.Redis(port=redis_server.port, db=ours_db)
-    ready = said("started with 5 jobs")
-    with side_by_side(
-        stock,
-        ours,
-        ready=lambda t: all(map(ready, t.ours)) and said("starting")(t.stock),
-        what="rq cron and three replicas",
-    ) as twins:
+    ready = logs_say("starting", "started with 5 jobs")
+    with side_by_side(stock, ours, ready=ready, what="rq cron and three replicas") as twins:
         window = twins.watch(WINDOW)
         schedulers = {
             "stock": CronScheduler.all(stock_client),

@@ -76,6 +76,9 @@ def side_by_side(
             process.ensure_stopped()
 
 
-def said(text: str) -> Callable[[Service], bool]:
-    """Whether a process has printed ``text``: the readiness of a scheduler's log."""
-    return lambda process: text in process.output()
+def logs_say(stock: str, ours: str) -> Callable[[Twins], bool]:
+    """Readiness read from the logs: the stock scheduler has printed ``stock`` and every
+    replica ``ours``."""
+    return lambda twins: (
+        stock in twins.stock.output() and all(ours in process.output() for process in twins.ours)
+    )
