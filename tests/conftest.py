@@ -10,6 +10,7 @@ tests and those marked as needing a server, an optional library, or many seconds
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import time
@@ -42,6 +43,19 @@ def unavailable(what: str, exc: Exception) -> None:
     if IN_CI:
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
+
+
+def importable(name: str) -> Any:
+    """``pytest.importorskip`` that fails the run when ``CI=true``: make test installs every
+    library a test needs, so one missing there is a broken environment, never a skip. Also at
+    a module's top level."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        message = f"{name} is not installed here: {exc}"
+        if IN_CI:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message, allow_module_level=True)
 
 
 def _serve(make: Callable[[], Any], what: str) -> Iterator[Any]:

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
+from tests.waiting import retried, wait_for, waited
+
 __all__ = [
     "PostgresServer",
     "RabbitMQServer",
@@ -70,14 +72,15 @@ def _stop(process: subprocess.Popen[bytes] | None, wait: float) -> None:
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         if process.poll() is not None:
             raise ServerUnavailable(f"exited with {process.returncode}: {_tail(log)}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise ServerUnavailable(f"did not listen on {port} within {timeout}s: {_tail(log)}")
+            return True
+        return False
+
+    if not waited(listening, timeout, every=0.05):
+        raise ServerUnavailable(f"did not listen on {port} within {timeout}s: {_tail(log)}")
 
 
 def _tail(log: Path) -> str:
@@ -273,15 +276,15 @@ class RedisCluster:
             client.execute_command("CLUSTER ADDSLOTS", *range(low, high))
         for node in self.nodes[1:]:
             clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            states = [c.execute_command("CLUSTER INFO") for c in clients]
-            if all(_cluster_ok(state) for state in states):
-                for client in clients:
-                    client.close()
-                return
-            time.sleep(0.1)
-        raise ServerUnavailable("the 3-node Redis Cluster did not reach cluster_state:ok in 20s")
+        settled = waited(
+            lambda: all(_cluster_ok(c.execute_command("CLUSTER INFO")) for c in clients), 20
+        )
+        for client in clients:
+            client.close()
+        if not settled:
+            raise ServerUnavailable(
+                "the 3-node Redis Cluster did not reach cluster_state:ok in 20s"
+            )
 
     def remove(self) -> None:
         for node in self.nodes:
@@ -421,15 +424,17 @@ class RedisSentinel:
 
     def wait_failed_over(self, timeout: float = 30) -> int:
         """Until the Sentinels name a former replica; its port."""
-        deadline = time.monotonic() + timeout
         ports = {replica.port for replica in self.replicas}
-        while time.monotonic() < deadline:
-            port = self.current_primary()
-            if port in ports:
-                assert port is not None
-                return port
-            time.sleep(0.1)
-        raise AssertionError(f"no failover within {timeout}s")
+        named: list[int | None] = []
+
+        def a_replica_named() -> bool:
+            named.append(self.current_primary())
+            return named[-1] in ports
+
+        wait_for(a_replica_named, timeout, "the Sentinels to name a former replica")
+        port = named[-1]
+        assert port is not None
+        return port
 
     def remove(self) -> None:
         for process in self.sentinels:
@@ -564,15 +569,14 @@ class PostgresServer:
     def _wait_ready(self, log: Path) -> None:
         import psycopg
 
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with psycopg.connect(self.url, connect_timeout=2) as conn:
-                    conn.execute("SELECT 1")
-                return
-            except psycopg.OperationalError:
-                time.sleep(0.1)
-        raise ServerUnavailable(f"postgres did not accept connections: {_tail(log)}")
+        def answer() -> None:
+            with psycopg.connect(self.url, connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+
+        try:
+            retried(answer, 30, errors=(psycopg.OperationalError,), every=0.1)
+        except psycopg.OperationalError:
+            raise ServerUnavailable(f"postgres did not accept connections: {_tail(log)}") from None
 
     def stop(self) -> None:
         """Stop it cleanly (a fast shutdown); ``start()`` starts it again on its data."""
@@ -654,15 +658,16 @@ class PostgresStandby(PostgresServer):
 
         with psycopg.connect(self.primary.url, connect_timeout=5, autocommit=True) as conn:
             (target,) = conn.execute("SELECT pg_current_wal_lsn()").fetchone() or (None,)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
+
+            def caught_up() -> bool:
                 row = conn.execute(
                     "SELECT count(*) FROM pg_stat_replication WHERE replay_lsn >= %s::pg_lsn",
                     (target,),
                 ).fetchone()
-                if row and row[0]:
-                    return
-                time.sleep(0.05)
+                return bool(row and row[0])
+
+            if waited(caught_up, timeout, every=0.05):
+                return
         raise ServerUnavailable(f"the standby did not catch up with the primary in {timeout}s")
 
 

@@ -23,6 +23,7 @@ from cron_bridge.monitors.httpget import MAX_REDIRECTS, OutboundError, get
 from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.run.guard import Guard
 from cron_bridge.stores import MemoryStore
+from tests.conftest import importable
 from tests.peers import answering, large, redirecting, trickling
 from tests.servers import silent_listener
 
@@ -182,7 +183,7 @@ def test_settle_waits_at_most_its_timeout() -> None:
 def test_the_closing_sentry_check_in_is_flushed_off_the_run_thread() -> None:
     """sentry-sdk's flush waits up to FLUSH_TIMEOUT for a peer that never answers: never on
     the thread that runs the attempt (the beat's dispatch pool), only in ``settle``."""
-    sentry_sdk = pytest.importorskip("sentry_sdk")
+    sentry_sdk = importable("sentry_sdk")
     with silent_listener() as port:
         sentry_sdk.init(
             dsn=f"http://key@127.0.0.1:{port}/1", default_integrations=False, shutdown_timeout=0

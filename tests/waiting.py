@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 
 def waited(check: Callable[[], object], timeout: float, *, every: float = 0.1) -> bool:
@@ -26,3 +29,22 @@ def wait_for(check: Callable[[], object], timeout: float, what: str, *, every: f
     ``what`` it waited for."""
     if not waited(check, timeout, every=every):
         raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def retried(
+    call: Callable[[], _T],
+    timeout: float,
+    *,
+    errors: tuple[type[BaseException], ...],
+    every: float = 0.2,
+) -> _T:
+    """``call()``'s value, asking again every ``every`` seconds while it raises one of
+    ``errors`` (a store through a failover); the last error once ``timeout`` has passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except errors:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(every)

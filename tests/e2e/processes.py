@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,17 @@ def cli(
     )
 
 
+# rq 3.0 with redis-py 8.2 can spend up to 60 s in its teardown, after its last job: rq sends
+# UNSUBSCRIBE to its pubsub thread (which polls 60 s at a time), then redis-py's
+# PubSubWorkerThread.stop() joins that thread with no timeout (8.2 added the join); a thread
+# that read the reply before stop() cleared its flag waits out its 60 s poll. Its jobs are
+# done by then; a container's stop grace ends it, and so do the tests, TEARDOWN_GRACE seconds
+# after its log says it got there (what comes after takes milliseconds). Stuck anywhere else,
+# it fails the test.
+RQ_TEARDOWN = b"unsubscribing from channel"
+TEARDOWN_GRACE = 5.0
+
+
 @dataclass
 class Service:
     """A long-running child process (a beat or a worker), its output in ``folder``."""
@@ -58,6 +69,7 @@ class Service:
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    log_start: int = 0  # the log's size when it last started: what it printed since is after
     python: str = sys.executable  # another venv's for the lowest versions an adapter declares
 
     @property
@@ -69,6 +81,7 @@ class Service:
 
     def start(self) -> Service:
         self.starts += 1
+        self.log_start = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
                 self.argv(),
@@ -81,12 +94,63 @@ class Service:
         return self
 
     def terminate(self) -> float:
-        """SIGTERM, then wait; returns the seconds it took to exit."""
+        """SIGTERM, then wait; returns the seconds it took to exit. One that only its queue
+        library's teardown holds up (``done``) is SIGKILLed ``TEARDOWN_GRACE`` seconds after
+        it got there, as a container's stop grace would end it."""
         assert self.process is not None
         began = time.monotonic()
         self.process.send_signal(signal.SIGTERM)
-        self.process.wait(60)
+        done_at: float | None = None
+        while self.process.poll() is None:
+            now = time.monotonic()
+            if now - began > 60:
+                raise subprocess.TimeoutExpired(self.argv(), 60)
+            if done_at is None and self.done():
+                done_at = now
+            if done_at is not None and now - done_at > TEARDOWN_GRACE:
+                self.kill_all()
+                break
+            time.sleep(0.1)
         return time.monotonic() - began
+
+    def done(self) -> bool:
+        """Whether the process did all its work and is only in its queue library's teardown:
+        an ``rq worker`` whose log since it started says it unsubscribed (``RQ_TEARDOWN``) and
+        that runs no process of its own any more (no work horse: no job)."""
+        argv = self.argv()
+        if Path(argv[0]).name != "rq" or argv[1:2] != ["worker"] or not self.log.exists():
+            return False
+        with open(self.log, "rb") as log:
+            log.seek(self.log_start)
+            if RQ_TEARDOWN not in log.read():
+                return False
+        # And nothing of its own still running: a work horse (a job), its scheduler.
+        assert self.process is not None
+        try:
+            children = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return False
+        running = []
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    running.append(child)
+        return not running
+
+    def stuck(self) -> str:
+        """What a process that did not exit was doing: SIGABRT to it and every process under
+        it (with ``PYTHONFAULTHANDLER`` set, Python prints each thread's stack into the log as
+        it dies), then the log's tail."""
+        assert self.process is not None
+        with contextlib.suppress(psutil.NoSuchProcess):
+            family = [psutil.Process(self.process.pid)]
+            family += family[0].children(recursive=True)
+            for member in family:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    member.send_signal(signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(10)
+        return self.output()[-6000:]
 
     def kill(self) -> None:
         assert self.process is not None
@@ -97,8 +161,11 @@ class Service:
         """SIGKILL the process and every process under it, as when a container is killed
         (RQ's work horse runs in a session of its own, so the process group is not enough)."""
         assert self.process is not None
-        family = [psutil.Process(self.process.pid)]
-        family += family[0].children(recursive=True)
+        try:
+            family = [psutil.Process(self.process.pid)]
+            family += family[0].children(recursive=True)
+        except psutil.NoSuchProcess:  # it exited by itself and was reaped (a beat at start
+            family = []  # while the store was down: one line and exit 1)
         for member in family:
             with contextlib.suppress(psutil.NoSuchProcess):
                 member.kill()
@@ -112,6 +179,38 @@ class Service:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def stop_together(
+    services: Iterable[Service],
+    grace: Callable[[Service], float] = lambda service: 60,
+) -> dict[str, float | None]:
+    """SIGTERM every service at once, as ``docker compose stop`` stops a project's services,
+    and wait for each to exit; the seconds each took. A service still running at the end of
+    its ``grace`` is SIGKILLed, as compose kills it then, if it is ``done`` (its time is
+    None); any other fails the test with what it was doing (``Service.stuck``)."""
+    began = time.monotonic()
+    running = list(services)
+    for service in running:
+        assert service.process is not None
+        service.process.send_signal(signal.SIGTERM)
+    took: dict[str, float | None] = {}
+    while running:
+        for service in list(running):
+            assert service.process is not None
+            if service.process.poll() is not None:
+                took[service.name] = time.monotonic() - began
+                running.remove(service)
+            elif time.monotonic() - began > grace(service) and service.done():
+                service.kill_all()
+                took[service.name] = None
+                running.remove(service)
+        late = [s for s in running if time.monotonic() - began > grace(s)]
+        if late:
+            stuck = "\n".join(f"--- {s.name}\n{s.stuck()}" for s in late)
+            raise AssertionError(f"still running at the end of its grace after SIGTERM:\n{stuck}")
+        time.sleep(0.1)
+    return took
 
 
 @dataclass
@@ -138,6 +237,10 @@ class BeatProcess(Service):
         ]
 
 
+# What each library's worker prints once it takes messages.
+WORKER_READY = {"celery": b" ready.", "rq": b"Listening on", "dramatiq": b"Worker process is ready"}
+
+
 @dataclass
 class Worker(Service):
     """A worker of one queue library for one of the tests/apps apps."""
@@ -151,6 +254,12 @@ class Worker(Service):
     concurrency: int = 1  # Celery's -c
     threads: int | None = 2  # Dramatiq's --threads; None for its default (8)
     app: str = ""  # the Celery app or Dramatiq module; default: tests/apps' own
+
+    def up(self) -> bool:
+        """Whether the worker has said it is ready for messages (since it last started)."""
+        with open(self.log, "rb") as log:
+            log.seek(self.log_start)
+            return WORKER_READY[self.library] in log.read()
 
     def argv(self) -> list[str]:
         bin_dir = Path(self.python).parent

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.conftest import unavailable
+from tests.conftest import importable, unavailable
 from tests.e2e.processes import REPO, Service, command_env
 from tests.e2e.twins import side_by_side
 from tests.servers import RedisServer, ServerUnavailable
@@ -126,7 +126,7 @@ class CeleryBeat(Service):
 
 def noon_longitude(target: datetime) -> float:
     """The longitude on the equator where the sun crosses the meridian at ``target``."""
-    ephem = pytest.importorskip("ephem")
+    ephem = importable("ephem")
     observer, sun, lon = ephem.Observer(), ephem.Sun(), 0.0
     observer.lat, observer.pressure = "0", 0
     for _ in range(6):

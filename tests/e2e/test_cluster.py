@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -18,7 +19,7 @@ from cron_bridge.control import lost_claims
 from cron_bridge.control.audit import audit, occurrence_report
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Every
-from cron_bridge.stores import store_from_url
+from cron_bridge.stores import Store, store_from_url
 from tests.apps import journal
 from tests.conftest import make_kit
 from tests.e2e.processes import BeatProcess, command_env, outcomes_by_occurrence, records_of
@@ -63,6 +64,33 @@ def live_beats(
             beat.ensure_stopped()
 
 
+def late_overlaps(store: Store, ran: list[dict[str, Any]]) -> set[str]:
+    """The occurrences skipped behind a run of the same job's occurrence a second before,
+    which began at or after this one was due: on a loaded machine an every-second run can
+    start late, and its overlap lock then makes the next occurrence skip (overlap="skip",
+    as the job asks). Each is proven from the skip's record (the holder it names) and the
+    journal (when the holder began); any other skip is not in it."""
+    began = {line["occurrence_id"]: line["at"] for line in ran}
+    found = set()
+    for job in JOBS:
+        for record in store.history(job, 1000):
+            if record.outcome != "skipped-overlap":
+                continue
+            this = Occurrence.parse(record.occurrence_id)
+            before = Occurrence(job=job, scheduled_at=this.scheduled_at - timedelta(seconds=1))
+            held = (record.reason or "").startswith(f"held by {before.id} on ")
+            if held and began.get(before.id, 0) >= this.scheduled_at.timestamp():
+                found.add(this.id)
+    return found
+
+
+def started_at(beat: BeatProcess, said: str) -> datetime:
+    """When the beat's log says ``said`` (its first line saying it), from the line's stamp."""
+    line = next(line for line in beat.output().splitlines() if said in line)
+    stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+    return stamp.astimezone(UTC)  # the log's stamps are local times
+
+
 def wait_until_live(url: str, count: int) -> None:
     store = store_from_url(url)
     try:
@@ -76,7 +104,10 @@ def test_three_replicas_run_every_occurrence_exactly_once(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """20 jobs every second for 20 s on 3 beats: one completed and two skipped-claimed each,
-    the skips from the losers' ledgers: the store holds no record per lost claim."""
+    the skips from the losers' ledgers: the store holds no record per lost claim. On a loaded
+    machine a run can start more than a second late and hold the overlap lock when the next
+    occurrence comes due, which then skips as overlap="skip" says: only where its record names
+    that late run (``late_overlaps``)."""
     kit = make_kit(kind, request, tmp_path)
     notes = tmp_path / "journal.jsonl"
     with live_beats("tests.apps.many", kit.url, tmp_path, command_env(notes)) as beats:
@@ -90,19 +121,26 @@ def test_three_replicas_run_every_occurrence_exactly_once(
     outcomes = outcomes_by_occurrence(store, JOBS)
     window = seconds_between(began + 1, ended - 1)
     assert len(window) >= 17
+    overlapped = late_overlaps(store, journal.read(notes))
+    request.node.user_properties.append(
+        ("skipped behind a late run of the second before", len(overlapped))
+    )
     for job in JOBS:
         for at in window:
             occurrence = Occurrence(job=job, scheduled_at=at).id
-            assert outcomes.get(occurrence) == Counter(completed=1, **{"skipped-claimed": 2}), (
+            ran = "skipped-overlap" if occurrence in overlapped else "completed"
+            assert outcomes.get(occurrence) == Counter({ran: 1, "skipped-claimed": 2}), (
                 occurrence,
                 outcomes.get(occurrence),
             )
     assert all(c["completed"] <= 1 for c in outcomes.values())
     stored = Counter(r.outcome for job in JOBS for r in store.history(job, 1000))
-    assert set(stored) == {"completed"}, stored
+    assert set(stored) <= {"completed", "skipped-overlap"}, stored
     for job in JOBS:  # the audit still proves one run per occurrence
         found = audit(store, job, window[0] - timedelta(seconds=1), window[-1], Every("1s"))
-        assert found.clean and found.once == len(window), found.to_json()
+        skipped = {o for o in overlapped if o.startswith(f"{job}@")}
+        assert not found.more and found.once == len(window) - len(skipped), found.to_json()
+        assert {o for ids in found.never.values() for o in ids} <= skipped, found.to_json()
     report = occurrence_report(store, Occurrence(job=JOBS[0], scheduled_at=window[0]))
     assert Counter(r.outcome for r in report.records) == Counter(
         completed=1, **{"skipped-claimed": 2}
@@ -228,7 +266,10 @@ def test_catch_up_after_every_replica_was_down(tmp_path: Path, redis_server: Red
         assert on_time, seen
         rerun = on_time[0]
         assert rerun > datetime.fromtimestamp(restarted - 1, UTC), seen
-    assert last_before < rerun < datetime.fromtimestamp(restarted + 5, UTC)
+    # The catch-up is what the first replica back found missed (or, back within the grace, the
+    # next occurrence): within one period of its start, however long the start took.
+    first_up = min(started_at(beat, "started with 3 jobs") for beat in beats)
+    assert last_before < rerun <= first_up + timedelta(seconds=2.5), (seen, first_up)
     missed_before = [r for r in once if r.outcome == "missed"]
     assert missed_before, "the earlier missed occurrences are recorded missed"
     assert all(Occurrence.parse(r.occurrence_id).scheduled_at < rerun for r in missed_before)

@@ -29,7 +29,13 @@ from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import parse_duration
 from cron_bridge.stores import RunRecord, store_from_url
 from tests.conftest import make_kit
-from tests.e2e.processes import REPO, Service, outcomes_by_occurrence, records_of
+from tests.e2e.processes import (
+    REPO,
+    Service,
+    outcomes_by_occurrence,
+    records_of,
+    stop_together,
+)
 from tests.servers import RedisServer, free_port
 from tests.waiting import wait_for
 
@@ -99,9 +105,12 @@ def compose_client() -> bool:
 class ComposeService(Service):
     """One compose service (one replica of it) as a local process."""
 
-    def __init__(self, name: str, folder: Path, env: dict[str, str], argv: list[str]) -> None:
+    def __init__(
+        self, name: str, folder: Path, env: dict[str, str], argv: list[str], grace: float
+    ) -> None:
         super().__init__(name, folder, env)
         self._argv = argv
+        self.grace = grace  # its stop_grace_period: compose SIGKILLs it then
 
     def argv(self) -> list[str]:
         return self._argv
@@ -134,9 +143,11 @@ def twin(
         {k: localise(str(v), broker, store, http) for k, v in service["environment"].items()}
     )
     env["HOSTNAME"] = f"{name}-{replica}"  # a container's host name
+    env["PYTHONFAULTHANDLER"] = "1"  # a process stuck at the end shows where (Service.stuck)
     command = [localise(part, broker, store, http) for part in service["command"]]
     command[0] = str(Path(sys.executable).parent / command[0])  # the image's PATH is our venv
-    return ComposeService(f"{name}-{replica}", folder, env, command), http
+    grace = seconds(service["stop_grace_period"])
+    return ComposeService(f"{name}-{replica}", folder, env, command, grace), http
 
 
 def _base_env() -> dict[str, str]:
@@ -213,8 +224,10 @@ def test_the_compose_services_run_as_local_processes(
             )
 
         wait_for(settled, 45, "the heartbeat and retried occurrences to complete")
-        for service in services:
-            service.terminate()
+        graces = {service.name: service.grace for service in services}
+        took = stop_together(services, lambda service: graces[service.name])
+        killed = sorted(name for name, seconds in took.items() if seconds is None)
+        request.node.user_properties.append(("compose twin: killed in rq's teardown", killed))
     finally:
         for service in services:
             service.ensure_stopped()

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from celery.schedules import solar
 
-from cron_bridge.control import lost_claims
+from cron_bridge.control import catalog, lost_claims
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import store_from_url
 from cron_bridge_celery.scheduler import job_name
 from cron_bridge_celery.schedules import SolarSchedule
 from tests.apps import journal
-from tests.e2e.processes import REPO, CeleryProcess, command_env
+from tests.e2e.processes import REPO, CeleryProcess, command_env, outcomes_by_occurrence
 from tests.servers import PostgresServer, RedisServer
 from tests.waiting import wait_for
 
@@ -222,11 +222,16 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
             ),
         )
         time.sleep(max(0.0, began + 12 - time.time()))
+        # Each change is committed while its command runs (a Django start, seconds on a loaded
+        # machine): what comes before is judged from the command's start, what follows from
+        # its end.
         edited_at = time.time()
         django(env, "update", json.dumps({"name": "every two seconds", "every": 3}))
+        edit_done = time.time()
         time.sleep(6)
         disabled_at = time.time()
         django(env, "update", json.dumps({"name": "every second", "enabled": False}))
+        disable_done = time.time()
         time.sleep(math.ceil(time.time()) + 0.5 - time.time())  # between two occurrences
         beats[0].kill_all()
         killed_at = time.time()
@@ -234,7 +239,30 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
         ended = time.time()
         for beat in beats[1:]:
             beat.terminate()
-        time.sleep(3)  # the worker finishes what was sent
+        sending = store_from_url(django_db)
+        try:
+
+            def drained() -> bool:
+                """Every occurrence a beat recorded as sent has reached the worker's journal."""
+                # The rows this test made (the catalog lists a row added later only once it
+                # is published, up to 30 s on), and any other the beats published.
+                made = (
+                    "every second",
+                    "every two seconds",
+                    "every minute in Kolkata",
+                    "clocked already due",
+                    "solar noon",
+                    "clocked later",
+                )
+                names = {job_name(row) for row in made} | set(catalog.read(sending))
+                sent = {
+                    o for o, c in outcomes_by_occurrence(sending, names).items() if c["enqueued"]
+                }
+                return sent <= {line["occurrence_id"] for line in journal.read(notes)}
+
+            wait_for(drained, 30, "the worker to run what was sent")
+        finally:
+            sending.close()
     finally:
         for service in services:
             service.ensure_stopped()
@@ -270,10 +298,10 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
         expected = range(math.ceil(began), math.floor(disabled_at))
         missing = [at for at in expected if at not in second]
         assert all(stood_aside(job_name("every second"), at) for at in missing), missing
-        assert max(second) < disabled_at + 3, "every replica stops a disabled row"
+        assert max(second) < disable_done + 3, "every replica stops a disabled row"
 
         two = sent_at("two")
-        before, after = edited_at - 1, edited_at + 3  # every replica follows within 3 s
+        before, after = edited_at - 1, edit_done + 3  # every replica follows within 3 s
         assert all(at % 2 == 0 for at in two if at < before)
         assert all(at % 3 == 0 for at in two if at > after), sorted(two)
         every_three = [at for at in range(math.ceil(after), math.floor(ended) - 1) if at % 3 == 0]

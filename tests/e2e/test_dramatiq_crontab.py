@@ -90,8 +90,22 @@ def test_manage_py_crontab_and_three_cron_bridge_replicas_send_the_same_messages
 
     stock_sent, our_sent = sent(f"stock-{name}"), sent(f"ours-{name}")
     assert stock_sent, stock.output()[-3000:]
+
+    def timeline(side: str) -> list[tuple[str, float]]:
+        """Every message of a side, kept or not: its actor and when it was made, in seconds
+        from the window's start (for a failure to say what was sent when)."""
+        return sorted(
+            (m["actor_name"], round(m["message_timestamp"] / 1000 - window.began, 3))
+            for m in messages(client, f"{side}-{name}")
+        )
+
     # Field by field: the same kinds of message from both.
-    assert {shape(m) for m in our_sent} == {shape(m) for m in stock_sent}
+    assert {shape(m) for m in our_sent} == {shape(m) for m in stock_sent}, (
+        f"window {window.began:.3f}..{window.ended:.3f}",
+        timeline("stock"),
+        timeline("ours"),
+        twins.logs(),
+    )
 
     def per_minute(found: list[dict[str, Any]]) -> Counter[tuple[str, int]]:
         return Counter(

@@ -34,7 +34,11 @@ def test_jitter_spreads_a_burst_of_a_thousand_jobs_and_each_runs_once(
     try:
         for beat in beats:
             beat.start()
-        wait_for(lambda: "started with 1000 jobs" in beats[0].output(), 60, "the beats")
+        wait_for(
+            lambda: all("started with 1000 jobs" in beat.output() for beat in beats),
+            60,
+            "every beat up",
+        )
         started = datetime.now(UTC)
 
         def bursts() -> dict[datetime, list[dict[str, object]]]:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import cli
+from tests.conftest import importable
+from tests.e2e.processes import cli, outcomes_by_occurrence
 from tests.e2e.test_queues import Stack, running, stop_all
 from tests.e2e.test_sentry_beat import Recorder
 from tests.servers import RedisServer
@@ -30,7 +31,7 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-pytest.importorskip("sentry_sdk")
+importable("sentry_sdk")
 
 LIBRARIES = ["celery", "rq", "dramatiq"]
 
@@ -129,13 +130,25 @@ def test_every_run_pings_once_from_the_worker_that_ran_it(
         wait_for(lambda: len(stack.lines("ran")) >= 8, 60, "runs on the workers")
         for beat in services[2:]:
             beat.terminate()
-        time.sleep(3)  # the workers finish what was sent last, and ping
+        store = stack.store()
+        path = url.removeprefix(url.split("/ping/")[0])
+
+        def settled() -> bool:
+            """Every occurrence sent has met a worker (run, or skipped there), and every run
+            has pinged its start and end."""
+            sent = outcomes_by_occurrence(store, [stack.job])
+            beat_side = {"enqueued", "skipped-claimed"}
+            met = all(set(c) - beat_side for c in sent.values() if c["enqueued"])
+            said = Counter(pings.paths)
+            return met and said[f"{path}/start"] == said[path] == len(stack.lines("ran"))
+
+        wait_for(settled, 30, "the workers to finish what was sent last, and ping")
+        store.close()
     finally:
         stop_all(services)
         served.close()
     ran = Counter(line["occurrence_id"] for line in stack.lines("ran"))
     assert max(ran.values()) == 1, ran.most_common(3)
-    path = url.removeprefix(url.split("/ping/")[0])
     said = Counter(pings.paths)
     assert set(said) == {f"{path}/start", path}, said
     assert said[f"{path}/start"] == said[path] == sum(ran.values()), (said, len(ran))

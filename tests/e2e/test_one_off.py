@@ -17,13 +17,17 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
+LEAD = 20  # seconds from the test's start to the window's
+
 
 def test_a_one_off_runs_exactly_once_across_three_replicas(tmp_path: Path) -> None:
+    # Far enough ahead for three beats to start on a loaded machine (checked below): a
+    # beat that comes up after an occurrence is due does not run it.
     now = datetime.now(UTC).replace(microsecond=0)
     at, start, end = (
-        now + timedelta(seconds=6),
-        now + timedelta(seconds=5),
-        now + timedelta(seconds=8),
+        now + timedelta(seconds=LEAD + 1),
+        now + timedelta(seconds=LEAD),
+        now + timedelta(seconds=LEAD + 3),
     )
     path = tmp_path / "journal.jsonl"
     url = f"sqlite:///{tmp_path / 'store.db'}"
@@ -39,7 +43,13 @@ def test_a_one_off_runs_exactly_once_across_three_replicas(tmp_path: Path) -> No
     try:
         for beat in beats:
             beat.start()
-        wait_for(lambda: datetime.now(UTC) > end + timedelta(seconds=3), 30, "the window")
+        up = start - datetime.now(UTC) - timedelta(seconds=1)
+        wait_for(
+            lambda: all("started with" in beat.output() for beat in beats),
+            up.total_seconds(),
+            "the three beats to start before the window",
+        )
+        wait_for(lambda: datetime.now(UTC) > end + timedelta(seconds=3), 60, "the window")
         for beat in beats:
             beat.terminate()
     finally:

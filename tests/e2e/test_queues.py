@@ -186,7 +186,16 @@ def test_three_beats_and_two_workers_run_each_occurrence_once(stack: Stack) -> N
         assert len(alive) == 5, [s.output()[-2000:] for s in services]
         for beat in services[2:]:
             beat.terminate()
-        time.sleep(3)  # let the workers finish what was enqueued last
+        judged = [
+            Occurrence(job=stack.job, scheduled_at=_at(second)).id
+            for second in range(math.ceil(began + 1), math.floor(ended - 1) + 1)
+        ]
+
+        def finished() -> bool:
+            done = outcomes_by_occurrence(store, [stack.job])
+            return all(done.get(occurrence, Counter())["completed"] for occurrence in judged)
+
+        wait_for(finished, 30, "the workers to finish what was enqueued last")
     finally:
         stop_all(services)
     ran = Counter(line["occurrence_id"] for line in stack.lines("ran"))
@@ -263,7 +272,19 @@ def test_overlapping_runs_on_two_workers_are_skipped_not_retried(stack: Stack) -
         wait_for(lambda: len(stack.lines("end")) >= 3, 60, "three runs")
         for beat in services[2:]:
             beat.terminate()
-        time.sleep(3)
+
+        store = stack.store()
+
+        def ended() -> bool:
+            """Every occurrence sent has reached a worker (run or skipped), and every run that
+            began has ended."""
+            outcomes = outcomes_by_occurrence(store, [stack.job])
+            sent = {o for o, c in outcomes.items() if c["enqueued"]}
+            met = {o for o, c in outcomes.items() if c["completed"] or c["skipped-overlap"]}
+            begun = {line["occurrence_id"] for line in stack.lines("start")}
+            return sent <= met and begun <= {line["occurrence_id"] for line in stack.lines("end")}
+
+        wait_for(ended, 30, "what was sent to reach a worker, and the runs in flight to end")
     finally:
         stop_all(services)
     starts = {line["occurrence_id"]: line["at"] for line in stack.lines("start")}
@@ -511,7 +532,7 @@ def test_a_worker_that_finds_the_store_down_runs_the_occurrence_once_it_is_back(
     at = "2026-01-01T12:00:00+00:00"  # no beat runs here: only this message
     services = running(stack.workers("every", 1))
     try:
-        time.sleep(3)  # the worker is up and waiting
+        wait_for(services[0].up, 60, "the worker up and waiting")
         store_server.stop()
         sent = subprocess.run(
             [sys.executable, "-m", "tests.apps.resend", stack.app, at],

@@ -20,20 +20,22 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import unavailable
+from tests.conftest import importable, unavailable
 from tests.e2e.processes import CeleryProcess, command_env
+from tests.e2e.twins import Twins, side_by_side
 from tests.servers import RedisServer, ServerUnavailable
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-pytest.importorskip("sentry_sdk")
+importable("sentry_sdk")
 
 APP = "tests.apps.celery_sentry_app"
 ENTRIES = {"send-invoices": "ok", "sync-ledger": "error"}  # what each entry's task ends with
@@ -42,6 +44,7 @@ ENTRIES = {"send-invoices": "ok", "sync-ledger": "error"}  # what each entry's t
 @dataclass
 class CheckIn:
     at: float  # when it arrived
+    made: float  # when the SDK made it (its ``timestamp``), in the process that sent it
     slug: str
     status: str
     check_in_id: str
@@ -103,6 +106,7 @@ class Recorder:
             self.check_ins.append(
                 CheckIn(
                     at=at,
+                    made=datetime.fromisoformat(item["timestamp"]).timestamp(),
                     slug=item["monitor_slug"],
                     status=item["status"],
                     check_in_id=item["check_in_id"],
@@ -118,21 +122,25 @@ def _line(data: bytes, start: int) -> tuple[bytes, int]:
 
 
 def by_minute(check_ins: list[CheckIn]) -> dict[tuple[str, int], list[CheckIn]]:
-    """Each run's check-ins, by entry and by the minute its in-progress check-in came in;
+    """Each run's check-ins, by entry and by the minute its in-progress check-in was made;
     closing check-ins go with the in-progress one whose id they carry."""
     opened = {c.check_in_id: c for c in check_ins if c.status == "in_progress"}
     runs: dict[tuple[str, int], list[CheckIn]] = defaultdict(list)
     for check_in in check_ins:
         first = opened.get(check_in.check_in_id)
-        minute = int((first or check_in).at // 60)
+        minute = int((first or check_in).made // 60)
         runs[(check_in.slug, minute)].append(check_in)
     return runs
 
 
 def shape(runs: list[CheckIn]) -> dict[str, Any]:
-    """What is compared of one entry's minute: the statuses in order, whether every check-in
-    carries the in-progress one's id, and the monitor config each sent."""
-    ordered = sorted(runs, key=lambda c: c.at)
+    """What is compared of one entry's minute: the statuses in the order they were made,
+    whether every check-in carries the in-progress one's id, and the monitor config each sent.
+
+    Made, not arrived: the beat sends its in-progress check-in and the worker its closing one,
+    each from its SDK's background thread, so on a loaded machine the worker's can reach
+    Sentry first, under stock celery beat as under ours (Sentry pairs them by id)."""
+    ordered = sorted(runs, key=lambda c: c.made)
     return {
         "statuses": [c.status for c in ordered],
         "paired": len({c.check_in_id for c in ordered}) == 1,
@@ -164,14 +172,13 @@ class Side:
 
 
 def run_twin(tmp_path: Path, app: str, sides: list[Side]) -> tuple[int, str]:
-    """Run both sides (each with its beats, a worker and its recorder) over one whole minute;
-    the minute compared and the processes' logs."""
+    """Run both sides (each with its beats, a worker and its recorder) over one whole minute,
+    through the twin tests' harness; the minute compared and the processes' logs."""
     served = [side.recorder.serve() for side in sides]
     for side, dsn in zip(sides, served, strict=True):
         side.env["CB_TEST_SENTRY_DSN"] = next(dsn)
-    processes = []
-    for side in sides:
-        processes += [
+    beats = {
+        side.name: [
             CeleryProcess(
                 f"{side.name}-beat{i}",
                 tmp_path,
@@ -184,33 +191,42 @@ def run_twin(tmp_path: Path, app: str, sides: list[Side]) -> tuple[int, str]:
             )
             for i in range(side.replicas)
         ]
-        processes.append(
-            CeleryProcess(f"{side.name}-worker", tmp_path, dict(side.env), *WORKER, app=app)
-        )
+        for side in sides
+    }
+    workers = [
+        CeleryProcess(f"{side.name}-worker", tmp_path, dict(side.env), *WORKER, app=app)
+        for side in sides
+    ]
+
+    def ready(twins: Twins) -> bool:
+        beating = all("beat: Starting..." in p.output() for p in [twins.stock, *twins.ours])
+        return beating and all(" ready." in p.output() for p in twins.helpers)
+
+    stock, ours = (beats[side.name] for side in sides)
+    assert len(stock) == 1, "the stock side is one beat: two would send everything twice"
     try:
-        for process in processes:
-            process.start()
-        time.sleep(5)
-        minute = int(time.time() // 60) + 1
-        if minute * 60 - time.time() < 10:  # every beat and worker up before it, loaded or not
-            minute += 1
-        wait_for(lambda: time.time() > (minute + 1) * 60 - 40, 120, "the minute's runs ending")
-        wait_for(
-            lambda: all(
-                len([c for c in side.recorder.check_ins if c.at // 60 == minute])
-                >= 2 * len(ENTRIES)
-                for side in sides
-            ),
-            30,
-            "both sides' check-ins",
-        )
-        time.sleep(2)  # a late duplicate would show up now
+        with side_by_side(
+            stock[0], ours, helpers=workers, ready=ready, what="every beat and worker started"
+        ) as twins:
+            minute = int(time.time() // 60) + 1
+            if minute * 60 - time.time() < 10:  # the minute's first sends well after the start
+                minute += 1
+            wait_for(lambda: time.time() > (minute + 1) * 60 - 40, 120, "the minute's runs ending")
+            wait_for(
+                lambda: all(
+                    len([c for c in side.recorder.check_ins if c.made // 60 == minute])
+                    >= 2 * len(ENTRIES)
+                    for side in sides
+                ),
+                30,
+                "both sides' check-ins",
+            )
+            time.sleep(2)  # a span of time: a late duplicate would show up now
+            logs = twins.logs(2500)
     finally:
-        for process in processes:
-            process.ensure_stopped()
         for dsn in served:
             dsn.close()
-    return minute, "\n".join(f"--- {p.name}\n{p.output()[-2500:]}" for p in processes)
+    return minute, logs
 
 
 def assert_twins(stock: Recorder, ours: Recorder, minute: int, zone: str, logs: str) -> None:
@@ -231,7 +247,7 @@ def assert_twins(stock: Recorder, ours: Recorder, minute: int, zone: str, logs: 
     per_minute: dict[tuple[str, int], int] = defaultdict(int)
     for check_in in ours.check_ins:
         if check_in.status == "in_progress":
-            per_minute[(check_in.slug, int(check_in.at // 60))] += 1
+            per_minute[(check_in.slug, int(check_in.made // 60))] += 1
     assert per_minute and max(per_minute.values()) == 1, per_minute
 
 

@@ -60,7 +60,12 @@ def test_a_stored_schedule_is_added_updated_and_removed_while_three_beats_run(
         for beat in beats:
             beat.start()
         worker.start()
-        time.sleep(2)
+        # Every beat running (following the stored schedules) and the worker taking messages.
+        wait_for(
+            lambda: all("started with" in beat.output() for beat in beats) and worker.up(),
+            60,
+            "the beats and the worker up",
+        )
         done = cli(
             "schedule",
             "add",

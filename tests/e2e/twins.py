@@ -5,9 +5,10 @@ compares, field by field; the window is a span of time a scheduler needs to show
 (a minute boundary at least), so it is slept, while everything before it is waited for as a
 condition.
 
-The four twin tests (celery beat, ``rq cron``, periodiq, ``manage.py crontab``) are each the
-longest of their files, so ``make test`` starts them first (tests/durations.json) and their
-windows run side by side on the pytest workers.
+The twin tests (celery beat, ``rq cron``, periodiq, ``manage.py crontab``, and Sentry's cron
+monitoring under celery beat and django-celery-beat, which compares a whole minute's
+check-ins instead of a window) are each the longest of their files, so ``make test`` starts
+them first (tests/durations.json) and their windows run side by side on the pytest workers.
 """
 
 from __future__ import annotations
@@ -38,10 +39,13 @@ class Window:
 class Twins:
     """The processes of one twin test, running."""
 
-    def __init__(self, stock: Service, ours: Sequence[Service]) -> None:
+    def __init__(
+        self, stock: Service, ours: Sequence[Service], helpers: Sequence[Service] = ()
+    ) -> None:
         self.stock = stock
         self.ours = list(ours)
-        self.processes = [stock, *ours]
+        self.helpers = list(helpers)  # what both sides need beside them: their workers
+        self.processes = [stock, *ours, *helpers]
 
     def watch(self, seconds: float, *, tail: float = 0.0) -> Window:
         """Let ``SETTLE`` seconds pass, then watch for ``seconds``; wait ``tail`` more for what
@@ -61,11 +65,16 @@ class Twins:
 
 @contextmanager
 def side_by_side(
-    stock: Service, ours: Sequence[Service], *, ready: Callable[[Twins], object], what: str
+    stock: Service,
+    ours: Sequence[Service],
+    *,
+    ready: Callable[[Twins], object],
+    what: str,
+    helpers: Sequence[Service] = (),
 ) -> Iterator[Twins]:
-    """Start ``stock`` and ``ours`` together and wait until ``ready`` holds (``what`` names it
-    on a timeout); stop them all however the block ends."""
-    twins = Twins(stock, ours)
+    """Start ``stock``, ``ours`` and their ``helpers`` together and wait until ``ready`` holds
+    (``what`` names it on a timeout); stop them all however the block ends."""
+    twins = Twins(stock, ours, helpers)
     try:
         for process in twins.processes:
             process.start()
