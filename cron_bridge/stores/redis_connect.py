@@ -97,15 +97,15 @@ def connect(url: str, options: dict[str, Any], *, sentinel_password: str | None 
     if scheme != "redis+sentinel":
         return redis.Redis.from_url(url, **options)
     target = parse_sentinel_url(url)
-    timeouts = {
+    timeouts: dict[str, Any] = {
         key: options[key] for key in ("socket_timeout", "socket_connect_timeout") if key in options
     }
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(
         list(target.sentinels),
         sentinel_kwargs={**timeouts, "password": sentinel_password},
         username=target.username,
         password=target.password,
         db=target.db,
     )
-    client: redis.Redis = sentinel.master_for(target.service, **options)  # type: ignore[no-untyped-call]
+    client: redis.Redis = sentinel.master_for(target.service, **options)
     return client
