@@ -160,7 +160,7 @@ lock: $(TOOLS_STAMP)
 # The newest releases tried on purpose, no lock: .venv-newest with the newest of everything
 # the project declares, then lint, types and every adapter's end-to-end tests there; it prints
 # which versions differ from lock/dev.txt and what failed.
-newest: $(TOOLS_STAMP) $(STAMP)
+newest: $(TOOLS_STAMP)
 	$(PYTHON) lock/lock.py newest $(UV) --workers $(PYTEST_WORKERS)
 
 clean:

@@ -145,22 +145,25 @@ ADVERSARIAL = {
     "masked-quotes-mixed": '("password=\'*** x" + " " * 30 + \'"\') * (N // 50)',
     "masked-quote-open": '"password=\\"*** " + "a" * N',
 }
-LINEAR_BOUND_S = 3.0  # per 1 MB shape, on a loaded machine; the quadratic needs hours
+# CPU seconds per 1 MB shape (its child's own, so a busy machine does not count: 0.6 s at most
+# here); the quadratic needs hours.
+LINEAR_BOUND_S = 3.0
 
 
 def _seconds_in_a_child(code: str, bound: float) -> float:
-    """How long ``code`` says it took (it prints the seconds), run in a child process that is
-    given ``bound`` plus its start-up, so that a regression fails instead of hanging."""
+    """How long ``code`` says it took (it prints the CPU seconds it spent), run in a child
+    process that is given ``bound`` plus its start-up, so that a regression fails instead of
+    hanging."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", code],
             capture_output=True,
             text=True,
-            timeout=bound + 10,
+            timeout=5 * bound + 10,
             check=True,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail(f"did not end within {bound + 10} s: {code}")
+        pytest.fail(f"did not end within {5 * bound + 10} s: {code}")
     return float(done.stdout)
 
 
@@ -173,10 +176,10 @@ def test_redaction_takes_linear_time_on_adversarial_text_of_1_mb(shape: str) -> 
         "import time\n"
         "from cron_bridge.plumbing.redaction import redact_head, redact_tail, redact_text\n"
         f"N = 1 << 20\ntext = {ADVERSARIAL[shape]}\n"
-        "began = time.perf_counter()\n"
+        "began = time.process_time()\n"
         "redact_text(text); redact_text(text, cut_at_end=True)\n"
         "redact_head(text, 4000); redact_tail(text, 8000)\n"
-        "print(time.perf_counter() - began)\n"
+        "print(time.process_time() - began)\n"
     )
     took = _seconds_in_a_child(code, LINEAR_BOUND_S)
     assert took < LINEAR_BOUND_S, f"{shape}: {took:.2f} s"
@@ -190,12 +193,12 @@ def test_a_record_of_a_huge_hostile_error_costs_what_it_keeps() -> None:
         "import time\nfrom datetime import UTC, datetime\n"
         "from cron_bridge.stores.base import RunRecord\n"
         f"hostile = 'redis://:{SECRET}@db:6379/0 ' + 'a.' * (1 << 21) + '@'\n"
-        "began = time.perf_counter()\n"
+        "began = time.process_time()\n"
         "record = RunRecord(job='j', occurrence_id='j@x', outcome='failed', trigger='timer',"
         " replica='r', started_at=datetime.now(UTC), error=hostile,"
         " traceback='Traceback (most recent call last):\\n' + hostile)\n"
         "assert RunRecord.from_json(record.to_json()) == record\n"
-        "print(time.perf_counter() - began)\n"
+        "print(time.process_time() - began)\n"
     )
     assert _seconds_in_a_child(code, 1.0) < 1.0
 
@@ -319,8 +322,9 @@ def test_a_cut_text_never_keeps_a_part_of_a_password(text: str, limit: int) -> N
 @given(st.text(_AROUND, min_size=1, max_size=8), st.booleans())
 def test_redaction_of_any_repeated_pattern_is_fast(unit: str, at_end: bool) -> None:
     """Any short pattern repeated to 64 KB (what a backtracking pattern is slow on) is
-    redacted within a quarter of a second (the old pattern took about 7 s on ``a.``)."""
+    redacted within a quarter of a second of CPU (the old pattern took about 7 s on ``a.``):
+    the thread's own time, whatever else the machine is doing."""
     text = unit * ((1 << 16) // len(unit)) + ("@" if at_end else "")
-    began = time.perf_counter()
+    began = time.thread_time()
     redact_text(text)
-    assert time.perf_counter() - began < 0.25
+    assert time.thread_time() - began < 0.25

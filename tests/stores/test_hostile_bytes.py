@@ -642,7 +642,7 @@ def test_forty_megabytes_of_forged_ledgers_leave_a_job_page_fast_and_the_beat_sm
     redis_server: Any, monkeypatch: pytest.MonkeyPatch, record_property: Any
 ) -> None:
     """The issue's case on Redis (10,000 forged ledgers, here 6,000 of 6 KB: 40 MB): the job
-    page answers within seconds and reading the ledgers takes no more memory than their
+    page costs seconds of CPU at most and reading the ledgers takes no more memory than their
     bounds allow, not the whole group parsed."""
     import tracemalloc
 
@@ -673,19 +673,21 @@ def test_forty_megabytes_of_forged_ledgers_leave_a_job_page_fast_and_the_beat_sm
                 started_at=datetime(2026, 1, 1, tzinfo=UTC),
             )
         )
-        started = time.monotonic()
+        # CPU seconds, not wall: the page's own work, whatever else the machine is doing
+        # (before the bounds it parsed all 40 MB: 14 s; the store's server is not counted).
+        started = time.process_time()
         status, body = _page(app, f"/_scheduler/jobs/{PAGE}")
-        took = time.monotonic() - started
+        took = time.process_time() - started
         tracemalloc.start()  # again, its memory traced (which makes it slower)
         try:
             _page(app, f"/_scheduler/jobs/{PAGE}")
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        record_property("job page seconds", round(took, 2))
+        record_property("job page CPU seconds", round(took, 2))
         record_property("job page peak MB", round(peak / 1e6, 1))
         assert status.startswith("200"), body[-500:]
-        assert took < 5, f"the job page took {took:.1f}s"
+        assert took < 5, f"the job page took {took:.1f} CPU seconds"
         assert peak < 8 * lost_claims.LEDGERS_BYTES, f"the job page peaked at {peak} bytes"
     finally:
         client.delete(f"{prefix}controls:{lost_claims.GROUP}")
