@@ -217,6 +217,14 @@ def test_replace_takes_over_where_the_old_schedule_stopped(clock: FakeClock) -> 
     clock.set(START.replace(second=2, microsecond=0))
     beat.run_pending()  # fires 12:00:02
     wait_for(lambda: len(seen) == 1, 30, "the first run", every=0.01)
+    # Its lock is freed before its record is written: 12:00:03 must not meet it (on a loaded
+    # machine the run's thread can be held between the handler's return and the release).
+    wait_for(
+        lambda: [r.outcome for r in store.history("swap", 10)] == ["completed"],
+        30,
+        "the first run's record",
+        every=0.01,
+    )
     every_second = declare("swap", every="1s", target="inline", handler=first.handler)
     beat.replace(every_second)  # 12:00:02 was fired: not again; 12:00:03 is new
     assert beat.run_pending() == START.replace(second=3, microsecond=0)
@@ -677,3 +685,28 @@ def test_inline_jobs_can_be_declared_on_the_beat_itself(
 
 def module_level_handler(ctx: JobContext) -> None:
     """An inline job declared on a beat without a name."""
+
+
+def test_a_stop_that_comes_while_the_beat_starts_stops_it(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM can come while ``start()`` runs, after the signal handlers are in and before
+    the loop's thread is started (a pod stopped as it starts): the stop, on a thread of its
+    own, waits for the loop to start and then stops it. It tried to join the thread before
+    it was started, died of a RuntimeError, and the beat never stopped."""
+    job, _ = inline("tick")
+    beat = Beat(MemoryStore(clock=clock), [job], clock=clock)
+    stopper = threading.Thread(target=beat.stop, name="as-the-signal-handler-does")
+    jobs = beat.jobs
+
+    def stopped_meanwhile() -> list[Job]:
+        if beat._thread is not None and not stopper.is_alive() and not beat._stopping.is_set():
+            stopper.start()  # as on_signal does, from inside start(), before the loop starts
+            wait_for(beat._stopping.is_set, 30, "the stop to begin", every=0.01)
+        return jobs()
+
+    monkeypatch.setattr(beat, "jobs", stopped_meanwhile)
+    beat.start()
+    stopper.join(30)
+    assert not stopper.is_alive() and beat._stopped.is_set()
+    assert beat._thread is not None and not beat._thread.is_alive()

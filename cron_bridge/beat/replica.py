@@ -43,6 +43,7 @@ __all__ = ["Beat", "RunResult"]
 
 log = logging.getLogger(__name__)
 CATALOG_WAIT = 5.0  # seconds a stopping beat waits for a catalog publish in flight
+LOOP_START_WAIT = 10.0  # seconds a stop that came during start() waits for the loop to start
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -93,6 +94,7 @@ class Beat:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
+        self._loop_started = threading.Event()  # the loop's thread has been started
         self._thread: threading.Thread | None = None
         # Whether the store answers, told by every part that asks it; the run records.
         self._health = StoreHealth()
@@ -245,6 +247,7 @@ class Beat:
             self.store.url,
         )
         self._thread.start()
+        self._loop_started.set()
 
     def run_forever(self) -> None:
         """Start, and return once stopped (by ``stop()`` or, with handle_signals, a signal)."""
@@ -266,8 +269,15 @@ class Beat:
         self._wake.set()
         if self._stored is not None:
             self._stored.stop()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            # A signal can come while start() runs, between the handlers' install and the
+            # loop's start (the stop runs on a thread of its own): the loop, about to start,
+            # is waited for, then joined (it sees _stopping at once). Joined before it started,
+            # the stop died there and the beat ran on for ever.
+            self._loop_started.wait(LOOP_START_WAIT)
+            if thread.ident is not None:
+                thread.join()
         self._dispatcher.drain(self.shutdown_timeout)
         self._catalog.wait(CATALOG_WAIT)
         self._ledger.interrupt()
