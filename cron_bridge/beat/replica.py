@@ -135,7 +135,8 @@ class Beat:
         self._from_store: set[str] = set()
         self._needs_catch_up = True
         self._next_heartbeat: datetime | None = None
-        self._catalog = Publisher(self.store)  # the jobs, for dashboards of other processes
+        # The jobs, for dashboards of other processes, each first declared on this clock.
+        self._catalog = Publisher(self.store, started=self.clock.now())
         self._failed_ticks = 0  # in a row; health fails from FAILING_TICKS on
         self._last_failure = ""
 
@@ -175,7 +176,7 @@ class Beat:
         return job
 
     def _jobs_changed(self, name: str) -> None:
-        self._catalog.changed(name)
+        self._catalog.changed(name, at=self.clock.now())
         self._ledger.jobs_changed(self.clock.now())
         self._wake.set()
 

@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -92,9 +92,17 @@ class JobInfo:
         return json.dumps(data, sort_keys=True)
 
 
-def publish(store: Store, jobs: Iterable[Job], *, now: datetime | None = None) -> int:
+def publish(
+    store: Store,
+    jobs: Iterable[Job],
+    *,
+    now: datetime | None = None,
+    since: datetime | None = None,
+    declared: Mapping[str, datetime] | None = None,
+) -> int:
     """Write the entries of ``jobs`` that the store does not have as they are (or saw more
-    than a day ago). Returns how many were written.
+    than a day ago). Returns how many were written. A job new to the store is first declared
+    at ``declared[name]`` (when this replica took it up), else ``since``, else ``now``.
 
     Raises:
         StoreUnavailable: the store did not answer (nothing is lost: the next publish writes).
@@ -108,7 +116,8 @@ def publish(store: Store, jobs: Iterable[Job], *, now: datetime | None = None) -
             log.warning("the dashboard lists the first %d jobs of this namespace", MAX_JOBS)
             break
         old = JobInfo.parse(job.name, stored.get(job.name, ""))
-        info = JobInfo.of(job, today.isoformat(), _first(old, moment))
+        first = _first(old, (declared or {}).get(job.name, since or moment))
+        info = JobInfo.of(job, today.isoformat(), first)
         if old is not None and _same(old, info) and _recent(old.seen, today):
             continue
         changed[job.name] = info.text()
@@ -118,8 +127,15 @@ def publish(store: Store, jobs: Iterable[Job], *, now: datetime | None = None) -
     return len(changed)
 
 
-def publish_some(store: Store, jobs: Sequence[Job], *, now: datetime | None = None) -> int:
-    """Write the entries of ``jobs`` (a few that changed), without reading the catalog.
+def publish_some(
+    store: Store,
+    jobs: Sequence[Job],
+    *,
+    now: datetime | None = None,
+    declared: Mapping[str, datetime] | None = None,
+) -> int:
+    """Write the entries of ``jobs`` (a few that changed), without reading the catalog; a job
+    new to the store is first declared at ``declared[name]``, else ``now`` (see ``publish``).
 
     Raises:
         StoreUnavailable: the store did not answer.
@@ -129,7 +145,8 @@ def publish_some(store: Store, jobs: Sequence[Job], *, now: datetime | None = No
     entries = {}
     for job in jobs:  # a few: each one's own entry is read for when it was first declared
         old = JobInfo.parse(job.name, store.control(GROUP, job.name) or "")
-        entries[job.name] = JobInfo.of(job, today, _first(old, moment)).text()
+        first = _first(old, (declared or {}).get(job.name, moment))
+        entries[job.name] = JobInfo.of(job, today, first).text()
     if entries:
         store.put_controls(GROUP, entries)
     return len(entries)
@@ -197,24 +214,33 @@ class Publisher:
     """Publishes a beat's jobs in the background: all of them at start and once a day (the
     entries' ``seen``), and at most every 30 s the entries of the jobs that changed since,
     so that a stored schedule changed every second costs its own entry, not a read of the
-    whole catalog. A store that does not answer is asked again at the next chance."""
+    whole catalog. A store that does not answer is asked again at the next chance.
+
+    A job new to the store is first declared when this replica took it up (``started`` for
+    the jobs it began with, the time of ``changed`` for a later one), not when its entry is
+    written: the beat claims its occurrences meanwhile, and an audit leaves out what is due
+    before the first declaration."""
 
     INTERVAL = 30.0
     FULL_INTERVAL = 6 * 3600.0  # a whole publish: well within the entries' daily refresh
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, started: datetime | None = None) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._full = True
         self._names: set[str] = set()  # changed since the last publish
+        self._started = started or datetime.now(UTC)
+        # When this replica took up each job changed since the last publish (the earliest).
+        self._declared: dict[str, datetime] = {}
         self._next = 0.0
         self._next_full = 0.0
         self._thread: threading.Thread | None = None
 
-    def changed(self, name: str) -> None:
-        """The job called ``name`` was added, replaced or removed."""
+    def changed(self, name: str, at: datetime | None = None) -> None:
+        """The job called ``name`` was added, replaced or removed (``at``: now)."""
         with self._lock:
             self._names.add(name)
+            self._declared.setdefault(name, at or datetime.now(UTC))
 
     def maybe_publish(self, jobs: Callable[[], list[Job]]) -> None:
         now = time.monotonic()
@@ -224,6 +250,7 @@ class Publisher:
             if busy or now < self._next or not (full or self._names):
                 return
             names, self._names, self._full = self._names, set(), False
+            declared, self._declared = self._declared, {}
         self._next = now + self.INTERVAL
         if full:
             self._next_full = now + self.FULL_INTERVAL
@@ -232,7 +259,7 @@ class Publisher:
             listed = [job for job in jobs() if job.name in names]
         self._thread = threading.Thread(
             target=self._publish,
-            args=(listed, full, names),
+            args=(listed, full, names, declared),
             daemon=True,
             name="cron-bridge-catalog",
         )
@@ -245,13 +272,20 @@ class Publisher:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
-    def _publish(self, jobs: list[Job], full: bool, names: set[str]) -> None:
+    def _publish(
+        self, jobs: list[Job], full: bool, names: set[str], declared: dict[str, datetime]
+    ) -> None:
         try:
-            written = publish(self.store, jobs) if full else publish_some(self.store, jobs)
+            if full:
+                written = publish(self.store, jobs, since=self._started, declared=declared)
+            else:
+                written = publish_some(self.store, jobs, declared=declared)
         except StoreUnavailable as exc:
             with self._lock:
                 self._full = self._full or full
                 self._names |= names
+                for name, at in declared.items():
+                    self._declared[name] = min(at, self._declared.get(name, at))
             log.debug("jobs not published yet: %s", exc)
             return
         if written:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from cron_bridge.control.schedules import GROUP, ScheduleEntry, announce
+from cron_bridge.jobs import Occurrence
 from cron_bridge.storable import ENV
 from cron_bridge.stores import RunRecord, store_from_url
 from tests.apps import journal
@@ -148,6 +149,20 @@ def test_stored_schedules_run_only_agreed_tasks_on_real_workers(
         wait_for(lambda: len(_runs(path, "tenant-1.once")) == 1, 20, "the one-off run")
         wait_for(lambda: len(_runs(path, "tenant-1.report")) >= 3, 20, "three stored runs")
         histories = {name: store.history(name, 100) for name in hostile}
+
+        # The audit looks at the last 15 s: wait until the worker (late on a loaded machine)
+        # has recorded refusals of occurrences due in them.
+        def refused_lately() -> int:
+            """Refusals of occurrences due well inside the audit's window (past its grace)."""
+            now = time.time()
+            return sum(
+                1
+                for r in store.history("evil.system", 50)
+                if r.reason == "refused"
+                and now - 12 < Occurrence.parse(r.occurrence_id).scheduled_at.timestamp() < now - 4
+            )
+
+        wait_for(lambda: refused_lately() >= 2, 60, "recent refusals of evil.system recorded")
         audit = cli(
             "history",
             "evil.system",
