@@ -195,8 +195,11 @@ def test_django_rows_are_sent_once_by_three_beats_and_follow_admin_edits(
         wait_for(lambda: all("periodic tasks (" in b.output() for b in beats), 60, "three beats")
         wait_for(lambda: len(journal.read(notes)) >= 3, 60, "the first sends")
         began = time.time()
-        # Added while the beats run: a clocked one-off and a solar noon a few seconds ahead.
-        lon, noon = solar_noon_near(datetime.now(UTC) + timedelta(seconds=10))
+        # Added while the beats run: a clocked one-off and a solar noon ahead. The noon is 16 s
+        # ahead: the row is written by a Django command (seconds on a loaded machine) and read
+        # by the beats at their next sync: at 10 s ahead no noon was sent in two of five loaded
+        # runs. It falls before the disable and the kill below, 20 s in at the earliest.
+        lon, noon = solar_noon_near(datetime.now(UTC) + timedelta(seconds=16))
         clocked_at = datetime.fromtimestamp(math.ceil(began) + 8, UTC)
         ids |= django(
             env,
