@@ -28,7 +28,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,14 +127,20 @@ def compile_all(uv: str) -> None:
             continue
         held = pins(BY_NAME["dev"].pinned)
         free = own_pins(lock.source)
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as out:
-            for name, versions in sorted(held.items()):
-                if name not in free and len(versions) == 1:
-                    out.write(f"{name}=={next(iter(versions))}\n")
+        # At a path of the tree's, removed after: the lock's annotations name it, and a
+        # temporary file's random name would change every lock at every refresh.
+        constraints = HERE / f"{lock.name}.dev-pins"
+        constraints.write_text(
+            "".join(
+                f"{name}=={next(iter(versions))}\n"
+                for name, versions in sorted(held.items())
+                if name not in free and len(versions) == 1
+            )
+        )
         try:
-            compile_one(uv, lock, Path(out.name))
+            compile_one(uv, lock, constraints.relative_to(ROOT))
         finally:
-            os.unlink(out.name)
+            constraints.unlink()
         print(f"lock/{lock.name}.txt: {len(pins(lock.pinned))} packages")
 
 
