@@ -59,7 +59,7 @@ def test_every_lock_has_its_input_and_pins_each_package_with_its_hashes() -> Non
         assert not re.search(r"^-e ", text, re.MULTILINE), "the tree's own are not pinned"
         # Its annotations name the tree's paths only: a temporary file's name would change
         # every lock at every refresh.
-        assert not re.search(r"^#\s+-c /", text, re.MULTILINE), entry.pinned
+        assert not re.search(r"^\s*#\s+-c /", text, re.MULTILINE), entry.pinned
         for block in re.split(r"\n(?=[A-Za-z0-9])", text):
             if lock._PIN.match(block):
                 assert "--hash=sha256:" in block, (entry.name, block.splitlines()[0])
