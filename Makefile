@@ -133,11 +133,13 @@ check: lint typecheck unit
 # frees up, never a run of them in one go, so no worker is left at the end with a queue of
 # slow tests while the others idle. The chaos runs, which load the machine on purpose, run
 # alone after them, one at a time (three side by side judged a skewed replica's skips lost).
+# --durations prints the slowest tests, so a run's log says where its minutes went.
 PYTEST_WORKERS ?= 3
 pytest: $(STAMP) $(FLOOR_STAMP) $(QUEUE_FLOOR_STAMP)
 	$(BIN)/python -m compileall -q -j 0 cron_bridge adapters tests chaos >/dev/null
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxschedchunk=1 -m "not alone and not unit"
-	$(BIN)/python -m pytest -m alone
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxschedchunk=1 -m "not alone and not unit" \
+		--durations=30
+	$(BIN)/python -m pytest -m alone --durations=3
 
 # make check first: a failure there stops the run within minutes.
 test: check docs pytest
