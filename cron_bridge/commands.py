@@ -6,7 +6,10 @@ as a beat) and ``cron_bridge.importers`` (``import rq-scheduler``).
 Apart from ``cron_bridge.adapters`` because it loads click and the command line (and through
 ``run_beat`` the web surface): a worker that imports an adapter never loads this. A command
 that runs a beat takes every option of ``cron-bridge beat`` with ``beat_options`` and calls
-``run_beat``; every command wraps its body in ``one_line_errors``.
+``run_beat``; every command wraps its body in ``one_line_errors``. A worker that carries a beat
+(``celery worker --beat --scheduler cron_bridge``, RQ's ``BeatWorker``, Dramatiq's
+``BeatMiddleware``) reads and checks its options with ``HostedOptions`` and serves its HTTP and
+metrics with ``HostedEndpoints``: loaded in the worker only when it carries a beat.
 """
 
 from cron_bridge.cli.beat import beat_options, run_beat
@@ -18,8 +21,11 @@ from cron_bridge.cli.common import (
     print_table,
     store_option,
 )
+from cron_bridge.cli.hosted import HostedEndpoints, HostedOptions
 
 __all__ = [
+    "HostedEndpoints",
+    "HostedOptions",
     "beat_options",
     "load_app",
     "one_line_errors",

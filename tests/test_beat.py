@@ -12,16 +12,19 @@ from typing import Any
 
 import pytest
 
-from cron_bridge import Beat, ConfigError, JobContext, Registry, cluster_task, declare
+from cron_bridge import Beat, ConfigError, Every, JobContext, Registry, cluster_task, declare
 from cron_bridge.beat.claiming import SLICES_MAX
 from cron_bridge.beat.enqueue import NOT_SENT_AGAIN
 from cron_bridge.control import lost_claims
+from cron_bridge.control.audit import audit, occurrence_report
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.queues import installed
 from cron_bridge.queues.adapter import Adapter, Dispatch, TaskRef
 from cron_bridge.queues.installed import register
+from cron_bridge.queues.sending import DropInSender
 from cron_bridge.stores import MemoryStore, RunRecord, Store
+from cron_bridge.stores.records import PLAIN_TASK
 from cron_bridge.testing import FakeClock
 from tests.blips import AnswerLost, ClaimsDown, LockBlips
 from tests.waiting import wait_for
@@ -314,6 +317,46 @@ def test_a_queue_target_is_enqueued_by_name_with_json_metadata(
         "skipped-claimed": 1,
     }
     assert [r.outcome for r in store.history("report")] == ["enqueued"]
+
+
+class PlainSender(DropInSender, name="plainsender", what="test entries"):
+    """A drop-in sender: it sends another scheduler's entries, whose tasks run unguarded."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def enqueue_many(self, dispatches: Sequence[Dispatch]) -> list[Exception | None]:
+        self.sent += [d.job.name for d in dispatches]
+        return [None for _ in dispatches]
+
+
+def test_a_drop_in_senders_occurrences_are_audited_as_sent_plain_tasks(
+    clock: FakeClock, beats: list[Beat], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A beat_schedule entry's task records nothing on the worker: its enqueued record says it
+    is a plain task, and the audit counts its occurrences sent, not never completed (exit 0),
+    while an occurrence of it that was never sent is still one to look into."""
+    monkeypatch.setattr(installed, "_adapters", list(installed.installed_adapters()))
+    sender = PlainSender()
+    register(sender)
+    store = MemoryStore(clock=clock)
+    job = Job(name="every-2s", schedule=Every("2s"), adapter="plainsender", task="proj.t")
+    beats.append(Beat(store, [job], clock=clock, replica_id="r0"))
+    beats[0].start()
+    for sends in (1, 2, 3):
+        clock.advance(2)
+        wait_for(lambda sends=sends: len(sender.sent) == sends, 30, "a send", every=0.01)
+    wait_for(lambda: len(store.history("every-2s")) == 3, 30, "3 records", every=0.01)
+    assert {(r.outcome, r.reason) for r in store.history("every-2s")} == {("enqueued", PLAIN_TASK)}
+    found = audit(store, "every-2s", START, clock.now(), job.schedule)
+    assert (found.occurrences, found.sent, found.once, found.never) == (3, 3, 0, {})
+    assert found.clean
+    earlier = audit(store, "every-2s", START - timedelta(seconds=4), clock.now(), job.schedule)
+    assert earlier.sent == 3 and len(earlier.never) == 2 and not earlier.clean
+    assert all(why.startswith("never claimed") for why in earlier.why.values())
+    first = Occurrence(job="every-2s", scheduled_at=datetime(2026, 5, 1, 12, 0, 2, tzinfo=UTC))
+    assert occurrence_report(store, first).final == "enqueued"
+    assert audit(store, "every-2s", START, clock.now()).sent == 3, "from the records alone too"
 
 
 def test_a_broker_that_is_down_is_retried_within_the_grace_then_failed(

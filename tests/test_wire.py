@@ -496,6 +496,8 @@ ENTRY_POINTS = {
             "cron_bridge": "cron_bridge_celery:ClusterScheduler",
             "cron_bridge_django": "cron_bridge_celery.django_beat:DjangoClusterScheduler",
         },
+        # Loads the check of `celery worker --beat` into every celery command.
+        "celery.commands": {"cron-bridge-check": "cron_bridge_celery.celery_command:command"},
     },
     "adapters/rq/pyproject.toml": {
         "cron_bridge.adapters": {"rq": "cron_bridge_rq:RQAdapter"},

@@ -17,7 +17,7 @@ from cron_bridge.errors import ConfigError
 from cron_bridge.plumbing.outbound import described
 from cron_bridge.queues.adapter import Dispatch
 from cron_bridge.queues.installed import get_adapter
-from cron_bridge.stores.records import RunRecord
+from cron_bridge.stores.records import PLAIN_TASK, RunRecord
 
 __all__ = ["Enqueuer"]
 
@@ -98,9 +98,10 @@ class Enqueuer:
                 sent = self._send(name, group, carriers, again=again)
                 sent_at = self.clock.now()
                 resendable = _refuses_copies(name)
+                plain = PLAIN_TASK if _plain(name) else None
                 for item, error in zip(group, sent, strict=True):
                     if error is None:
-                        records.append(self._records.of(item, "enqueued", at=sent_at))
+                        records.append(self._records.of(item, "enqueued", at=sent_at, reason=plain))
                     else:
                         failed.append((item, error, resendable))
             pending = []
@@ -155,6 +156,15 @@ class Enqueuer:
             return get_adapter(adapter_name).enqueue_many(dispatches)
         except Exception as exc:  # noqa: BLE001 - a broken adapter fails its occurrences, not the beat
             return [exc] * len(items)
+
+
+def _plain(adapter_name: str) -> bool:
+    """Whether the adapter sends plain tasks, which record nothing on the worker: a drop-in
+    sender's, on which no job is declared (``Adapter.declares`` False)."""
+    try:
+        return not get_adapter(adapter_name).declares
+    except ConfigError:
+        return False
 
 
 def _refuses_copies(adapter_name: str) -> bool:

@@ -49,6 +49,9 @@ LOOP_START_WAIT = 10.0  # seconds a stop that came during start() waits for the 
 F = TypeVar("F", bound=Callable[..., Any])
 
 FAILING_TICKS = 3  # ticks failed in a row (about a second apart) that make health fail
+# How long a beat whose host calls run_pending (celery beat's loop) may go without a pass and
+# still be running: a pass is due at least every heartbeat, so this is many missed ones.
+HOSTED_STALE = 60.0
 
 
 class Beat:
@@ -138,6 +141,7 @@ class Beat:
         # The jobs, for dashboards of other processes, each first declared on this clock.
         self._catalog = Publisher(self.store, started=self.clock.now())
         self._failed_ticks = 0  # in a row; health fails from FAILING_TICKS on
+        self._last_pass: float | None = None  # monotonic time of the last run_pending
         self._last_failure = ""
 
     # -- jobs ---------------------------------------------------------------------------
@@ -305,15 +309,23 @@ class Beat:
         return self._timers.armed
 
     def health(self) -> dict[str, Any]:
-        """Whether the timer loop runs (and has not failed its last ``FAILING_TICKS`` ticks)
-        and the store answered last time it was asked."""
+        """Whether the timer loop runs (and has not failed its last ``FAILING_TICKS`` ticks),
+        or its host's loop called ``run_pending`` within ``HOSTED_STALE`` seconds; whether
+        the store answered last time it was asked; and so whether it claims."""
         thread = self._thread
-        alive = thread is not None and thread.is_alive() and not self._stopping.is_set()
+        if thread is not None:
+            alive = thread.is_alive()
+        else:  # hosted: celery beat's loop (or a host's own) calls run_pending
+            last = self._last_pass
+            alive = last is not None and time.monotonic() - last < HOSTED_STALE
+        alive = alive and not self._stopping.is_set()
         failing = self._failed_ticks >= FAILING_TICKS
+        running = alive and not failing
         found: dict[str, Any] = {
             "replica": self.replica_id,
-            "running": alive and not failing,
+            "running": running,
             "store_reachable": not self._health.down,
+            "claiming": running and not self._health.down,
             "clock_offset_ms": self.clock.offset_ms,
         }
         if failing:
@@ -372,6 +384,7 @@ class Beat:
         Heartbeats, catches up, claims and dispatches every due occurrence. Returns when to
         call again, or None when something was due (call again at once).
         """
+        self._last_pass = time.monotonic()
         with self._lock:
             self._prepare()
         now = self.clock.now()

@@ -11,6 +11,7 @@ store could not take until it answers.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -29,10 +30,15 @@ log = logging.getLogger(__name__)
 
 
 class StoreHealth:
-    """Whether the store answered the last time this replica asked it."""
+    """Whether the store answered the last time this replica asked it. While it does not, a
+    WARNING says so again every ``REMIND`` seconds: an outage is never one line long ago."""
+
+    REMIND = 60.0
 
     def __init__(self) -> None:
         self.down = False
+        self._down_since = 0.0
+        self._said_at = 0.0
         self._when_down: list[Callable[[], None]] = []
         self._when_up: list[Callable[[], None]] = []
 
@@ -45,10 +51,19 @@ class StoreHealth:
         self._when_up.append(hook)
 
     def failed(self, exc: StoreUnavailable) -> None:
+        now = time.monotonic()
         if not self.down:
             log.warning("store unavailable, cluster jobs are paused until it is back: %s", exc)
+            self._down_since = self._said_at = now
             for hook in self._when_down:
                 hook()
+        elif now - self._said_at >= self.REMIND:
+            self._said_at = now
+            log.warning(
+                "store still unavailable after %d s, cluster jobs paused: %s",
+                now - self._down_since,
+                exc,
+            )
         self.down = True
 
     def ok(self) -> None:

@@ -30,14 +30,28 @@ from cron_bridge.queues.installed import installed_adapters
 from cron_bridge.stores import Store
 from cron_bridge.telemetry import serve_metrics, watch_replica
 
-__all__ = ["beat", "beat_options", "run_beat"]
+__all__ = [
+    "beat",
+    "beat_options",
+    "host_port",
+    "read_secret",
+    "run_beat",
+    "serve_beat_http",
+    "serve_beat_metrics",
+]
 
 log = logging.getLogger(__name__)
 
 
 _OPTIONS = [
     store_option,
-    click.option("--http", "http_bind", metavar="HOST:PORT", help="Serve the HTTP trigger here."),
+    click.option(
+        "--http",
+        "http_bind",
+        envvar="CRON_BRIDGE_HTTP",
+        metavar="HOST:PORT",
+        help="Serve the HTTP trigger here (default: $CRON_BRIDGE_HTTP).",
+    ),
     click.option(
         "--secret",
         envvar="CRON_BRIDGE_SECRET",
@@ -60,8 +74,10 @@ _OPTIONS = [
     click.option(
         "--metrics",
         "metrics_bind",
+        envvar="CRON_BRIDGE_METRICS",
         metavar="HOST:PORT",
-        help="Serve Prometheus metrics on http://HOST:PORT/metrics (needs prometheus-client).",
+        help="Serve Prometheus metrics (needs prometheus-client) on http://HOST:PORT/metrics "
+        "(default: $CRON_BRIDGE_METRICS).",
     ),
     click.option(
         "--monitor",
@@ -146,12 +162,12 @@ def run_beat(
                     "--secret on the command line shows in ps; prefer "
                     "CRON_BRIDGE_SECRET or --secret-file"
                 )
-            secret = _read_secret(secret, options["secret_file"])
+            secret = read_secret(secret, options["secret_file"])
             check_secret(secret)
         shown = _namespaces(options["namespaces"])
         if shown and not http_bind:
             fail("--namespace is shown on the dashboard: give --http as well")
-        metrics = _serve_metrics(metrics_bind) if metrics_bind else None
+        metrics = serve_beat_metrics(metrics_bind) if metrics_bind else None
         set_default_monitor(options.get("monitor"))
         jobs = load()
         opened = open_store(store)
@@ -174,7 +190,7 @@ def run_beat(
         # so the collections a burst's allocations set off do not walk every job again.
         gc.freeze()
         server = (
-            _serve_http(replica, http_bind, secret, forwarded_allow_ips, shown)
+            serve_beat_http(replica, http_bind, secret, forwarded_allow_ips, shown)
             if http_bind and secret
             else None
         )
@@ -217,7 +233,7 @@ def _say_what_else(modules: tuple[str, ...], *, declared: bool) -> None:
         )
 
 
-def _read_secret(secret: str | None, secret_file: str | None) -> str:
+def read_secret(secret: str | None, secret_file: str | None) -> str:
     if secret and secret_file:
         fail("give --secret (CRON_BRIDGE_SECRET) or --secret-file, not both")
     if secret_file:
@@ -241,7 +257,7 @@ def _read_secret(secret: str | None, secret_file: str | None) -> str:
     return secret
 
 
-def _host_port(option: str, bind: str) -> tuple[str, int]:
+def host_port(option: str, bind: str) -> tuple[str, int]:
     host, _, port = bind.rpartition(":")
     if not port.isdigit() or not 1 <= int(port) <= 65535 or len(port) > 5:
         fail(f"{option} expects HOST:PORT with a port from 1 to 65535, got {bind!r}")
@@ -257,8 +273,8 @@ def _url(host: str, port: int) -> str:
     return f"http://{shown}:{port}"
 
 
-def _serve_metrics(bind: str) -> Any:
-    host, port = _host_port("--metrics", bind)
+def serve_beat_metrics(bind: str) -> Any:
+    host, port = host_port("--metrics", bind)
     try:
         server = serve_metrics(host, port)
     except OSError as exc:
@@ -280,14 +296,14 @@ def _namespaces(given: tuple[str, ...]) -> dict[str, str]:
     return found
 
 
-def _serve_http(
+def serve_beat_http(
     replica: Beat,
     bind: str,
     secret: str,
     forwarded_allow_ips: str,
     namespaces: dict[str, str] | None = None,
 ) -> HttpServer:
-    host, port = _host_port("--http", bind)
+    host, port = host_port("--http", bind)
     app = asgi_app(replica, secret=secret, namespaces=namespaces)
     server = serve(app, host, port, forwarded_allow_ips=forwarded_allow_ips)
     where = _url(host, port)

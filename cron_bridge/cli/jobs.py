@@ -226,7 +226,9 @@ def history(
             if occurrence.job != name:
                 fail(f"occurrence {occurrence_id!r} is not one of {name!r}")
         window = parse_duration(since, option="since"), parse_duration(grace, option="grace")
-        jobs = {job.name: job for job in load_app(app)} if audit_window and app else {}
+        # The app's jobs as `list -A` shows them: a drop-in's entries (beat_schedule) too.
+        listed = _listed_jobs(load_app(app), app) if audit_window and app else []
+        jobs = {job.name: job for job, _ in listed}
         opened = open_existing_store(store)
         if opened is None:
             fail("no store: give --store or set CRON_BRIDGE_STORE")
@@ -404,11 +406,19 @@ def _show_audit(found: Audit, as_json: bool) -> None:
         )
     header = ["OCCURRENCES", "COMPLETED ONCE", "NEVER COMPLETED", "MORE THAN ONCE"]
     counts = [found.occurrences, found.once, len(found.never), len(found.more)]
+    if found.sent:  # plain tasks: their workers record no completion
+        header.insert(2, "SENT (PLAIN TASK)")
+        counts.insert(2, found.sent)
     print_table([[*header, "BEYOND HISTORY"], [str(n) for n in [*counts, found.beyond_history]]])
     for occurrence_id, why in list(found.why.items())[:20]:
         say(f"never completed: {occurrence_id}: {why}")
     for occurrence_id, times in list(found.more.items())[:20]:
         click.echo(f"completed {times} times: {occurrence_id}")
+    if found.sent:
+        click.echo(
+            f"{found.sent} occurrence(s) sent; completion not recorded (plain task: a "
+            "drop-in's task runs without the guard, so no worker records its run)"
+        )
     if found.beyond_history:
         click.echo(
             f"{found.beyond_history} occurrence(s) are older than the records the store keeps "

@@ -20,7 +20,7 @@ from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Occurrence
 from cron_bridge.schedules import Schedule
 from cron_bridge.stores.base import Store
-from cron_bridge.stores.records import RunRecord
+from cron_bridge.stores.records import PLAIN_TASK, RunRecord
 
 __all__ = ["Audit", "OccurrenceReport", "audit", "final_outcome", "occurrence_report"]
 
@@ -63,6 +63,8 @@ def explain(
         if record is not None:
             detail = "; ".join(text for text in (record.error, record.reason) if text)
             return f"{outcome} on {record.replica}" + (f": {detail}" if detail else "")
+    if "enqueued" in latest and latest["enqueued"].reason == PLAIN_TASK:
+        return f"sent by {latest['enqueued'].replica}; completion not recorded (plain task)"
     if "enqueued" in latest:
         return (
             f"enqueued by {latest['enqueued'].replica}, no worker recorded a run (still "
@@ -88,6 +90,12 @@ def explain(
             "the claim has expired: claimed by one that died before it enqueued"
         )
     return "never claimed (no replica up to claim it, or the store was down)"
+
+
+def _sent_plain(records: list[RunRecord]) -> bool:
+    """Whether the occurrence was sent as a plain task and nothing says it ended otherwise."""
+    sent = any(r.outcome == "enqueued" and r.reason == PLAIN_TASK for r in records)
+    return sent and not any(r.outcome in _ENDED for r in records)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +149,10 @@ class Audit:
             that died before it enqueued) or one to look into (enqueued and never run, never
             claimed).
         more: occurrences with more than one completed run, with how many.
+        sent: occurrences sent as plain tasks (a drop-in's ``beat_schedule`` entry, ``rq
+            cron`` registration or periodiq actor, whose worker runs no guard and records no
+            completion), with no completed run: sent once, which is all the store can know;
+            not counted in ``never``.
         beyond_history: occurrences older than the oldest record the store still keeps (its
             history is full), which cannot be judged.
         first_seen: when a replica first declared the job, when it is after ``start``: the
@@ -156,6 +168,7 @@ class Audit:
     never: dict[str, list[str]] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
     more: dict[str, int] = field(default_factory=dict)
+    sent: int = 0
     beyond_history: int = 0
     first_seen: datetime | None = None
 
@@ -174,6 +187,7 @@ class Audit:
             "never_completed": self.never,
             "why_never_completed": self.why,
             "completed_more_than_once": self.more,
+            "sent_plain_task": self.sent,
             "older_than_kept_history": self.beyond_history,
             "first_seen": None if self.first_seen is None else self.first_seen.isoformat(),
         }
@@ -237,6 +251,8 @@ def audit(
         completed = sum(1 for r in kept if r.outcome == "completed")
         if completed == 1:
             result.once += 1
+        elif completed == 0 and _sent_plain(kept):
+            result.sent += 1
         elif completed == 0:
             result.never[occurrence.id] = sorted({r.outcome for r in kept})
             look_up = len(result.why) < CLAIMS_LOOKED_UP

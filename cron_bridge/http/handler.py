@@ -7,8 +7,8 @@ No web framework is needed: both apps share one small request handler.
   ``200 {"outcome", "occurrence_id", "duration_ms"}`` once the job finished (a queue target:
   once enqueued), ``401`` for a wrong or missing token, ``404`` for an unknown job, ``500``
   when the run failed, ``503`` when the store could not be reached (the job did not run).
-- ``GET <path>/healthz`` needs no token: ``200 {"replica", "running", "store_reachable"}``
-  while the beat's loop runs, ``503`` once it stopped or failed its last ticks (with
+- ``GET <path>/healthz`` needs no token: ``200 {"replica", "running", "store_reachable",
+  "claiming"}`` while the beat's loop runs, ``503`` once it stopped or failed its last ticks (with
   ``"failing"`` saying so; a liveness probe).
 - ``<path>/`` is the dashboard (``cron_bridge.http.dashboard``): the bearer token, or a login form
   that sets a signed, expiring session cookie (HttpOnly, SameSite=Strict, Secure over https;

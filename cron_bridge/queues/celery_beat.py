@@ -23,6 +23,7 @@ class _Forward:
     """Builds the adapter's scheduler of ``name``: what Celery gets when it calls this class."""
 
     name = ""
+    cron_bridge_scheduler = True  # the Celery adapter's worker check knows them by this
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         for point in entry_points(group=GROUP):

@@ -24,6 +24,7 @@ __all__ = [
     "CONTROLS_MAX",
     "CONTROL_KEY_MAX",
     "LONG_TEXT_MAX",
+    "PLAIN_TASK",
     "REPLICA_ID_MAX",
     "REPLICA_TTL_MAX",
     "TRACEBACK_MAX",
@@ -44,6 +45,11 @@ T = TypeVar("T")
 _TEXT_MAX = 1000  # job names, occurrence ids, triggers and replica ids are far shorter
 LONG_TEXT_MAX = 4000  # a record's reason and error, as kept and shown
 TRACEBACK_MAX = 8000  # a failed run's traceback: its last frames and the error, kept
+
+# The reason on the ``enqueued`` record of a drop-in sender's send (a ``beat_schedule`` entry,
+# an ``rq cron`` registration, a periodiq actor): its task runs unchanged, with no guard to
+# record a completion, so the audit counts it sent, not never completed.
+PLAIN_TASK = "plain task: the worker records no completion"
 
 Outcome = Literal[
     "enqueued",

@@ -77,6 +77,7 @@ def test_the_http_trigger_over_a_real_socket(tmp_path: Path) -> None:
             "replica": "http-1",
             "running": True,
             "store_reachable": True,
+            "claiming": True,
             "clock_offset_ms": None,
         }  # SQLite: the host's own clock
         beat.terminate()

@@ -36,6 +36,7 @@ from cron_bridge.adapters import (
     override,
     run_delivery,
 )
+from cron_bridge_celery import worker_check  # noqa: F401 - the check of a worker's embedded beat
 
 __all__ = ["CeleryAdapter"]
 

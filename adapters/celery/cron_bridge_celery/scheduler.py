@@ -32,6 +32,8 @@ from cron_bridge.adapters import (
     register,
     store_from_url,
 )
+from cron_bridge.commands import HostedEndpoints, HostedOptions
+from cron_bridge_celery import worker_check
 from cron_bridge_celery.schedules import to_schedule
 from cron_bridge_celery.sender import SENDER, BeatScheduleSender
 
@@ -105,17 +107,28 @@ def beat_schedule_jobs(modules: Sequence[ModuleType]) -> list[Job]:
 class ClusterScheduler(Scheduler):  # type: ignore[misc]
     """A ``celery.beat.Scheduler`` whose every replica is active and sends each occurrence once.
 
-    The store comes from ``app.conf.cron_bridge_store`` or ``CRON_BRIDGE_STORE``. No shelve
-    file is used: the store holds what was sent.
+    Its options are those of ``cron-bridge beat``, each from the app's setting
+    ``cron_bridge_<option>`` or else ``CRON_BRIDGE_<OPTION>`` (``HostedOptions``): the store
+    (``cron_bridge_store``), the replica id, the HTTP trigger with its ``/healthz``, metrics. No
+    shelve file is used: the store holds what was sent.
+
+    Under ``celery beat`` a store that does not answer at start is one line and exit 2, as for
+    ``cron-bridge beat``. Embedded in a worker (``celery worker --beat --scheduler
+    cron_bridge``) it is not: the worker lives on, so its beat starts anyway, claims nothing
+    until the store answers, asks it again at every tick and says so at WARNING every minute;
+    its ``/healthz`` says ``"claiming": false`` meanwhile.
     """
+
+    cron_bridge_scheduler = True  # what the worker check knows cron-bridge's schedulers by
 
     def __init__(self, app: Celery, *args: Any, lazy: bool = False, **kwargs: Any) -> None:
         self._beat: Beat | None = None
-        self._store_url = (
-            app.conf.get("cron_bridge_store")
-            or os.environ.get("CRON_BRIDGE_STORE")
-            or self._default_store_url()
-        )
+        self._endpoints: Any = None
+        try:
+            self._options = HostedOptions.read(app.conf.get, os.environ)
+        except ConfigError as exc:
+            _exit(str(exc))
+        self._store_url = self._options.store or self._default_store_url()
         if not self._store_url:
             _exit(
                 "set app.conf.cron_bridge_store or CRON_BRIDGE_STORE to the store URL, "
@@ -159,9 +172,27 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
             store.ping()
         except ConfigError as exc:
             _exit(_entry_error(exc))
-        except (StoreUnavailable, ImportError) as exc:
+        except ImportError as exc:
             _exit(str(exc))
-        self._beat = Beat(store, jobs)
+        except StoreUnavailable as exc:
+            if not worker_check.embedded():
+                _exit(str(exc))
+            log.warning(
+                "cron-bridge: the store does not answer (%s); this worker's beat claims "
+                "nothing until it does, and asks it again at every tick",
+                exc,
+            )
+        self._beat = Beat(
+            store,
+            jobs,
+            replica_id=self._options.replica_id,
+            shutdown_timeout=self._options.shutdown_timeout,
+        )
+        try:
+            self._options.apply_monitor()
+            self._endpoints = HostedEndpoints(self._beat, store, self._options)
+        except ConfigError as exc:
+            _exit(str(exc))
         if announce:
             log.info(
                 "cron-bridge: %d entr%s on %s as replica %s",
@@ -199,6 +230,8 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
         """Nothing to write: the store keeps what was claimed and sent."""
 
     def close(self) -> None:
+        if self._endpoints is not None:
+            self._endpoints.shutdown()
         if self._beat is not None:
             self._beat.stop()
             self._beat.store.close()

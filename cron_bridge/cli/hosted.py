@@ -1,0 +1,125 @@
+"""A beat inside another program's process (a Celery, RQ or Dramatiq worker): its options, read
+one way for every queue, checked before the host starts, and its HTTP and metrics endpoints.
+
+Each option of ``cron-bridge beat`` is read from the host's setting ``cron_bridge_<option>``
+(Celery's ``app.conf``; ``CELERY_CRON_BRIDGE_<OPTION>`` in Django settings) when the host has
+settings, and else from the environment variable ``cron-bridge beat`` reads,
+``CRON_BRIDGE_<OPTION>``: ``store``, ``replica_id``, ``http``, ``secret``, ``secret_file``,
+``forwarded_allow_ips``, ``metrics``, ``shutdown_timeout``, ``monitor``.
+
+``check`` runs in the host before it starts (before any fork), so a bad value is one line and
+exit 2 where the operator sees it, not a beat that dies inside a worker that lives on. A store
+that does not answer at that moment is not an error: the hosted beat asks it again at every
+tick and claims nothing until it answers (its health says so), as a standalone beat does after
+its start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from cron_bridge.beat.replica import Beat
+from cron_bridge.cli.beat import host_port, read_secret, serve_beat_http, serve_beat_metrics
+from cron_bridge.cli.common import fail
+from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.monitors import resolve as resolve_monitor
+from cron_bridge.monitors import set_default as set_default_monitor
+from cron_bridge.plumbing.secret import check_secret
+from cron_bridge.stores import Store, store_from_url
+from cron_bridge.telemetry import watch_replica
+
+__all__ = ["HostedEndpoints", "HostedOptions"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HostedOptions:
+    """The options of a beat hosted by a worker, as ``cron-bridge beat`` names them."""
+
+    store: str | None = None
+    replica_id: str | None = None
+    http: str | None = None
+    secret: str | None = None
+    secret_file: str | None = None
+    forwarded_allow_ips: str = "127.0.0.1"
+    metrics: str | None = None
+    shutdown_timeout: str = "25s"
+    monitor: str | None = None
+
+    @classmethod
+    def read(
+        cls,
+        setting: Callable[[str], Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> HostedOptions:
+        """Each option from ``setting("cron_bridge_<name>")``, else ``CRON_BRIDGE_<NAME>``.
+
+        Raises:
+            ConfigError: a setting that is not text, naming it.
+        """
+        environ = os.environ if environ is None else environ
+        found: dict[str, str] = {}
+        for field in fields(cls):
+            name = f"cron_bridge_{field.name}"
+            value = setting(name) if setting is not None else None
+            if value in (None, ""):
+                value = environ.get(name.upper()) or None
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                shown = "***" if field.name == "secret" else value
+                raise ConfigError("expected text", option=name, value=shown)
+            found[field.name] = value
+        return cls(**found)
+
+    def check(self) -> None:
+        """Exit 2 with one line on a value the hosted beat could not start with: a store URL
+        that is malformed or names a driver not installed, an HTTP or metrics address that is
+        not HOST:PORT, HTTP without a secret, a monitor that is not known. A store that does
+        not answer now is left to the beat, which asks it again at every tick."""
+        try:
+            if self.store is not None:
+                try:
+                    store_from_url(self.store).close()
+                except StoreUnavailable as exc:
+                    log.warning("the store does not answer yet (%s); the beat asks again", exc)
+            if self.http is not None:
+                host_port("cron_bridge_http (CRON_BRIDGE_HTTP)", self.http)
+                check_secret(read_secret(self.secret, self.secret_file))
+            if self.metrics is not None:
+                host_port("cron_bridge_metrics (CRON_BRIDGE_METRICS)", self.metrics)
+            resolve_monitor(self.monitor, job="*")
+        except (ConfigError, ImportError) as exc:
+            fail(str(exc))
+
+    def apply_monitor(self) -> None:
+        """Make ``monitor`` (when set) the monitor of every job without one, in this process
+        and the processes it forks: a worker's task runs, the beat's inline runs."""
+        if self.monitor is not None:
+            set_default_monitor(self.monitor)
+
+
+class HostedEndpoints:
+    """The hosted beat's HTTP (trigger, dashboard, ``/healthz``) and metrics, when its options
+    ask for them; ``shutdown()`` stops both."""
+
+    def __init__(self, replica: Beat, store: Store, options: HostedOptions) -> None:
+        self._servers: list[Any] = []
+        if options.metrics is not None:
+            self._servers.append(serve_beat_metrics(options.metrics))
+            watch_replica(replica.health, lambda: len(store.replicas()))
+        if options.http is not None:
+            secret = read_secret(options.secret, options.secret_file)
+            check_secret(secret)
+            server = serve_beat_http(replica, options.http, secret, options.forwarded_allow_ips)
+            self._servers.append(server)
+
+    def shutdown(self) -> None:
+        for server in self._servers:
+            server.shutdown()
+        self._servers.clear()

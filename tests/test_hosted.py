@@ -1,0 +1,63 @@
+"""A beat hosted by a worker reads each option from the host's settings, else the environment
+variable ``cron-bridge beat`` reads, and refuses a bad value with one line before it starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cron_bridge.cli.hosted import HostedOptions
+from cron_bridge.errors import ConfigError
+
+
+def test_a_setting_wins_over_the_environment_and_the_defaults_are_the_commands() -> None:
+    settings = {"cron_bridge_store": "memory://", "cron_bridge_http": ""}
+    environ = {
+        "CRON_BRIDGE_STORE": "sqlite:///other.db",
+        "CRON_BRIDGE_HTTP": "127.0.0.1:8081",
+        "CRON_BRIDGE_REPLICA_ID": "worker-1",
+    }
+    options = HostedOptions.read(settings.get, environ)
+    assert options.store == "memory://"
+    assert options.http == "127.0.0.1:8081", "an empty setting is no setting"
+    assert options.replica_id == "worker-1"
+    assert (options.shutdown_timeout, options.forwarded_allow_ips) == ("25s", "127.0.0.1")
+    assert HostedOptions.read(None, {}) == HostedOptions()
+
+
+def test_a_setting_that_is_not_text_names_itself_and_hides_a_secret() -> None:
+    with pytest.raises(ConfigError) as raised:
+        HostedOptions.read({"cron_bridge_secret": 12345678901234567890}.get, {})
+    assert "cron_bridge_secret" in str(raised.value)
+    assert "1234567890" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"store": "mysql://db/x"}, "unknown store scheme"),
+        ({"http": "127.0.0.1:99999"}, "CRON_BRIDGE_HTTP"),
+        ({"http": "127.0.0.1:8081"}, "secret"),
+        ({"http": "127.0.0.1:8081", "secret": "changeme"}, "placeholder"),
+        ({"metrics": "nowhere"}, "CRON_BRIDGE_METRICS"),
+        ({"monitor": "statsd"}, "monitor"),
+    ],
+)
+def test_a_bad_value_is_one_line_and_exit_2(
+    values: dict[str, Any], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        HostedOptions(**values).check()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_good_values_pass() -> None:
+    HostedOptions(
+        store="memory://",
+        http="127.0.0.1:8081",
+        secret="a-long-enough-secret-for-the-test",
+        metrics="127.0.0.1:9100",
+    ).check()
