@@ -21,9 +21,10 @@ from cron_bridge.cli.common import (
     print_table,
     store_option,
 )
-from cron_bridge.cli.hosted import HostedEndpoints, HostedOptions
+from cron_bridge.cli.hosted import HostedBeat, HostedEndpoints, HostedOptions
 
 __all__ = [
+    "HostedBeat",
     "HostedEndpoints",
     "HostedOptions",
     "beat_options",

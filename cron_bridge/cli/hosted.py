@@ -19,17 +19,20 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from cron_bridge.beat.replica import Beat
 from cron_bridge.cli.beat import host_port, read_secret, serve_beat_http, serve_beat_metrics
-from cron_bridge.cli.common import fail
+from cron_bridge.cli.common import fail, load_app
 from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.jobs import Job
 from cron_bridge.monitors import resolve as resolve_monitor
 from cron_bridge.monitors import set_default as set_default_monitor
 from cron_bridge.plumbing.secret import check_secret
+from cron_bridge.registry import default_registry
 from cron_bridge.stores import Store, store_from_url
+from cron_bridge.stores.urls import DEFAULT_STORE
 from cron_bridge.telemetry import watch_replica
 
 __all__ = ["HostedEndpoints", "HostedOptions"]
@@ -50,6 +53,8 @@ class HostedOptions:
     metrics: str | None = None
     shutdown_timeout: str = "25s"
     monitor: str | None = None
+    # Whether the host has settings (Celery's app.conf): then errors name both places.
+    has_settings: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def read(
@@ -64,18 +69,24 @@ class HostedOptions:
         """
         environ = os.environ if environ is None else environ
         found: dict[str, str] = {}
-        for field in fields(cls):
-            name = f"cron_bridge_{field.name}"
+        for option in fields(cls):
+            if option.name == "has_settings":
+                continue
+            name = f"cron_bridge_{option.name}"
             value = setting(name) if setting is not None else None
             if value in (None, ""):
                 value = environ.get(name.upper()) or None
             if value is None:
                 continue
             if not isinstance(value, str):
-                shown = "***" if field.name == "secret" else value
+                shown = "***" if option.name == "secret" else value
                 raise ConfigError("expected text", option=name, value=shown)
-            found[field.name] = value
-        return cls(**found)
+            found[option.name] = value
+        return cls(**found, has_settings=setting is not None)
+
+    def _named(self, option: str) -> str:
+        variable = f"CRON_BRIDGE_{option.upper()}"
+        return f"cron_bridge_{option} ({variable})" if self.has_settings else variable
 
     def check(self) -> None:
         """Exit 2 with one line on a value the hosted beat could not start with: a store URL
@@ -89,10 +100,10 @@ class HostedOptions:
                 except StoreUnavailable as exc:
                     log.warning("the store does not answer yet (%s); the beat asks again", exc)
             if self.http is not None:
-                host_port("cron_bridge_http (CRON_BRIDGE_HTTP)", self.http)
+                host_port(self._named("http"), self.http)
                 check_secret(read_secret(self.secret, self.secret_file))
             if self.metrics is not None:
-                host_port("cron_bridge_metrics (CRON_BRIDGE_METRICS)", self.metrics)
+                host_port(self._named("metrics"), self.metrics)
             resolve_monitor(self.monitor, job="*")
         except (ConfigError, ImportError) as exc:
             fail(str(exc))
@@ -123,3 +134,70 @@ class HostedEndpoints:
         for server in self._servers:
             server.shutdown()
         self._servers.clear()
+
+
+class HostedBeat:
+    """A beat replica on a thread of a worker's main process (RQ's ``BeatWorker``,
+    Dramatiq's ``BeatMiddleware``), with its endpoints; its options and its jobs' modules
+    (``CRON_BRIDGE_APP``, space-separated, as ``cron-bridge beat`` reads it; without it, the
+    jobs the host's own imports declared) from the environment.
+
+    ``prepare()`` (in the host, before it forks anything) imports the modules and checks the
+    options, exiting 2 with one line on a bad one; ``start()`` opens the store without asking
+    it (one that does not answer yet is asked at every tick, see ``HostedOptions``) and starts
+    the beat's thread; ``stop()`` drains it, within its ``shutdown_timeout``.
+    """
+
+    def __init__(self, host: str, environ: Mapping[str, str] | None = None) -> None:
+        self.host = host
+        self._environ = os.environ if environ is None else environ
+        self.options = HostedOptions()
+        self.jobs: list[Job] = []
+        self.replica: Beat | None = None
+        self._store: Store | None = None
+        self._endpoints: HostedEndpoints | None = None
+
+    def prepare(self) -> None:
+        try:
+            self.options = HostedOptions.read(None, self._environ)
+        except ConfigError as exc:
+            fail(str(exc))
+        self.options.check()
+        self.options.apply_monitor()
+        modules = tuple(self._environ.get("CRON_BRIDGE_APP", "").split())
+        # Without CRON_BRIDGE_APP, what the host imported itself (a dramatiq command line's
+        # modules): the jobs declared so far.
+        self.jobs = load_app(modules) if modules else default_registry.jobs()
+        if not self.jobs:
+            log.warning(
+                "%s carries a beat with no job declared%s: set CRON_BRIDGE_APP to the modules "
+                "that declare them (stored schedules still run)",
+                self.host,
+                f" in {' '.join(modules)}" if modules else "",
+            )
+
+    def start(self) -> None:
+        url = self.options.store or DEFAULT_STORE
+        try:
+            self._store = store_from_url(url)
+            self.replica = Beat(
+                self._store,
+                self.jobs,
+                replica_id=self.options.replica_id,
+                shutdown_timeout=self.options.shutdown_timeout,
+            )
+            self.replica.start()
+            self._endpoints = HostedEndpoints(self.replica, self._store, self.options)
+        except (ConfigError, ImportError) as exc:
+            fail(str(exc))
+        log.info("%s carries beat %s", self.host, self.replica.replica_id)
+
+    def stop(self) -> None:
+        if self._endpoints is not None:
+            self._endpoints.shutdown()
+            self._endpoints = None
+        if self.replica is not None:
+            self.replica.stop()
+        if self._store is not None:
+            self._store.close()
+            self._store = None

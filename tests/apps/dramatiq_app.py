@@ -29,6 +29,10 @@ if os.environ.get("CB_TEST_DRAMATIQ_ASYNCIO"):  # async actors on Dramatiq's own
     from dramatiq.middleware.asyncio import AsyncIO
 
     broker.add_middleware(AsyncIO())
+if os.environ.get("CB_TEST_DRAMATIQ_BEAT"):  # the beat in the dramatiq process tree
+    from cron_bridge_dramatiq import BeatMiddleware
+
+    broker.add_middleware(BeatMiddleware())
 dramatiq.set_broker(broker)
 
 

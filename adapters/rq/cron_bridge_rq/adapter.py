@@ -17,7 +17,7 @@ import math
 import os
 import threading
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from redis import Redis
@@ -41,7 +41,7 @@ from cron_bridge.adapters import (
 from cron_bridge_rq.ids import rq_job_id
 from cron_bridge_rq.send import check_send
 
-__all__ = ["HORSE_FLUSH", "RQAdapter", "rq_intervals", "rq_job_id"]
+__all__ = ["HORSE_FLUSH", "RQAdapter", "rq_intervals", "rq_job_id", "use_worker_connection"]
 
 # Seconds a job asks the store again for the records it kept before returning: RQ's work
 # horse ends with os._exit right after the job, where no exit hook runs, and what it kept
@@ -58,9 +58,23 @@ def rq_intervals(delays: Sequence[float]) -> list[int]:
     return [math.ceil(delay) + 1 if delay > 0 else 0 for delay in delays]
 
 
+# The Redis of queues given by name when RQ_REDIS_URL is not set: a BeatWorker's own.
+_worker_connection: list[Redis | None] = [None]
+
+
+def use_worker_connection(connection: Redis | None) -> None:
+    """Send the jobs whose queue is given by name, when ``RQ_REDIS_URL`` is not set, to this
+    Redis: what ``cron_bridge_rq.BeatWorker`` calls with the worker's own connection."""
+    _worker_connection[0] = connection
+
+
 class RQAdapter(Adapter, name="rq", stored_task="cron_bridge_rq.stored.run_stored"):
     """Plain functions enqueued by dotted path to an ``rq.Queue`` (or a queue name). Stored
-    schedules enqueue ``cron_bridge_rq.stored.run_stored``."""
+    schedules enqueue ``cron_bridge_rq.stored.run_stored``.
+
+    A queue given by name is on the Redis of ``RQ_REDIS_URL``; without it, in a worker that
+    carries the beat (``cron_bridge_rq.BeatWorker``), on the worker's own Redis
+    (``use_worker_connection``)."""
 
     def __init__(self) -> None:
         # The rq.Queue a function was declared with, by (dotted path, queue name): one
@@ -227,6 +241,9 @@ class RQAdapter(Adapter, name="rq", stored_task="cron_bridge_rq.stored.run_store
         if known is not None:
             return known
         url = os.environ.get("RQ_REDIS_URL")
+        worker = _worker_connection[0]
+        if not url and worker is not None:
+            return self._named_queue("(the worker's)", job.queue or "default", lambda: worker)
         if not url:
             raise ConfigError(
                 "a queue given by name needs RQ_REDIS_URL for its Redis (or pass an rq.Queue)",
@@ -234,20 +251,24 @@ class RQAdapter(Adapter, name="rq", stored_task="cron_bridge_rq.stored.run_store
                 option="queue",
                 value=job.queue,
             )
-        name = job.queue or "default"
+        return self._named_queue(
+            url,
+            job.queue or "default",
+            lambda: Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5),
+        )
+
+    def _named_queue(self, where: str, name: str, connect: Callable[[], Redis]) -> Queue:
         with self._lock:
-            queue = self._named.get((url, name))
+            queue = self._named.get((where, name))
             if queue is not None:
                 return queue
-            connection = self._connections.get(url)
+            connection = self._connections.get(where)
             if connection is None:
-                connection = self._connections[url] = Redis.from_url(
-                    url, socket_connect_timeout=5, socket_timeout=5
-                )
+                connection = self._connections[where] = connect()
             # JSON, never pickle: workers of these queues run with
             # --serializer rq.serializers.JSONSerializer. One Queue per name, so a batch for
             # one queue is one enqueue_many.
-            queue = self._named[(url, name)] = Queue(
+            queue = self._named[(where, name)] = Queue(
                 name, connection=connection, serializer=JSONSerializer
             )
             return queue
