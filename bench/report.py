@@ -279,7 +279,9 @@ def write_report(results: dict[str, Any], path: Path) -> None:
     if failover:
         rows = [
             [
-                f["kind"] + (f" (lock timeout {f['lock_timeout']} s)" if f["lock_timeout"] else ""),
+                f["kind"]
+                + (" in every worker (celery worker --beat)" if f.get("embedded") else "")
+                + (f" (lock timeout {f['lock_timeout']} s)" if f["lock_timeout"] else ""),
                 f"{f['gap_s']:.2f}",
                 f["lost"],
                 f["window_s"],
@@ -297,7 +299,9 @@ def write_report(results: dict[str, Any], path: Path) -> None:
             "kill); lost: seconds of the window after the kill with no message (target: 0). "
             "RedBeat by default: lock timeout 5 × `beat_max_loop_interval` (300 s), and standby "
             "replicas ask for the lock every `beat_max_loop_interval`; tuned: lock timeout 3 s, "
-            "`beat_max_loop_interval` 1 s.",
+            "`beat_max_loop_interval` 1 s. In every worker: 3 Celery workers each started with "
+            "`--beat` and the scheduler, the job a `beat_schedule` entry, the whole process "
+            "group of the worker whose beat sent the latest occurrence SIGKILLed.",
             "",
             _table(["scheduler", "gap s", "lost", "window s"], rows),
             "",

@@ -308,9 +308,20 @@ def burst_celery_peer(jobs: int, replicas: int, broker: str, scheduler: str) -> 
 # -- failover -------------------------------------------------------------------------------
 
 
-def failover(kind: str, broker: str, store: str, lock_timeout: int | None = None) -> Result:
+def failover(
+    kind: str,
+    broker: str,
+    store: str,
+    lock_timeout: int | None = None,
+    *,
+    embedded: bool = False,
+) -> Result:
     """A Celery job every second on 3 replicas (1 for celery beat); SIGKILL the one that is
-    sending after 8 s; the gap until the next message and how many seconds got none."""
+    sending after 8 s; the gap until the next message and how many seconds got none.
+
+    ``embedded``: the replicas are 3 Celery workers, each with its beat inside
+    (``celery worker --beat --scheduler cron_bridge``, or RedBeat's), the job a
+    ``beat_schedule`` entry; the sending worker's whole process group is killed."""
     queue = f"fail-{uuid.uuid4().hex[:6]}"
     folder = log_dir()
     values = {
@@ -321,7 +332,38 @@ def failover(kind: str, broker: str, store: str, lock_timeout: int | None = None
         "BENCH_EVERY": "1s",
         "CRON_BRIDGE_STORE": store,
     }
-    if kind == "cron-bridge":
+    if embedded:
+        values["BENCH_PEER"] = "1"
+        if lock_timeout is not None:
+            values["BENCH_REDBEAT_LOCK"] = str(lock_timeout)
+        scheduler = "cron_bridge" if kind == "cron-bridge" else "redbeat.RedBeatScheduler"
+        if kind != "cron-bridge":  # where cron-bridge is set up, its check refuses stock -B
+            del values["CRON_BRIDGE_STORE"]
+        # The workers take from another queue: the job's messages stay in the broker, where
+        # the sniffer sees each one arrive.
+        argvs = [
+            [
+                str(BIN / "celery"),
+                "-A",
+                "bench.apps",
+                "worker",
+                "--beat",
+                "--scheduler",
+                scheduler,
+                "-Q",
+                f"idle-{queue}",
+                "-c",
+                "1",
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "INFO",
+                "-s",
+                str(folder / f"schedule{i}"),
+            ]
+            for i in range(3)
+        ]
+    elif kind == "cron-bridge":
         argvs = [[*beat_argv(), "--replica-id", f"beat{i}"] for i in range(3)]
     else:
         values["BENCH_PEER"] = "1"
@@ -347,7 +389,8 @@ def failover(kind: str, broker: str, store: str, lock_timeout: int | None = None
         if lock_timeout is not None:
             values["BENCH_REDBEAT_LOCK"] = str(lock_timeout)
     beats = [
-        Proc(f"b{i}", argv, env(**values), folder / f"b{i}.log") for i, argv in enumerate(argvs)
+        Proc(f"b{i}", argv, env(**values, CRON_BRIDGE_REPLICA_ID=f"beat{i}"), folder / f"b{i}.log")
+        for i, argv in enumerate(argvs)
     ]
     sniffer = Sniffer(broker, queue)
     window = 30
@@ -374,6 +417,7 @@ def failover(kind: str, broker: str, store: str, lock_timeout: int | None = None
     sent = {int(t) for t in sniffer.arrivals}
     return {
         "kind": kind,
+        "embedded": embedded,
         "lock_timeout": lock_timeout,
         "gap_s": round(gap, 2),
         "lost": sum(1 for s in seconds if s not in sent),
@@ -574,6 +618,10 @@ def main() -> None:
                 failover("cron-bridge", broker, _fresh(store)),
                 failover("redbeat", broker, store),
                 failover("redbeat", broker, store, lock_timeout=3),
+                # The beat inside every worker: celery worker --beat on 3 workers.
+                failover("cron-bridge", broker, _fresh(store), embedded=True),
+                failover("redbeat", broker, store, embedded=True),
+                failover("redbeat", broker, store, lock_timeout=3, embedded=True),
             ]
             print("failover", results["failover"], flush=True)
         if "idle" in only:

@@ -68,7 +68,11 @@ def test_three_beats_that_drain_before_they_are_killed() -> None:
     assert compose["services"]["beat"]["environment"]["CRON_BRIDGE_SECRET"].startswith(
         "${CRON_BRIDGE_SECRET:?"
     )
-    for path in [REPO / "docker-compose.yml", *K8S.glob("*.yaml")]:
+    for path in [
+        REPO / "docker-compose.yml",
+        REPO / "docker-compose.embedded.yml",
+        *K8S.glob("*.yaml"),
+    ]:
         assert "change-me" not in path.read_text(), path
     # No Secret is shipped (no placeholder can reach a cluster): the docs say how to make it.
     assert not [kind for kind, _ in objects if kind == "Secret"]

@@ -42,6 +42,7 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.slow
 
 COMPOSE = REPO / "docker-compose.yml"
+EMBEDDED = REPO / "docker-compose.embedded.yml"  # the beat inside every worker
 BROKER_DB = 11  # the session Redis is shared: the three queue libraries get a database of their own
 LIBRARIES = {
     "celery": ("celery.heartbeat", "celery.sync_rates", "celery.rebuild_search"),
@@ -50,8 +51,19 @@ LIBRARIES = {
 }
 
 
-def load_compose() -> dict[str, Any]:
+def load_compose(*overrides: Path) -> dict[str, Any]:
+    """The compose file, with ``overrides`` merged in as ``docker compose -f ... -f ...``
+    merges them: a service's ``command`` replaced, its ``environment`` and ``deploy`` merged
+    key by key."""
     loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    for path in overrides:
+        for name, changes in yaml.safe_load(path.read_text())["services"].items():
+            service = loaded["services"][name]
+            for key, value in changes.items():
+                if isinstance(value, dict):
+                    service[key] = {**service.get(key, {}), **value}
+                else:
+                    service[key] = value
     return loaded
 
 
@@ -163,14 +175,33 @@ def occurrence_times(every: float, start: float, end: float) -> list[datetime]:
     return [datetime.fromtimestamp(t, UTC) for t in range(int(first), int(end) + 1, int(every))]
 
 
+def test_the_embedded_form_moves_the_beat_into_every_worker() -> None:
+    """docker-compose.embedded.yml: no beat service, and each worker carries one, the way
+    each queue's docs say (never celery worker -S, which is the state file)."""
+    services = load_compose(EMBEDDED)["services"]
+    assert services["beat"]["deploy"]["replicas"] == 0
+    celery = services["celery-worker"]["command"]
+    assert celery[-3:] == ["--beat", "--scheduler", "cron_bridge"] and "-S" not in celery
+    assert services["rq-worker"]["command"][2:4] == ["-w", "cron_bridge_rq.BeatWorker"]
+    assert "cron_bridge_dramatiq.beat:run_beat" in services["dramatiq-worker"]["command"]
+    for name in ("celery-worker", "rq-worker", "dramatiq-worker"):
+        service = services[name]
+        shutdown = seconds(service["environment"]["CRON_BRIDGE_SHUTDOWN_TIMEOUT"])
+        assert seconds(service["stop_grace_period"]) > shutdown, name
+        assert service["environment"]["CRON_BRIDGE_STORE"].startswith("postgresql://cron:")
+
+
+@pytest.mark.parametrize("form", ["beat service", "embedded"])
 def test_the_compose_services_run_as_local_processes(
-    request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer
+    request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer, form: str
 ) -> None:
-    """3 beats and the three workers, started as the compose file says, for about 20 s: every
-    heartbeat occurrence completes once on its worker, the failing-first jobs complete on their
-    second attempt through the queue's retries, the slow jobs skip the occurrences that come
-    while they run, and the beats' health check passes."""
-    compose = load_compose()
+    """The three workers and the beats, started as the compose file says (3 beat replicas;
+    or, with docker-compose.embedded.yml, a beat in each worker: 4 replicas), for about 20 s:
+    every heartbeat occurrence completes once on its worker, the failing-first jobs complete
+    on their second attempt through the queue's retries, the slow jobs skip the occurrences
+    that come while they run, and the beats' health check passes."""
+    embedded = form == "embedded"
+    compose = load_compose(EMBEDDED) if embedded else load_compose()
     kit = make_kit("postgres", request, tmp_path)
     broker = f"redis://127.0.0.1:{redis_server.port}/{BROKER_DB}"
     redis.Redis.from_url(broker).flushdb()
@@ -181,15 +212,23 @@ def test_the_compose_services_run_as_local_processes(
         services.append(service)
         probe = compose["services"]["beat"]["healthcheck"]["test"][1:]
         health.append(([localise(part, broker, kit.url, http) for part in probe], http))
+    replicas = len(services)
     for name in ("celery-worker", "rq-worker", "dramatiq-worker"):
         copies = compose["services"][name].get("deploy", {}).get("replicas", 1)
         for replica in range(1, copies + 1):
-            services.append(twin(compose, name, replica, tmp_path, broker, kit.url)[0])
+            worker, http = twin(compose, name, replica, tmp_path, broker, kit.url)
+            services.append(worker)
+            if embedded:  # every worker carries a beat; the Celery one serves its health
+                replicas += 1
+                if "CRON_BRIDGE_HTTP" in compose["services"][name]["environment"]:
+                    probe = compose["services"]["beat"]["healthcheck"]["test"][1:]
+                    health.append(([localise(p, broker, kit.url, http) for p in probe], http))
+    assert replicas == (4 if embedded else 3)
     store = store_from_url(kit.url)
     try:
         for service in services:
             service.start()
-        wait_for(lambda: len(store.replicas()) == 3, 60, "3 live beat replicas")
+        wait_for(lambda: len(store.replicas()) == replicas, 90, f"{replicas} live replicas")
         ready = {
             "celery-worker": "ready.",
             "rq-worker": "Listening on",
@@ -237,8 +276,12 @@ def test_the_compose_services_run_as_local_processes(
         assert all(c["completed"] <= 1 for c in outcomes.values()), (library, outcomes)
         for at in window:
             found = outcomes[Occurrence(job=heartbeat, scheduled_at=at).id]
-            expected = Counter({"completed": 1, "enqueued": 1, "skipped-claimed": 2})
-            assert found == expected, (library, at, found, logs)
+            if embedded:  # each worker's beat declares what its app holds: 2 or 3 stood aside
+                assert found["completed"] == found["enqueued"] == 1, (library, at, found, logs)
+                assert set(found) == {"completed", "enqueued", "skipped-claimed"}, (at, found)
+            else:
+                expected = Counter({"completed": 1, "enqueued": 1, "skipped-claimed": 2})
+                assert found == expected, (library, at, found, logs)
         runs: dict[str, list[RunRecord]] = {}
         for record in records_of(store, [flaky]):
             runs.setdefault(record.occurrence_id, []).append(record)
