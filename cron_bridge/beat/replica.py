@@ -33,7 +33,7 @@ from cron_bridge.control.lost_claims import Ledger
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Job, declare
 from cron_bridge.options import CommonOptions, check_names
-from cron_bridge.plumbing.identity import make_replica_id
+from cron_bridge.plumbing.identity import check_replica_id, make_replica_id
 from cron_bridge.registry import Registry, default_registry
 from cron_bridge.run.recording import LOGGED_EACH
 from cron_bridge.schedules import parse_duration
@@ -86,7 +86,7 @@ class Beat:
     ) -> None:
         self._owns_store = isinstance(store, str)
         self.store = store_from_url(store) if isinstance(store, str) else store
-        self.replica_id = replica_id or make_replica_id()
+        self.replica_id = check_replica_id(replica_id) if replica_id else make_replica_id()
         self.shutdown_timeout = parse_duration(shutdown_timeout, option="shutdown_timeout")
         self.heartbeat_interval = parse_duration(heartbeat_interval, option="heartbeat_interval")
         # The replica's clock, corrected to the store's at every heartbeat.

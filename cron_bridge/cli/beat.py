@@ -241,16 +241,16 @@ def read_secret(secret: str | None, secret_file: str | None) -> str:
             with open(secret_file, "rb") as handle:
                 raw = handle.read(4097)
         except OSError as exc:
-            fail(f"--secret-file: cannot read {secret_file}: {exc.strerror or exc}")
+            fail(f"cannot read the --secret-file {secret_file}: {exc.strerror or exc}")
         if len(raw) > 4096:
-            fail(f"--secret-file: {secret_file} is larger than a secret (4 KiB)")
+            fail(f"the --secret-file {secret_file} is larger than a secret (4 KiB)")
         try:
             return raw.decode("utf-8").strip()
         except UnicodeDecodeError:
-            fail(f"--secret-file: {secret_file} is not UTF-8 text")
+            fail(f"the --secret-file {secret_file} is not UTF-8 text")
     if not secret:
         fail(
-            "--http refuses to start without a secret: set CRON_BRIDGE_SECRET or give "
+            "--http refuses to start without a secret; set CRON_BRIDGE_SECRET or give "
             "--secret-file (make one with: python -c 'import secrets; "
             "print(secrets.token_urlsafe(32))')"
         )

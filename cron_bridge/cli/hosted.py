@@ -20,20 +20,23 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import timedelta
 from typing import Any
 
 from cron_bridge.beat.replica import Beat
-from cron_bridge.cli.beat import host_port, read_secret, serve_beat_http, serve_beat_metrics
+from cron_bridge.cli.beat import host_port, read_secret, serve_beat_http
 from cron_bridge.cli.common import fail, load_app
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Job
 from cron_bridge.monitors import resolve as resolve_monitor
 from cron_bridge.monitors import set_default as set_default_monitor
+from cron_bridge.plumbing.identity import check_replica_id
 from cron_bridge.plumbing.secret import check_secret
 from cron_bridge.registry import default_registry
+from cron_bridge.schedules import parse_duration
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.urls import DEFAULT_STORE
-from cron_bridge.telemetry import watch_replica
+from cron_bridge.telemetry import serve_metrics, watch_replica
 
 __all__ = ["HostedEndpoints", "HostedOptions"]
 
@@ -78,6 +81,8 @@ class HostedOptions:
                 value = environ.get(name.upper()) or None
             if value is None:
                 continue
+            if option.name == "shutdown_timeout" and isinstance(value, int | float | timedelta):
+                value = f"{parse_duration(value, option=name).total_seconds()}s"
             if not isinstance(value, str):
                 shown = "***" if option.name == "secret" else value
                 raise ConfigError("expected text", option=name, value=shown)
@@ -94,6 +99,9 @@ class HostedOptions:
         not HOST:PORT, HTTP without a secret, a monitor that is not known. A store that does
         not answer now is left to the beat, which asks it again at every tick."""
         try:
+            parse_duration(self.shutdown_timeout, option=self._named("shutdown_timeout"))
+            if self.replica_id is not None:
+                check_replica_id(self.replica_id)
             if self.store is not None:
                 try:
                     store_from_url(self.store).close()
@@ -121,14 +129,26 @@ class HostedEndpoints:
 
     def __init__(self, replica: Beat, store: Store, options: HostedOptions) -> None:
         self._servers: list[Any] = []
+        # An endpoint that cannot be served (its port taken: two workers on one host with one
+        # CRON_BRIDGE_HTTP) is an ERROR, and the beat runs on without it: a host's beat that
+        # claims nothing because of its probe would be the worse failure.
         if options.metrics is not None:
-            self._servers.append(serve_beat_metrics(options.metrics))
-            watch_replica(replica.health, lambda: len(store.replicas()))
+            host, port = host_port(options._named("metrics"), options.metrics)
+            try:
+                self._servers.append(serve_metrics(host, port))
+            except (ConfigError, OSError) as exc:
+                log.error("metrics not served on %s, the beat runs on: %s", options.metrics, exc)
+            else:
+                watch_replica(replica.health, lambda: len(store.replicas()))
         if options.http is not None:
             secret = read_secret(options.secret, options.secret_file)
             check_secret(secret)
-            server = serve_beat_http(replica, options.http, secret, options.forwarded_allow_ips)
-            self._servers.append(server)
+            try:
+                server = serve_beat_http(replica, options.http, secret, options.forwarded_allow_ips)
+            except (ConfigError, OSError) as exc:
+                log.error("HTTP not served on %s, the beat runs on: %s", options.http, exc)
+            else:
+                self._servers.append(server)
 
     def shutdown(self) -> None:
         for server in self._servers:

@@ -34,6 +34,7 @@ installed one is among them and that the two halves still meet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -247,7 +248,14 @@ def serve(app: Any, host: str, port: int, *, forwarded_allow_ips: str = "127.0.0
     )
     # Run from a thread, uvicorn leaves the process's signals to the beat.
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="cron-bridge-http", daemon=True)
+
+    def run() -> None:
+        # uvicorn ends with sys.exit(1) when it cannot bind, having logged why: in a thread,
+        # that would print a traceback beside the one line below (and end nothing else).
+        with contextlib.suppress(SystemExit):
+            server.run()
+
+    thread = threading.Thread(target=run, name="cron-bridge-http", daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started and thread.is_alive() and time.monotonic() < deadline:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+import rq as rq_lib
+from rq.serializers import JSONSerializer
 
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import store_from_url
@@ -36,6 +40,7 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.slow
 
 SECRET = "embedded-beat-test-secret-0123456789"
+BEAT_FORK = "cron_bridge_dramatiq.beat:run_beat"
 WORKER = ("worker", "--without-gossip", "--without-mingle", "-c", "2", "-l", "INFO")
 
 
@@ -182,6 +187,51 @@ def test_three_rq_workers_carry_the_beat_and_run_each_occurrence_once_through_a_
         assert "Traceback" not in worker.output(), worker.output()[-3000:]
 
 
+def test_an_rq_beat_worker_honours_warm_then_cold_shutdown(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """RQ's two stops: on the first SIGTERM the beat stops claiming at once while the worker
+    finishes its job (it is still running, its job too); on the second the worker kills its
+    work horse and exits, the beat already stopped."""
+    name = uuid.uuid4().hex[:8]
+    queue = f"shutdown-{name}"
+    env = command_env(
+        CB_TEST_SCENARIO="every",
+        CB_TEST_QUEUE=queue,
+        CB_TEST_JOB=f"cb.shutdown.{name}",
+        CRON_BRIDGE_APP="tests.apps.rq_app",
+        CRON_BRIDGE_STORE=f"{redis_server.url}?prefix=cb{name}:",
+        CRON_BRIDGE_REPLICA_ID=f"stops-{name}",
+    )
+    rq = str(Path(sys.executable).parent / "rq")
+    argv = (rq, "worker", "-w", "cron_bridge_rq.BeatWorker", f"slow-{name}", queue, "--url")
+    argv += (redis_server.url, "--name", f"stops-{name}")
+    argv += ("--serializer", "rq.serializers.JSONSerializer")
+    worker = Command("worker", tmp_path, env, *argv)
+    worker.start()
+    try:
+        wait_for(lambda: f"carries beat stops-{name}" in worker.output(), 90, "the beat")
+        connection = redis.Redis.from_url(redis_server.url)
+        slow = rq_lib.Queue(f"slow-{name}", connection=connection, serializer=JSONSerializer)
+        slow.enqueue("time.sleep", 60)
+        wait_for(lambda: "time.sleep(60)" in worker.output(), 60, "the slow job to start")
+        assert worker.process is not None
+        worker.process.send_signal(signal.SIGTERM)
+        wait_for(lambda: f"beat stops-{name} stopped" in worker.output(), 30, "the beat's stop")
+        assert worker.process.poll() is None, "warm: the worker waits for its job"
+        time.sleep(1.5)  # RQ ignores a second signal within a second of the first
+        worker.process.send_signal(signal.SIGTERM)
+        # Exited, or done and only in rq 3.0's teardown with redis-py 8.2 (tests/e2e/
+        # processes.py: RQ_TEARDOWN), which a stop grace ends.
+        process = worker.process
+        wait_for(lambda: process.poll() is not None or worker.done(), 30, "the cold stop")
+    finally:
+        worker.ensure_stopped()
+    said = worker.output()
+    assert "cold shut down" in said and "killed horse" in said, said[-3000:]
+    assert "Traceback" not in said, said[-3000:]
+
+
 def test_three_dramatiq_trees_carry_one_beat_each_and_run_each_occurrence_once_through_a_kill(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -216,6 +266,43 @@ def test_three_dramatiq_trees_carry_one_beat_each_and_run_each_occurrence_once_t
     judge(lines, f"{redis_server.url}?prefix=cb{name}:", {"cb.job": 1}, began, killed, ended)
     for worker in workers[1:]:
         assert "Traceback" not in worker.output(), worker.output()[-3000:]
+
+
+def test_a_dramatiq_tree_carries_one_beat_and_stops_when_its_beat_cannot_start(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Given both BeatMiddleware and --fork-function, a tree still carries one beat (the
+    second stands aside); and a beat that cannot start (a bad setting) stops its tree, which
+    dramatiq alone would leave running without it."""
+    name = uuid.uuid4().hex[:8]
+    base = command_env(
+        CB_TEST_SCENARIO="every",
+        CB_TEST_QUEUE=f"one-{name}",
+        CB_TEST_BROKER=redis_server.url,
+        CB_TEST_DRAMATIQ_BEAT="1",
+        CRON_BRIDGE_STORE=f"{redis_server.url}?prefix=cb{name}:",
+        CRON_BRIDGE_REPLICA_ID=f"one-{name}",
+    )
+    dramatiq = str(Path(sys.executable).parent / "dramatiq")
+    argv = (dramatiq, "tests.apps.dramatiq_app", "--processes", "2", "--threads", "1")
+    both = Command("both", tmp_path, base, *argv, "--fork-function", f"{BEAT_FORK}")
+    both.start()
+    try:
+        wait_for(lambda: "stands aside" in both.output(), 90, "the second beat to stand aside")
+        wait_for(lambda: f"carries beat one-{name}" in both.output(), 30, "the first beat")
+        assert stop_together([both], grace=lambda _: 25)["both"] is not None
+    finally:
+        both.ensure_stopped()
+    assert both.output().count("carries beat") == 1
+    bad = Command("bad", tmp_path, dict(base, CRON_BRIDGE_HTTP="nonsense"), *argv)
+    bad.start()
+    try:
+        assert bad.process is not None
+        bad.process.wait(60)  # stopped by its beat, not by the test
+    finally:
+        bad.ensure_stopped()
+    said = bad.output()
+    assert "CRON_BRIDGE_HTTP expects HOST:PORT" in said and "stopping the tree" in said, said
 
 
 @pytest.mark.parametrize(

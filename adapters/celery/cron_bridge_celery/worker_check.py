@@ -63,10 +63,13 @@ def problem(options: Mapping[str, Any], conf: Any, environ: Mapping[str, str]) -
         return None
     if not _configured(conf, environ):
         return None
+    name = _name(scheduler)
+    fix = FIX + ("_django" if "django" in name.lower() else "")
     return (
-        f"this worker's embedded beat (-B) runs {_name(scheduler)}, which sends every "
-        "beat_schedule entry from every worker started with -B, while cron-bridge is set up "
-        f"for this app; {FIX} (every worker may carry it), or drop -B"
+        f"this worker's embedded beat (-B) runs {name}, not cron-bridge's, while cron-bridge "
+        "is set up for this app: its entries would be sent outside the store's claims (by "
+        f"every worker started with -B, for celery beat's own scheduler); {fix} (every "
+        "worker may carry it), or drop -B"
     )
 
 
@@ -124,9 +127,13 @@ def _check(sender: Any = None, conf: Any = None, options: Any = None, **_: Any) 
     if found is not None:
         _refuse(found)
     if options.get("beat") and _ours(options.get("scheduler") or conf.get("beat_scheduler")):
+        from cron_bridge.adapters import ConfigError
         from cron_bridge.commands import HostedOptions
 
-        hosted = HostedOptions.read(conf.get, os.environ)
+        try:
+            hosted = HostedOptions.read(conf.get, os.environ)
+        except ConfigError as exc:  # Celery's dispatch would log it and start the worker
+            _refuse(str(exc))
         hosted.check()
         hosted.apply_monitor()  # before the pool forks: every task process has it
         _embedded = True

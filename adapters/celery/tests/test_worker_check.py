@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cron_bridge_celery.worker_check import problem
+from cron_bridge_celery.worker_check import _check, problem
 
 STORE = {"cron_bridge_store": "redis://127.0.0.1:6379/0"}
 
@@ -65,3 +65,34 @@ def test_another_embedded_beat_is_refused_where_cron_bridge_is_set_up(
 def test_any_option_text_is_judged_without_an_error(statedb: str, scheduler: str | None) -> None:
     said = found({"beat": True, "statedb": statedb, "scheduler": scheduler}, STORE)
     assert said is None or said.startswith(("-S ", "this worker's embedded beat"))
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "says"),
+    [
+        ("cron_bridge_http", ("127.0.0.1", 8081), "cron_bridge_http"),
+        ("cron_bridge_store", 42, "cron_bridge_store"),
+        ("cron_bridge_shutdown_timeout", "banana", "shutdown_timeout"),
+        ("cron_bridge_replica_id", "evil\nCRITICAL forged", "replica_id"),
+    ],
+)
+def test_a_bad_setting_of_the_embedded_beat_refuses_the_worker(
+    setting: str, value: object, says: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Celery's signal dispatch logs what a handler raises and starts the worker anyway: a
+    bad setting is turned into the refusal itself (one line, exit 2), never a beat process
+    that dies inside a worker that lives on."""
+    conf = {**STORE, setting: value}
+    with pytest.raises(SystemExit) as exited:
+        _check(conf=conf, options={"beat": True, "scheduler": "cron_bridge"})
+    assert exited.value.code == 2
+    err = capfd.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert "CRITICAL forged" not in err.splitlines()[-1][:20]
+
+
+def test_a_duration_written_as_a_number_is_a_duration() -> None:
+    from cron_bridge.cli.hosted import HostedOptions
+
+    read = HostedOptions.read({"cron_bridge_shutdown_timeout": 30}.get, {})
+    assert read.shutdown_timeout == "30.0s"

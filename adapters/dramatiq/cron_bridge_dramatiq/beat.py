@@ -11,18 +11,23 @@ The beat's process imports what the workers import: the modules of ``CRON_BRIDGE
 (space-separated) when it is set, else the broker module and the modules the ``dramatiq``
 command was given. Its settings are the environment variables ``cron-bridge beat`` reads
 (``CRON_BRIDGE_STORE``, ``CRON_BRIDGE_REPLICA_ID``, ``CRON_BRIDGE_HTTP`` and its secret,
-``CRON_BRIDGE_METRICS``, ``CRON_BRIDGE_SHUTDOWN_TIMEOUT``); a bad one is one line and exit 2
-of that process, which ``dramatiq`` answers by stopping the tree. On SIGTERM (``dramatiq``
+``CRON_BRIDGE_METRICS``, ``CRON_BRIDGE_SHUTDOWN_TIMEOUT``); a bad one is one line, and the
+beat's process stops the tree (SIGTERM to ``dramatiq``'s main process), as a worker that fails
+to boot does: never a tree of workers without its beat. On SIGTERM (``dramatiq``
 sends it to every process of the tree) the beat stops claiming and drains, within its
 ``shutdown_timeout``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib
 import logging
 import os
+import signal
 import sys
+import tempfile
 import threading
 from typing import Any
 
@@ -37,19 +42,63 @@ log = logging.getLogger(__name__)
 
 
 def run_beat() -> int:
-    """The beat's process: import the app, run a beat replica until SIGTERM, drain, 0."""
-    if not os.environ.get("CRON_BRIDGE_APP"):
-        _import_the_workers_modules()
-    hosted = HostedBeat(f"dramatiq process tree {os.getppid()}")
-    hosted.prepare()
-    hosted.start()
+    """The beat's process: import the app, run a beat replica until SIGTERM, drain, 0.
+
+    One per tree even when both ``BeatMiddleware`` and ``--fork-function`` name it (a lock
+    held by the first, keyed by the tree's main process: the second stands aside). A beat
+    that cannot start (a bad setting, its app failing to import) stops the whole tree:
+    ``dramatiq`` watches its workers, not its fork processes, and a tree whose beat died
+    would go on with none."""
+    tree = os.getppid()
+    lock = _one_per_tree(tree)
+    if lock is None:
+        log.warning(
+            "dramatiq process tree %d already carries a beat (BeatMiddleware and "
+            "--fork-function both name it): this one stands aside",
+            tree,
+        )
+        return 0
+    hosted = HostedBeat(f"dramatiq process tree {tree}")
+    try:
+        if not os.environ.get("CRON_BRIDGE_APP"):
+            _import_the_workers_modules()
+        hosted.prepare()
+        hosted.start()
+    except BaseException as exc:
+        if not isinstance(exc, SystemExit) or exc.code:
+            log.error("the beat of dramatiq process tree %d cannot start: stopping the tree", tree)
+            _stop_the_tree(tree)
+        raise
     stopped = threading.Event()
     try:
         while not stopped.wait(3600):
             pass
     finally:  # dramatiq's SIGTERM handler raises SystemExit here
         hosted.stop()
+        with contextlib.suppress(OSError):
+            os.unlink(lock.name)
+        lock.close()
     return 0
+
+
+def _one_per_tree(tree: int) -> Any:
+    """An open file this process holds the lock of, or None when another process of the
+    tree ``tree`` holds it."""
+    path = os.path.join(tempfile.gettempdir(), f"cron-bridge-dramatiq-beat-{tree}.lock")
+    handle = open(path, "a")  # noqa: SIM115 - held for the beat's life, closed by run_beat
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    return handle
+
+
+def _stop_the_tree(tree: int) -> None:
+    """SIGTERM to the ``dramatiq`` main process, which stops every process of its tree."""
+    if tree > 1:
+        with contextlib.suppress(OSError):
+            os.kill(tree, signal.SIGTERM)
 
 
 def _import_the_workers_modules() -> None:

@@ -193,10 +193,12 @@ def test_a_solar_row_fires_when_django_celery_beat_fires_it(
 
 
 @settings(max_examples=20, deadline=None)
-@given(ahead=st.integers(1, 10**7), micro=st.integers(0, 999_999))
+@given(ahead=st.integers(30, 10**7), micro=st.integers(0, 999_999))
 def test_a_clocked_row_fires_at_its_time(db: Path, app: Celery, ahead: int, micro: int) -> None:
     """A clocked one-off row ahead of now: django-celery-beat's ``clocked`` is due at its time,
-    ours is one occurrence then."""
+    ours is one occurrence then. At least 30 s ahead: on a loaded machine a row 1 s ahead was
+    saved after its time, and a clocked row saved late fires at once (its save time), which
+    is another case."""
     from django_celery_beat.models import ClockedSchedule
 
     when = datetime.now(UTC).replace(microsecond=micro) + timedelta(seconds=ahead)
