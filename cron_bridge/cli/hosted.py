@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
@@ -38,7 +39,7 @@ from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.urls import DEFAULT_STORE
 from cron_bridge.telemetry import serve_metrics, watch_replica
 
-__all__ = ["HostedEndpoints", "HostedOptions"]
+__all__ = ["HostedBeat", "HostedEndpoints", "HostedOptions"]
 
 log = logging.getLogger(__name__)
 
@@ -89,17 +90,19 @@ class HostedOptions:
             found[option.name] = value
         return cls(**found, has_settings=setting is not None)
 
-    def _named(self, option: str) -> str:
+    def label(self, option: str) -> str:
+        """How an error names ``option``: the setting and the variable, or the variable."""
         variable = f"CRON_BRIDGE_{option.upper()}"
         return f"cron_bridge_{option} ({variable})" if self.has_settings else variable
 
     def check(self) -> None:
-        """Exit 2 with one line on a value the hosted beat could not start with: a store URL
-        that is malformed or names a driver not installed, an HTTP or metrics address that is
-        not HOST:PORT, HTTP without a secret, a monitor that is not known. A store that does
+        """Exit 2 with one line on a value the hosted beat could not start with: a shutdown
+        timeout that is not a duration, a replica id that is not a name, a store URL that is
+        malformed or names a driver not installed, an HTTP or metrics address that is not
+        HOST:PORT, HTTP without a secret, a monitor that is not known. A store that does
         not answer now is left to the beat, which asks it again at every tick."""
         try:
-            parse_duration(self.shutdown_timeout, option=self._named("shutdown_timeout"))
+            parse_duration(self.shutdown_timeout, option=self.label("shutdown_timeout"))
             if self.replica_id is not None:
                 check_replica_id(self.replica_id)
             if self.store is not None:
@@ -108,10 +111,10 @@ class HostedOptions:
                 except StoreUnavailable as exc:
                     log.warning("the store does not answer yet (%s); the beat asks again", exc)
             if self.http is not None:
-                host_port(self._named("http"), self.http)
+                host_port(self.label("http"), self.http)
                 check_secret(read_secret(self.secret, self.secret_file))
             if self.metrics is not None:
-                host_port(self._named("metrics"), self.metrics)
+                host_port(self.label("metrics"), self.metrics)
             resolve_monitor(self.monitor, job="*")
         except (ConfigError, ImportError) as exc:
             fail(str(exc))
@@ -133,7 +136,7 @@ class HostedEndpoints:
         # CRON_BRIDGE_HTTP) is an ERROR, and the beat runs on without it: a host's beat that
         # claims nothing because of its probe would be the worse failure.
         if options.metrics is not None:
-            host, port = host_port(options._named("metrics"), options.metrics)
+            host, port = host_port(options.label("metrics"), options.metrics)
             try:
                 self._servers.append(serve_metrics(host, port))
             except (ConfigError, OSError) as exc:
@@ -176,6 +179,7 @@ class HostedBeat:
         self.replica: Beat | None = None
         self._store: Store | None = None
         self._endpoints: HostedEndpoints | None = None
+        self._stopping = threading.Lock()  # a signal's stop and the host's own may meet
 
     def prepare(self) -> None:
         try:
@@ -213,11 +217,12 @@ class HostedBeat:
         log.info("%s carries beat %s", self.host, self.replica.replica_id)
 
     def stop(self) -> None:
-        if self._endpoints is not None:
-            self._endpoints.shutdown()
-            self._endpoints = None
-        if self.replica is not None:
-            self.replica.stop()
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        with self._stopping:
+            if self._endpoints is not None:
+                self._endpoints.shutdown()
+                self._endpoints = None
+            if self.replica is not None:
+                self.replica.stop()
+            if self._store is not None:
+                self._store.close()
+                self._store = None

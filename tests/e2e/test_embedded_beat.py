@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import redis
 import rq as rq_lib
@@ -214,8 +215,11 @@ def test_an_rq_beat_worker_honours_warm_then_cold_shutdown(
         connection = redis.Redis.from_url(redis_server.url)
         slow = rq_lib.Queue(f"slow-{name}", connection=connection, serializer=JSONSerializer)
         slow.enqueue("time.sleep", 60)
-        wait_for(lambda: "time.sleep(60)" in worker.output(), 60, "the slow job to start")
         assert worker.process is not None
+        # Running in its work horse (the log's line comes before the fork, and a SIGTERM
+        # before it would find the worker idle and stop it at once).
+        horse = psutil.Process(worker.process.pid)
+        wait_for(lambda: "time.sleep(60)" in worker.output() and horse.children(), 60, "a horse")
         worker.process.send_signal(signal.SIGTERM)
         wait_for(lambda: f"beat stops-{name} stopped" in worker.output(), 30, "the beat's stop")
         assert worker.process.poll() is None, "warm: the worker waits for its job"
