@@ -142,8 +142,10 @@ def _check(sender: Any = None, conf: Any = None, options: Any = None, **_: Any) 
 def _refuse(message: str) -> NoReturn:
     # Before the worker set up its logging: the real stderr, one line, exit 2 (SystemExit
     # passes through Celery's signal dispatch, which catches Exception).
+    # One line, whatever the command line held: control characters shown as "?", cut.
+    line = "".join(ch if ch.isprintable() else "?" for ch in message[:2000])
     stream = sys.__stderr__ or sys.stderr
-    stream.write(f"cron-bridge: {message}\n")
+    stream.write(f"cron-bridge: {line}\n")
     stream.flush()
     raise SystemExit(2)
 

@@ -96,3 +96,14 @@ def test_a_duration_written_as_a_number_is_a_duration() -> None:
 
     read = HostedOptions.read({"cron_bridge_shutdown_timeout": 30}.get, {})
     assert read.shutdown_timeout == "30.0s"
+
+
+def test_a_refusal_is_one_line_whatever_the_command_line_held(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        _check(conf=dict(STORE), options={"beat": True, "scheduler": "evil\n\x1b[31m:X"})
+    with pytest.raises(SystemExit):
+        _check(conf=dict(STORE), options={"statedb": "/tmp/" + "a" * 50_000 + "/cron_bridge"})
+    lines = capfd.readouterr().err.splitlines()
+    assert len(lines) == 2 and "\x1b" not in lines[0] and len(lines[1]) < 2100, lines[0]
