@@ -46,6 +46,10 @@ def test_a_setting_that_is_not_text_names_itself_and_hides_a_secret() -> None:
         ({"http": "127.0.0.1:8081", "secret": "changeme"}, "placeholder"),
         ({"metrics": "nowhere"}, "CRON_BRIDGE_METRICS"),
         ({"monitor": "statsd"}, "monitor"),
+        ({"shutdown_timeout": "banana"}, "CRON_BRIDGE_SHUTDOWN_TIMEOUT"),
+        ({"shutdown_timeout": "-5s"}, "CRON_BRIDGE_SHUTDOWN_TIMEOUT"),
+        ({"replica_id": "evil\n[CRITICAL] forged"}, "replica_id"),
+        ({"replica_id": "x" * 10_000}, "replica_id"),
     ],
 )
 def test_a_bad_value_is_one_line_and_exit_2(
@@ -55,7 +59,7 @@ def test_a_bad_value_is_one_line_and_exit_2(
         HostedOptions(**values).check()
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert says in err and len(err.strip().splitlines()) == 1 and len(err) < 400, err
 
 
 def test_good_values_pass() -> None:
@@ -65,25 +69,6 @@ def test_good_values_pass() -> None:
         secret="a-long-enough-secret-for-the-test",
         metrics="127.0.0.1:9100",
     ).check()
-
-
-@pytest.mark.parametrize(
-    ("values", "says"),
-    [
-        ({"shutdown_timeout": "banana"}, "CRON_BRIDGE_SHUTDOWN_TIMEOUT"),
-        ({"shutdown_timeout": "-5s"}, "CRON_BRIDGE_SHUTDOWN_TIMEOUT"),
-        ({"replica_id": "evil\n[CRITICAL] forged"}, "replica_id"),
-        ({"replica_id": "x" * 10_000}, "replica_id"),
-    ],
-)
-def test_a_bad_duration_or_replica_id_is_refused_before_the_host_starts(
-    values: dict[str, Any], says: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exited:
-        HostedOptions(**values).check()
-    assert exited.value.code == 2
-    err = capsys.readouterr().err
-    assert says in err and len(err.strip().splitlines()) == 1 and len(err) < 400, err
 
 
 def test_a_replica_id_that_would_forge_a_log_line_is_refused_by_every_beat() -> None:
