@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -37,11 +38,38 @@ def write(event: str, ctx: JobContext, **extra: object) -> None:
         "mono": time.monotonic(),
         **extra,
     }
+    journal(line)
+
+
+def journal(line: dict[str, object]) -> None:
     fd = os.open(JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (json.dumps(line) + "\n").encode())
     finally:
         os.close(fd)
+
+
+class Settled(logging.Handler):
+    """Writes when the guard logged the outcome of a run that ran (``completed X on R``,
+    ``failed X on R, ...``, ``aborted X on R (...)``): it logs that after it released the
+    run's lock (or marked the occurrence completed, which releases it), so the line bounds
+    how long the run held its lock; on a loaded machine that can be well after the handler's
+    own last line. A run whose store did not answer is judged by the store's faults instead."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        words = record.getMessage().split(" ", 4)
+        if len(words) < 4 or words[0] not in ("completed", "failed", "aborted"):
+            return
+        line = {
+            "event": "settled",
+            "occurrence_id": words[1],
+            "replica": words[3].rstrip(","),
+            "mono": time.monotonic(),
+        }
+        journal(line)
+
+
+logging.getLogger("cron_bridge.run.guard").addHandler(Settled(logging.INFO))
 
 
 def handler(ctx: JobContext) -> None:

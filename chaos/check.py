@@ -62,14 +62,15 @@ def allowed(
     """Whether the guarantee allows this loss: a claim lost only with a replica that died or
     froze; a message only with a worker killed after it was enqueued, or the broker crashed
     then (``fetches_cut``: when; what becomes of a fetch it cut is in chaos/brokers.py); a
-    failure only for the
-    store, or for the broker's connection error while it was down or paused (its retries
-    within ``misfire_grace`` from then); a skip only behind a run the handlers saw going at
-    that moment, one on a replica or worker that died or froze in it, or one that had ended
-    when the store failed (its lock's release is tried again, and the lock expires within
-    ``lock_ttl``); the rest as the audit names them. ``at`` (monotonic) is when the store last
-    recorded something of the occurrence; ``faults`` and ``broker_faults`` when the store's
-    and the broker's own faults began and ended (monotonic, in pairs)."""
+    failure only for the store, or for the broker's connection error while it was down or
+    paused (its retries within ``misfire_grace`` from then); a skip only behind a run
+    holding its lock at that moment (``runs``: from its handler's start until its guard
+    settled it, see ``holding``), one on a replica or worker that died or froze in it, or
+    one that had ended when the store failed (its lock's release is tried again, and the
+    lock expires within ``lock_ttl``); the rest as the audit names them. ``at`` (monotonic)
+    is when the store last recorded something of the occurrence; ``faults`` and
+    ``broker_faults`` when the store's and the broker's own faults began and ended
+    (monotonic, in pairs)."""
     if why.startswith("claimed by "):
         return touched(why.removeprefix("claimed by ").split(",")[0], disrupted)
     if why.startswith("enqueued by "):  # RQ does not redeliver the job of a killed worker
@@ -146,7 +147,8 @@ def check(
     to_monotonic = time.monotonic() - time.time()
     lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     starts: dict[str, list[dict[str, object]]] = defaultdict(list)
-    by_job: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    by_job: dict[str, list[Run]] = defaultdict(list)
+    held: list[tuple[dict[str, object], Run]] = []
     ends = {
         (line["occurrence_id"], line["replica"]): line for line in lines if line["event"] == "end"
     }
@@ -165,9 +167,11 @@ def check(
             # It saw the abort at its first look after its lease ran out (frozen, it did
             # nothing meanwhile) and stopped: its work ended with the lease at the latest.
             stop = min(stop, began + LEASE)
-        by_job[str(line["job"])].append((began, stop, str(line["occurrence_id"])))
+        run = (began, stop, str(line["occurrence_id"]))
+        by_job[str(line["job"])].append(run)
+        held.append((line, run))
     found = Findings()
-    by_occurrence = {run[2]: run for runs in by_job.values() for run in runs}
+    by_occurrence = holding(lines, held)
     for runs in by_job.values():
         runs.sort()
         for (_, first_end, first), (second_start, _, second) in itertools.pairwise(runs):
@@ -204,6 +208,28 @@ def check(
                 else:
                     found.not_allowed[occurrence.id] = why + _timing(why, tried, by_occurrence)
     return found
+
+
+def holding(
+    lines: list[dict[str, object]], held: list[tuple[dict[str, object], Run]]
+) -> dict[str, Run]:
+    """Each run's hold on its job's lock, by occurrence: from its start (``held``: its
+    journal line and its run) until its guard said it settled, after it released the lock,
+    which on a loaded machine can be well after the handler's end; until the handler's end
+    where the guard's line is not in the journal."""
+    settled = {
+        (line["occurrence_id"], line["replica"]): _mono(line)
+        for line in lines
+        if line["event"] == "settled"
+    }
+    return {
+        run[2]: (
+            run[0],
+            max(run[1], settled.get((line["occurrence_id"], line["replica"]), run[1])),
+            run[2],
+        )
+        for line, run in held
+    }
 
 
 def died_in(
@@ -250,5 +276,5 @@ def _timing(why: str, at: float | None, runs: dict[str, Run]) -> str:
     holder = why.split(" held by ")[1].split(" on ")[0] if " held by " in why else None
     run = runs.get(holder) if holder else None
     if run is not None:
-        shown += f"; {holder} ran {run[0]:.2f} to {run[1]:.2f}"
+        shown += f"; {holder} held its lock {run[0]:.2f} to {run[1]:.2f}"
     return shown + "]"

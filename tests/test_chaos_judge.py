@@ -1,12 +1,19 @@
 """The chaos run's judge on the losses it allows: a skip behind a lock its finished run could
 not release only when the store failed around the run's end, and only until the lock expires;
-a send failed only for the broker's connection error while it was down; a message lost only
-with a worker killed or the broker crashed after it was sent; a second run only as a
-redelivery after its worker died in the first."""
+a skip behind a run that was still releasing its lock; a send failed only for the broker's
+connection error while it was down; a message lost only with a worker killed or the broker
+crashed after it was sent; a second run only as a redelivery after its worker died in the
+first."""
 
 from __future__ import annotations
 
-from chaos.check import LOCK_TTL, MISFIRE_GRACE, allowed, died_in
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from chaos.check import LOCK_TTL, MISFIRE_GRACE, allowed, died_in, holding
 
 WHY = (
     "skipped-overlap on worker0-1-1-a: held by chaos.queued01@2026-12-01T23:03:12.000Z "
@@ -28,6 +35,54 @@ def test_a_skip_behind_a_finished_run_is_allowed_only_when_the_store_failed_as_i
 def test_a_skip_behind_a_run_still_going_is_allowed_as_before() -> None:
     assert allowed(WHY, set(), RUNS, 100.5, {})
     assert allowed(WHY, {"worker1-1"}, RUNS, 150.0, {})  # its holder was killed or frozen
+
+
+# A guard whose release takes a while, as on a loaded machine: the chaos app's handler runs
+# under it, and the app journals when the guard said the run settled.
+SLOW_RELEASE = """
+import logging
+import time
+from datetime import UTC, datetime
+
+import chaos.app
+from cron_bridge import declare
+from cron_bridge.jobs import Occurrence
+from cron_bridge.run.guard import Guard
+from cron_bridge.stores import MemoryStore
+
+class SlowRelease(MemoryStore):
+    def release(self, key, owner):
+        time.sleep(0.6)
+        super().release(key, owner)
+
+logging.getLogger("cron_bridge").setLevel(logging.INFO)
+job = declare("chaos.slow", every="1s", target="inline", handler=chaos.app.handler, lock_ttl="3s")
+at = datetime(2026, 12, 6, 20, 11, 19, tzinfo=UTC)
+occurrence = Occurrence(job=job.name, scheduled_at=at)
+Guard(SlowRelease(), "beat2-2").run(job, occurrence, trigger="schedule")
+"""
+
+
+def test_a_skip_behind_a_run_still_releasing_its_lock_is_allowed(tmp_path: Path) -> None:
+    """The run's hold on its lock lasts until its guard settled it (released the lock, then
+    logged its outcome), read from the journal the chaos app writes; a skip after that is
+    not allowed."""
+    journal = tmp_path / "journal.jsonl"
+    env = {**os.environ, "CHAOS_JOURNAL": str(journal), "CHAOS_JOBS": "0"}
+    subprocess.run([sys.executable, "-c", SLOW_RELEASE], env=env, check=True, timeout=60)
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["start", "end", "settled"]
+    start, end, settled = lines
+    assert settled["replica"] == "beat2-2" and settled["occurrence_id"] == start["occurrence_id"]
+    assert settled["mono"] >= end["mono"] + 0.6
+    occurrence = str(start["occurrence_id"])
+    run = (start["mono"], end["mono"], occurrence)
+    held = holding(lines, [(start, run)])
+    assert held == {occurrence: (start["mono"], settled["mono"], occurrence)}
+    why = f"skipped-overlap on beat0-1: held by {occurrence} on beat2-2"
+    assert allowed(why, set(), held, end["mono"] + 0.55, {})  # still releasing
+    assert not allowed(why, set(), {occurrence: run}, end["mono"] + 0.55, {})  # unknown: a bug
+    assert not allowed(why, set(), held, settled["mono"] + 1.0, {})  # released by then
 
 
 FAILED = (
