@@ -43,6 +43,7 @@ __all__ = [
     "Option",
     "Overlap",
     "Scope",
+    "StoredOptions",
     "Target",
     "check_names",
     "given",
@@ -303,6 +304,30 @@ class DeclareOptions(JobOptions, total=False):
             stored=True,
         ),
     ]
+
+
+class StoredOptions(TypedDict, total=False):
+    """The options a stored schedule may set (``StoredSchedules.add``, ``check`` and
+    ``update``), typed as ``@cluster_task`` takes them: those of ``OPTIONS`` marked
+    ``stored``, which a test checks these keys against. A duration or a time given as a
+    ``timedelta`` or ``datetime`` is stored as its text."""
+
+    cron: str | None
+    every: Duration | None
+    at: Instant | None
+    tz: str
+    day_or: bool
+    offset: Duration
+    start: Instant | None
+    end: Instant | None
+    jitter: Duration
+    overlap: Overlap
+    misfire: Misfire
+    misfire_grace: Duration
+    attempts: int
+    lock_ttl: Duration
+    timeout: Duration | None
+    send: Mapping[str, Any] | None
 
 
 def _read(options: type) -> dict[str, Option]:

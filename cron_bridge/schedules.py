@@ -52,6 +52,7 @@ _ALIASES = {
 
 # A fold longer than this (none in tzdata since the 1940s) would be looked at only in part.
 _FOLD_WINDOW = timedelta(hours=3)
+_MINUTE = timedelta(minutes=1)
 
 _MAX_SECONDS = 100 * 366 * 86400
 _RANDOM = re.compile(r"r(\(\d+-\d+\))?(/\d+)?", re.IGNORECASE)
@@ -235,7 +236,7 @@ class Cron:
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"bad expression ({exc})", option="cron", value=expr) from exc
         self._fields = fields
-        self._step = timedelta(seconds=1) if len(fields.split()) == 6 else timedelta(minutes=1)
+        self._step = timedelta(seconds=1) if len(fields.split()) == 6 else _MINUTE
         hour_texts = {str(hour) for hour in self._walls.expanded[1]}
         self._every_hour = "*" in hour_texts or hour_texts == {str(h) for h in range(24)}
 
@@ -262,7 +263,15 @@ class Cron:
     def matches_wall(self, wall: datetime) -> bool:
         """Whether the fields match the wall time ``wall`` (naive, in the job's zone): False
         for an occurrence daylight saving time moved out of the spring gap."""
-        return bool(croniter.match(self._fields, wall.replace(tzinfo=None), day_or=self.day_or))
+        # What croniter.match answers (the wall time to its minute, or second for 6 fields),
+        # on the parsed fields: croniter.match parses the expression again each call, some
+        # forty times what a look costs.
+        wall = wall.replace(tzinfo=None, microsecond=0)
+        if self._step == _MINUTE:
+            wall = wall.replace(second=0)
+        with self._walls_lock:
+            self._walls.set_current(wall - self._step, force=True)
+            return bool(self._walls.get_next(datetime) == wall)
 
     def next_after(self, dt: datetime) -> datetime:
         after = _aware_utc(dt)

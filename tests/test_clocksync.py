@@ -4,6 +4,7 @@ replica's clock, is recorded with the heartbeat and is warned about past a secon
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from cron_bridge import Beat, declare
-from cron_bridge.beat.clocksync import StoreClock
+from cron_bridge.beat.clocksync import ROUND_TRIP_MAX, StoreClock
 from cron_bridge.clock import SystemClock
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import MemoryStore, Store
@@ -55,6 +56,37 @@ def test_a_replica_three_seconds_ahead_corrects_its_clock_and_warns(
     assert store.offsets["clock_offset_ms"] == first  # sent with the next heartbeat
     warnings = [r for r in caplog.records if "ahead of the store's" in r.getMessage()]
     assert len(warnings) == 1
+
+
+class SlowToAnswer(MemoryStore):
+    """A heartbeat that reads the store's clock at once and answers ``seconds`` later (one
+    that reconnected through a failover)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def heartbeat(self, replica: str, ttl: timedelta, **options: Any) -> datetime | None:
+        read = datetime.now(UTC)
+        time.sleep(self.seconds)
+        return read
+
+
+def test_a_reading_from_a_slow_heartbeat_leaves_the_offset_as_it_was() -> None:
+    """The store's time can have been read anywhere in a long round trip: once the clock
+    was read, a heartbeat slower than ROUND_TRIP_MAX changes nothing, where its midpoint
+    would put the clock half of it off. The first reading is taken however slow: a replica
+    3 s ahead is then at most half the round trip off, not 3 s."""
+    clock = StoreClock(AheadBy(3))
+    clock.heartbeat(StoreWithClock(), "r1", timedelta(seconds=15))
+    measured = clock.offset_ms
+    assert measured is not None and -3500 < measured < -2500
+    clock.heartbeat(SlowToAnswer(ROUND_TRIP_MAX.total_seconds() + 0.3), "r1", timedelta(seconds=15))
+    assert clock.offset_ms == measured
+    fresh = StoreClock(AheadBy(3))
+    fresh.heartbeat(SlowToAnswer(ROUND_TRIP_MAX.total_seconds() + 0.3), "r1", timedelta(seconds=15))
+    assert fresh.offset_ms is not None
+    assert abs(fresh.now() - datetime.now(UTC)) < ROUND_TRIP_MAX  # not the 3 s it was off
 
 
 def test_a_fake_clock_is_never_corrected() -> None:

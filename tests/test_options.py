@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from cron_bridge import Backoff, Beat, ConfigError, Cron, Every, Registry, Sentry, cluster_task
 from cron_bridge.cli.main import main
 from cron_bridge.control.schedules import ScheduleEntry, StoredSchedules
+from cron_bridge.http.job_page import job_page
+from cron_bridge.http.views import View
 from cron_bridge.jobs import Job, declare
 from cron_bridge.options import (
     OPTIONS,
@@ -126,6 +128,16 @@ def test_each_signature_unpacks_the_definition() -> None:
     assert keys(DeclareOptions) - keys(CommonOptions) == {"cron", "every", "at", "target", "send"}
 
 
+def test_the_stored_options_type_has_the_options_stored_schedules_take() -> None:
+    """``StoredOptions`` (what ``StoredSchedules.add`` is typed with) names every option
+    marked ``stored`` and no other, each with the type ``@cluster_task`` takes it as."""
+    from cron_bridge.options import StoredOptions
+
+    assert tuple(StoredOptions.__annotations__) == STORED
+    declared = get_type_hints(DeclareOptions)
+    assert get_type_hints(StoredOptions) == {name: declared[name] for name in STORED}
+
+
 def test_job_takes_each_default_from_the_definition() -> None:
     """Each option ``Job`` keeps as a field defaults to the definition's default; the others
     are folded into its schedule, or are old names."""
@@ -138,6 +150,9 @@ def test_job_takes_each_default_from_the_definition() -> None:
         assert made == option.default, name
     folded = set(OPTIONS) - set(fields)
     assert folded == {"cron", "every", "at", "tz", "day_or", "offset", "start", "end", "external"}
+    # And nothing else: a field added to Job alone is an option no declaration can give.
+    made_by_declaring = {"name", "schedule", "queue", "handler", "adapter", "task"}
+    assert set(fields) - set(OPTIONS) == made_by_declaring, set(fields) - set(OPTIONS)
 
 
 def declared(name: str, **more: Any) -> dict[str, Any]:
@@ -257,6 +272,36 @@ def test_each_option_is_in_the_reference_and_in_the_jobs_page() -> None:
         assert f"`{name}`" in row, name
 
 
+def test_the_reference_and_the_jobs_page_give_each_option_its_own_default() -> None:
+    """The reference's job options table is the one the definitions make (checked here, in
+    the fast loop, not only with the adapters' commands in make test), and each default the
+    jobs page writes by hand is the one the reference gives (words, not a value, where it has
+    none)."""
+    from tests.reference import OPTIONS_BEGIN, OPTIONS_END, PAGE, job_options
+
+    reference = PAGE.read_text()
+    generated = reference.partition(OPTIONS_BEGIN)[2].partition(OPTIONS_END)[0]
+    assert generated.strip() == job_options().strip(), "run python -m tests.reference"
+    defaults = {}
+    for row in job_options().splitlines()[2:]:
+        name, default = row.split(" | ")[:2]
+        defaults[name.removeprefix("| ").strip("`")] = default
+    table = (REPO / "docs" / "jobs.md").read_text().partition("## Options")[2]
+    for row in table.partition("\n\n```")[0].splitlines():
+        if not row.startswith("| `"):
+            continue
+        first, default = row.split(" | ")[:2]
+        for name in re.findall(r"`(\w+)`", first):
+            if name in defaults:
+                said = defaults[name]
+                # No default in the reference: the page says in words what happens instead.
+                assert default == said or (said == "-" and not default.startswith("`")), (
+                    name,
+                    default,
+                    said,
+                )
+
+
 def test_the_old_name_of_on_demand_is_read_as_it_everywhere() -> None:
     """``external=`` is read as ``on_demand=`` silently (warnings are errors here), is
     ``Job.external``, and contradicting the new name is a ConfigError naming both."""
@@ -331,3 +376,34 @@ def test_mypy_checks_each_call_against_the_definition(
     )
     lines = sorted(re.findall(r"user\.py:(\d+): error", out))
     assert lines == ["3", "4", "5"], out + err
+
+
+KEPT = [name for name in OPTIONS if name in {field.name for field in dataclasses.fields(Job)}]
+
+
+def _page_options(job: Job) -> dict[str, str]:
+    """What the dashboard's page of ``job`` lists under Options, by name."""
+    store = MemoryStore()
+    view = View(Beat(store, [job]), {})
+    page = str(job_page(view, "/_scheduler", "token", *view.jobs()[0]))
+    listed = page.partition("<dl class=options id=options>")[2].partition("</dl>")[0]
+    return dict(re.findall(r"<dt>([^<]*)</dt><dd>([^<]*)</dd>", listed))
+
+
+@pytest.mark.parametrize("name", KEPT)
+def test_the_dashboard_job_page_shows_each_option_the_job_keeps(name: str) -> None:
+    """Each option ``Job`` keeps is listed on the job's page, and a job declared with the
+    sample shows it other than one left at the default (so the page reads the option)."""
+    options = declared(name)
+    job = declare("opt.job", adapter="listqueue", task="proj.t", handler=handler, **options)
+    plain = declare(
+        "opt.job",
+        adapter="listqueue",
+        task="proj.t",
+        handler=handler,
+        **{key: value for key, value in options.items() if key != name},
+    )
+    shown, default = _page_options(job), _page_options(plain)
+    label = name.replace("_", " ")
+    assert list(shown) == [key.replace("_", " ") for key in KEPT]
+    assert shown[label] != default[label], (shown[label], default[label])

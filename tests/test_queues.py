@@ -67,6 +67,37 @@ def test_a_misspelt_class_keyword_fails_when_the_class_is_made() -> None:
         type("Misspelt", (Bare,), {}, refuse_copies=False)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"refuse_copies": False},  # the trait set as a class attribute, misspelt
+        {"as_listd": lambda self, store, jobs: {}},  # an optional member without @override
+        {"runs_whith": property(lambda self: "celery beat")},
+    ],
+    ids=["trait", "method", "property"],
+)
+def test_a_misspelt_member_fails_when_the_class_is_made(body: dict[str, Any]) -> None:
+    """A name nearly one of the interface's is a misspelling that would keep the default and
+    turn a feature off silently: the class is refused, naming the member meant. A name of its
+    own (a sender's ``publish``) is left alone."""
+    (own,) = body
+    with pytest.raises(TypeError, match=rf"Misspelt\.{own} is no member .* did you mean"):
+        type("Misspelt", (Bare,), body)
+    assert type("Own", (Bare,), {"publish": lambda self: None}).publish  # type: ignore[attr-defined]
+
+
+def test_a_name_of_its_own_near_a_members_is_kept_when_of_another_kind_or_said() -> None:
+    """A method near a trait's name (``names`` beside ``name``) is not a misspelling of it;
+    one near a method's (``accepted`` beside ``accepts``) is kept when the class says it is
+    its own; a subclass of an adapter is compared with the interface, not the adapter."""
+    assert type("Names", (Bare,), {"names": lambda self: ["a"]})
+    accepted = {"accepted": lambda self: True}
+    with pytest.raises(TypeError, match="accepts"):
+        type("Accepted", (Bare,), accepted)
+    assert type("Accepted", (Bare,), accepted, own=("accepted",))
+    assert type("Deeper", (type("Middle", (Bare,), {"publish": print}),), {"publishes": print})
+
+
 def test_register_refuses_what_is_not_an_adapter_with_a_name() -> None:
     """An object of another class (an adapter written against the old protocol), or one
     whose class names none, is refused before the core reads members it lacks."""

@@ -69,9 +69,9 @@ def test_a_beat_writes_the_records_of_an_outage_once_the_store_answers(
     job, seen = inline("tick")
     beats.append(Beat(store, [job], clock=clock))
     beats[0].start()
-    for _ in range(3):
+    for n in range(1, 4):
         clock.advance(1)
-        time.sleep(0.2)
+        wait_for(lambda n=n: len(seen) == n, 30, f"run {n}", every=0.01)  # one tick at a time
     wait_for(lambda: len(store.history("tick")) == 3, 30, "every run recorded", every=0.01)
     assert len(seen) == 3
     assert {r.outcome for r in store.history("tick")} == {"completed"}

@@ -419,3 +419,40 @@ def test_one_cron_shared_by_threads_answers_each_as_it_would_alone() -> None:
     assert [results[i] for i in range(len(starts))] == alone
     copy = pickle.loads(pickle.dumps(cron))
     assert copy == cron and copy.next_after(starts[0]) == cron.next_after(starts[0])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    minute=st.sampled_from([*MINUTES, "*", "*/7", "58-59"]),
+    hour=st.sampled_from(HOURS),
+    day=st.sampled_from([*DAYS, "L", "31", "29"]),
+    month=st.sampled_from([*MONTHS, "2", "jan-mar"]),
+    weekday=st.sampled_from([*WEEKDAYS, "mon#2", "sun", "5L", "7"]),
+    second=st.sampled_from([None, "*", "0", "*/15", "59"]),
+    day_or=st.booleans(),
+    wall=st.datetimes(min_value=datetime(1999, 12, 25), max_value=datetime(2041, 1, 5)),
+    within=st.integers(0, 60 * 10**6 - 1),
+)
+def test_matches_wall_answers_as_croniter_match(
+    minute: str,
+    hour: str,
+    day: str,
+    month: str,
+    weekday: str,
+    second: str | None,
+    day_or: bool,
+    wall: datetime,
+    within: int,
+) -> None:
+    """``matches_wall`` looks on the parsed fields instead of parsing again: it answers what
+    croniter's own ``match`` does, at a generated wall time, at the next one that matches,
+    anywhere within that minute, and a microsecond before it."""
+    expr = f"{minute} {hour} {day} {month} {weekday}" + (f" {second}" if second else "")
+    try:
+        cron = Cron(expr, day_or=day_or, seconds=second is not None)
+    except ConfigError:
+        return  # one that never fires (the 31st of February): no schedule to ask
+    matching = croniter(expr, wall, day_or=day_or).get_next(datetime)
+    inside = matching + timedelta(microseconds=within)
+    for at in (wall, matching, inside, matching - timedelta(microseconds=1)):
+        assert cron.matches_wall(at) == croniter.match(expr, at, day_or=day_or), (expr, at)

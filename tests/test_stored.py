@@ -4,7 +4,8 @@ by field, removed; followed by a beat on a fake clock."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -83,6 +84,37 @@ def test_add_update_remove_and_the_change_log() -> None:
         changes[1].reason
         == "rq proj.tasks.report every=2s -> rq proj.tasks.report cron=*/5 * * * *"
     )
+
+
+def test_durations_and_times_are_stored_as_the_text_they_are_written_as() -> None:
+    """A ``timedelta`` or ``datetime`` (as ``@cluster_task`` takes them) is stored as its text,
+    and makes the job the text would; a time without its offset is refused, naming it."""
+    store = MemoryStore()
+    schedules = StoredSchedules(store)
+    start = datetime(2027, 1, 4, 9, tzinfo=ZoneInfo("Europe/Warsaw"))
+    given = schedules.add(
+        "tenant.9",
+        every=timedelta(minutes=90),
+        lock_ttl=timedelta(seconds=1.25),
+        start=start,
+        **RQ,
+    )
+    assert given.options == {"every": "5400s", "lock_ttl": "1.25s", "start": start.isoformat()}
+    written = StoredSchedules(MemoryStore()).add(
+        "tenant.9", every="5400s", lock_ttl="1.25s", start=start.isoformat(), **RQ
+    )
+    assert given.job() == written.job()
+    updated = schedules.update("tenant.9", every=timedelta(hours=2), timeout=timedelta(0.5))
+    assert (updated.options["every"], updated.options["timeout"]) == ("7200s", "43200s")
+    with pytest.raises(ConfigError) as caught:
+        schedules.add("tenant.10", every="1h", start=datetime(2027, 1, 4, 9), **RQ)
+    assert caught.value.option == "start"
+    with pytest.raises(ConfigError) as caught:
+        schedules.add("tenant.10", every="1h", jitter=-timedelta(seconds=1), **RQ)
+    assert (caught.value.job, caught.value.option) == ("tenant.10", "jitter")
+    assert caught.value.value == -timedelta(seconds=1)  # as given, not the text it became
+    checked = schedules.check("tenant.10", every="1h", backoff=Backoff.fixed(5), **RQ)
+    assert checked.backoff == {"kind": "fixed", "base": 5.0, "max": None}  # as add stores it
 
 
 def test_a_backoff_is_kept_and_given_back_to_the_queue() -> None:

@@ -7,6 +7,13 @@ Postgres ``clock_timestamp()``), the replica takes the offset from the middle of
 trip, fires on its clock corrected by it, records it with the heartbeat (the dashboard shows
 it per replica) and warns past ``WARN_AFTER``. Stores without a clock of their own (SQLite on
 this host, memory) leave the offset at zero.
+
+A reading is only as good as its round trip is short: the store's time can have been read
+anywhere in it. A heartbeat that took longer than ``ROUND_TRIP_MAX`` (one that reconnected
+through a store's failover took 11 s, and its reading put a replica 5.6 s off) leaves the
+offset as it was; the first reading is taken however long it took, since a replica whose
+clock runs ahead must not plan its start on that clock (off by half the round trip at most,
+and corrected at the next quick heartbeat).
 """
 
 from __future__ import annotations
@@ -18,11 +25,12 @@ from datetime import datetime, timedelta
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.stores import Store
 
-__all__ = ["WARN_AFTER", "StoreClock"]
+__all__ = ["ROUND_TRIP_MAX", "WARN_AFTER", "StoreClock"]
 
 log = logging.getLogger(__name__)
 
 WARN_AFTER = timedelta(seconds=1)
+ROUND_TRIP_MAX = timedelta(seconds=1)  # a reading is then off by half of it at most
 
 
 class StoreClock:
@@ -59,6 +67,9 @@ class StoreClock:
         server = store.heartbeat(replica, ttl, clock_offset_ms=self.offset_ms)
         after = self.base.now()
         if server is None or not self._correct:
+            return
+        if after - before > ROUND_TRIP_MAX and self._measured:
+            log.debug("clock not read: the heartbeat took %.1fs", (after - before).total_seconds())
             return
         self.measured(server - (before + (after - before) / 2))
 

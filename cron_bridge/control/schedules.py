@@ -19,14 +19,15 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Unpack
 
 from cron_bridge.control import pause as control
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Backoff, Job, declare
-from cron_bridge.options import STORED, WHEN
+from cron_bridge.options import STORED, WHEN, StoredOptions
 from cron_bridge.plumbing import inbound
 from cron_bridge.queues.installed import get_adapter
 from cron_bridge.schedules import parse_duration
@@ -215,6 +216,34 @@ def _backoff(spec: ScheduleEntry) -> Backoff | None:
     return Backoff.exponential(data.get("base", 1), max=data.get("max"))
 
 
+class StoredChanges(StoredOptions, total=False):
+    """What ``StoredSchedules.update`` changes: any option, and the task and its arguments."""
+
+    task: str
+    library: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    queue: str | None
+    backoff: Backoff | dict[str, Any] | None
+
+
+def _as_stored(options: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``options`` as stored: a ``timedelta`` as its seconds (``"90s"``), a ``datetime`` as
+    ISO 8601 text (a naive one is then refused, as ``@cluster_task`` refuses it)."""
+    stored: dict[str, Any] = {}
+    for key, value in options.items():
+        if isinstance(value, timedelta):
+            if value < timedelta(0):
+                raise ConfigError(
+                    "expected a duration of 0 or more", job=name, option=key, value=value
+                )
+            value = f"{value.total_seconds():.6f}".rstrip("0").rstrip(".") + "s"
+        elif isinstance(value, datetime):
+            value = value.isoformat()
+        stored[key] = value
+    return stored
+
+
 class StoredSchedules:
     """Stored schedules in ``store``: add, update, remove, list. Every change is validated
     before anything is written, and goes to the schedule's change log (who, when, what)."""
@@ -233,7 +262,7 @@ class StoredSchedules:
         kwargs: dict[str, Any] | None = None,
         queue: str | None = None,
         backoff: Backoff | dict[str, Any] | None = None,
-        **options: Any,
+        **options: Unpack[StoredOptions],
     ) -> ScheduleEntry:
         """Store a new schedule (``cron=``, ``every=`` or ``at=``, and the options of
         ``@cluster_task``); every replica runs it from its next occurrence on.
@@ -246,7 +275,7 @@ class StoredSchedules:
             name=name,
             library=library,
             task=task,
-            options=options,
+            options=_as_stored(options, name),
             args=[] if args is None else args,
             kwargs={} if kwargs is None else kwargs,
             queue=queue,
@@ -266,7 +295,8 @@ class StoredSchedules:
         args: list[Any] | None = None,
         kwargs: dict[str, Any] | None = None,
         queue: str | None = None,
-        **options: Any,
+        backoff: Backoff | dict[str, Any] | None = None,
+        **options: Unpack[StoredOptions],
     ) -> ScheduleEntry:
         """What ``add`` would store, checked as ``add`` checks it, without writing anything
         (an import's dry run).
@@ -278,16 +308,19 @@ class StoredSchedules:
             name=name,
             library=library,
             task=task,
-            options=options,
+            options=_as_stored(options, name),
             args=[] if args is None else args,
             kwargs={} if kwargs is None else kwargs,
             queue=queue,
+            backoff=_backoff_json(backoff),
         )
         spec.job()
         _check_storable(spec)
         return spec
 
-    def update(self, name: str, *, by: str = "python", **changes: Any) -> ScheduleEntry:
+    def update(
+        self, name: str, *, by: str = "python", **changes: Unpack[StoredChanges]
+    ) -> ScheduleEntry:
         """Change some of a stored schedule's fields (an option given as None is dropped).
 
         Raises:
@@ -299,7 +332,7 @@ class StoredSchedules:
             raise ConfigError(
                 "no stored schedule of this name", job=name, option="name", value=name
             )
-        fields = {
+        fields: dict[str, Any] = {
             k: v
             for k, v in changes.items()
             if k in ("task", "library", "args", "kwargs", "queue", "backoff")
@@ -307,7 +340,7 @@ class StoredSchedules:
         if "backoff" in fields:
             fields["backoff"] = _backoff_json(fields["backoff"])
         options = dict(current.options)
-        for key, value in changes.items():
+        for key, value in _as_stored(changes, name).items():
             if key in fields:
                 continue
             if key in ("cron", "every", "at") and value is not None:

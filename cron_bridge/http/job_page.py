@@ -5,11 +5,13 @@ now" through the normal trigger, saying in words what it did, pause and resume."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from cron_bridge.backoff import Backoff
 from cron_bridge.control import lost_claims
 from cron_bridge.control import pause as control
 from cron_bridge.control.catalog import JobInfo
@@ -25,6 +27,7 @@ from cron_bridge.http.views import (
     next_run,
     zone_of,
 )
+from cron_bridge.options import OPTIONS
 from cron_bridge.stores.records import RunRecord
 from cron_bridge.windows import upcoming
 
@@ -180,41 +183,43 @@ def _pager(path: str, view: View, state: str, number: int, pages: int) -> Markup
 
 
 def _options(job: Job | None) -> Markup:
-    """The options that decide how the job runs (the catalog does not carry them: another
-    namespace's job shows what its catalog has)."""
+    """The options that decide how the job runs, each ``Job`` keeps of the definition
+    (``cron_bridge.options``), in its order; the schedule's own are in the heading. Mappings
+    (``kwargs``, ``send``) show their keys, a monitor its kind: their values may be secrets.
+    The catalog does not carry options: another namespace's job shows what its catalog has."""
     if job is None:
         return Markup("<p class=muted>Options are known to that namespace's own beats.</p>")
-    backoff = job.backoff
-    waits = (
-        f"{backoff.base:g} s"
-        if backoff.kind == "fixed"
-        else f"exponential from {backoff.base:g} s"
-        + (f" up to {backoff.max:g} s" if backoff.max is not None else "")
+    kept = {field.name for field in fields(job)}
+    items = join(
+        html("<dt>{}</dt><dd>{}</dd>", name.replace("_", " "), _option_value(job, name))
+        for name, option in OPTIONS.items()
+        if name in kept and option.old_name_of is None
     )
-
-    def seconds(value: timedelta | None) -> str:
-        return "none" if value is None else f"{value.total_seconds():g} s"
-
-    options = [
-        ("attempts", str(job.attempts)),
-        ("backoff", waits),
-        ("timeout", seconds(job.timeout)),
-        ("overlap", job.overlap),
-        ("misfire", job.misfire),
-        ("misfire grace", seconds(job.misfire_grace)),
-        ("coalesce", str(job.coalesce).lower()),
-        ("lock ttl", seconds(job.lock_ttl)),
-        ("jitter", seconds(job.jitter)),
-        ("scope", job.scope),
-        (
-            "target",
-            job.target
-            if job.target == "inline"
-            else f"{job.adapter} {job.task or ''} on {job.queue or 'default'}",
-        ),
-    ]
-    items = join(html("<dt>{}</dt><dd>{}</dd>", k, v) for k, v in options)
     return html("<dl class=options id=options>{}</dl>", items)
+
+
+def _option_value(job: Job, name: str) -> str:
+    value = getattr(job, name)
+    if name == "target":
+        return (
+            "inline"
+            if value == "inline"
+            else f"{job.adapter} {job.task or ''} on {job.queue or 'default'}"
+        )
+    if name == "monitor":
+        return "the process's default" if value is None else type(value).__name__.lower()
+    if isinstance(value, Backoff):
+        if value.kind == "fixed":
+            return f"{value.base:g} s"
+        limit = f" up to {value.max:g} s" if value.max is not None else ""
+        return f"exponential from {value.base:g} s{limit}"
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds():g} s"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, Mapping):
+        return ", ".join(map(str, value)) or "none"
+    return "none" if value is None else str(value)
 
 
 def _coming(job: Job | None, now: datetime, zone: tzinfo) -> Markup:

@@ -16,6 +16,7 @@ it: with mypy's ``explicit-override`` on, a misspelt member is an error either w
 
 from __future__ import annotations
 
+import difflib
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -109,6 +110,8 @@ class Adapter(ABC):
       drop-in sender, left out of the adapters an error about a declaration lists.
     - ``stored_task`` (None): the task stored schedules of this library are sent to, by name;
       None when the adapter cannot run stored schedules.
+    - ``own`` (none): public names of the adapter's own that are near one of the interface's
+      (else refused when the class is made, as a misspelling of it).
     """
 
     name: ClassVar[str] = ""
@@ -124,8 +127,10 @@ class Adapter(ABC):
         refuses_copies: bool | None = None,
         declares: bool | None = None,
         stored_task: str | None = None,
+        own: Sequence[str] = (),
     ) -> None:
         super().__init_subclass__()
+        _refuse_misspelt(cls, own)
         if name is not None:
             cls.name = name
         if refuses_copies is not None:
@@ -192,3 +197,29 @@ class Adapter(ABC):
         a job to read NEXT from (an ``rq cron`` interval anchored where the store keeps it), or
         the text NEXT says instead. None of them by default."""
         return {}
+
+
+def _refuse_misspelt(cls: type, own: Sequence[str]) -> None:
+    """Raise ``TypeError`` for a public name ``cls`` defines that is nearly, but not, one of
+    the interface's of the same kind (a trait for a trait, a method or property for one):
+    ``refuse_copies = False``, or an optional member misspelt without ``@override``, would
+    otherwise keep the default and turn a feature off silently. A name of the adapter's own
+    that happens to be near one is listed in the class keyword ``own``."""
+    interface = [base for base in cls.__mro__[1:] if base.__module__.startswith("cron_bridge.")]
+    known = {n: v for base in interface for n, v in vars(base).items() if not n.startswith("_")}
+    inherited = {n for base in cls.__mro__[1:] for n in vars(base)}
+    for name, value in vars(cls).items():
+        if name.startswith("_") or name in inherited or name in own:
+            continue
+        alike = [n for n, v in known.items() if _is_member(v) == _is_member(value)]
+        near = difflib.get_close_matches(name, alike, n=1, cutoff=0.8)
+        if near:
+            raise TypeError(
+                f"{cls.__qualname__}.{name} is no member of the adapter interface: did you "
+                f"mean {near[0]!r}? (a name of its own goes in the class keyword own=)"
+            )
+
+
+def _is_member(value: object) -> bool:
+    """A method or property, as against a trait (a plain class attribute)."""
+    return callable(value) or isinstance(value, property | classmethod | staticmethod)

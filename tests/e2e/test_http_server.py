@@ -39,8 +39,9 @@ def served(tmp_path: Path) -> Iterator[tuple[BeatProcess, int]]:
     try:
         wait_for(lambda: "HTTP trigger on" in beat.output(), 30, "the HTTP server")
         yield beat, port
+        beat.terminate()  # within 60 s of SIGTERM, or the test fails
     finally:
-        beat.terminate()
+        beat.ensure_stopped()  # and it is not left running for the next test to meet
 
 
 def get(

@@ -8,19 +8,23 @@ import os
 import re
 import shlex
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.processes import REPO, command_env
 from tests.servers import RedisServer
+from tests.waiting import wait_for, waited
 
 pytestmark = pytest.mark.slow
 
 SECTION = "## Quick start"
 TITLED = re.compile(r'^```(\w+) title="([^"]+)"\n(.*?)^```', re.MULTILINE | re.DOTALL)
 SHELL = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+# What a command the quick start runs in the background prints once it is up.
+READY = {"celery": " ready.", "cron-bridge": "started with"}
 
 
 def quick_start() -> str:
@@ -58,17 +62,20 @@ def test_the_readme_quick_start_runs_as_written(tmp_path: Path, redis_server: Re
                 env[name] = value
                 continue
             if words[-1] == "&":
-                background.append(
-                    subprocess.Popen(
-                        words[:-1],
-                        cwd=tmp_path,
-                        env=env,
-                        text=True,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT,
+                log = tmp_path / f"background-{len(background)}.log"
+                with open(log, "w") as out:
+                    background.append(
+                        subprocess.Popen(
+                            words[:-1], cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT
+                        )
                     )
+                # As a user does before the next command: see that it is up.
+                up = READY[words[0]]
+                wait_for(
+                    lambda up=up, log=log: up in log.read_text(errors="replace"),
+                    60,
+                    f"{words[0]}: {up!r}",
                 )
-                time.sleep(1)
                 continue
             said[words[1]] = _until(words, tmp_path, env)
         listed = said["list"].splitlines()
@@ -83,7 +90,7 @@ def test_the_readme_quick_start_runs_as_written(tmp_path: Path, redis_server: Re
             process.terminate()
         for process in background:
             try:
-                process.communicate(timeout=30)
+                process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
 
@@ -91,12 +98,15 @@ def test_the_readme_quick_start_runs_as_written(tmp_path: Path, redis_server: Re
 def _until(words: list[str], cwd: Path, env: dict[str, str]) -> str:
     """Run a command to completion; ``history`` again until the worker's run is in it (the
     README says it shows both, a moment after ``run``)."""
-    deadline = time.monotonic() + 60
-    while True:
+    said: list[str] = []
+
+    def shown() -> bool:
         done = subprocess.run(
             words, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
         )
         assert done.returncode == 0, f"{words}: {done.stdout}\n{done.stderr}"
-        if words[1] != "history" or "completed" in done.stdout or time.monotonic() > deadline:
-            return done.stdout
-        time.sleep(0.5)
+        said.append(done.stdout)
+        return words[1] != "history" or "completed" in done.stdout
+
+    waited(shown, 60, every=0.5)  # the caller asserts on what the last one printed
+    return said[-1]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from cron_bridge.stores import MemoryStore
 from cron_bridge_celery import CeleryAdapter
 from cron_bridge_celery.scheduler import ClusterScheduler, job_name
 from cron_bridge_celery.schedules import to_schedule
+from tests.waiting import waited
 
 WARSAW = ZoneInfo("Europe/Warsaw")
 
@@ -87,11 +87,13 @@ def test_two_schedulers_send_each_occurrence_once(
         lambda self, producer, dispatch: sent.append(dispatch.occurrence.id),
     )
     first, second = ClusterScheduler(app), ClusterScheduler(app)
-    deadline = datetime.now(UTC) + timedelta(seconds=10)
-    while len(sent) < 10 and datetime.now(UTC) < deadline:
+
+    def ticked() -> bool:
         for scheduler in (first, second):
             scheduler.tick()
-        time.sleep(0.05)
+        return len(sent) >= 10
+
+    waited(ticked, 10, every=0.05)  # asserted on below, with what was sent
     first.close()
     second.close()
     assert len(sent) >= 10

@@ -15,6 +15,7 @@ from celery.schedules import crontab, schedstate, schedule, solar
 from cron_bridge import Cron, Every
 from cron_bridge.errors import ConfigError
 from cron_bridge_celery.schedules import CustomSchedule, SolarSchedule, to_schedule
+from tests.conftest import importable
 
 # Every form Celery's crontab accepts, as real projects write them.
 CRONTAB_FORMS: list[dict[str, Any]] = [
@@ -195,7 +196,7 @@ def test_solar_events_match_celerys_own_and_are_never_early(
 ) -> None:
     """Every event, at places where it skips days: the same event Celery picks, rounded up to
     the millisecond, through a year of starts."""
-    pytest.importorskip("ephem")
+    importable("ephem")
     ours = to_schedule(solar(event, lat, lon), app_zone=UTC)
     assert isinstance(ours, SolarSchedule)
     theirs = solar(event, lat, lon, app=Celery("twin", set_as_current=False))

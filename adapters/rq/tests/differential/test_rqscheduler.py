@@ -8,6 +8,7 @@ names, each applied below as the rule it documents."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -145,8 +146,10 @@ def _offset(at: datetime, zone: ZoneInfo) -> timedelta:
     return offset if offset is not None else timedelta(0)
 
 
+@functools.cache
 def _forward_ends(zone: ZoneInfo) -> list[tuple[datetime, timedelta]]:
-    """Each instant the clocks went forward in the year, with the gap's width."""
+    """Each instant the clocks went forward in the year, with the gap's width (searched
+    once per zone: a year of half hours)."""
     ends, at = [], START
     while at < END:
         step = at + timedelta(minutes=30)
