@@ -16,7 +16,7 @@ from cron_bridge.control.audit import explain
 from cron_bridge.jobs import Occurrence
 from cron_bridge.run.lease import MARGIN_MAX
 from cron_bridge.schedules import Every
-from cron_bridge.stores import Store
+from cron_bridge.stores import RunRecord, Store
 
 LOCK_TTL = 3.0  # the jobs' lock_ttl (chaos/app.py)
 MISFIRE_GRACE = 10.0  # the jobs' misfire_grace (chaos/app.py)
@@ -40,7 +40,9 @@ ALLOWED = (
 )
 
 
-Run = tuple[float, float, str]  # start, end (inf: died in it), occurrence id; monotonic
+# An attempt's start (its lock asked for), its handler's end (inf: died in it), occurrence id;
+# monotonic.
+Run = tuple[float, float, str]
 
 
 def touched(replica: str, disrupted: set[str]) -> bool:
@@ -64,13 +66,13 @@ def allowed(
     then (``fetches_cut``: when; what becomes of a fetch it cut is in chaos/brokers.py); a
     failure only for the store, or for the broker's connection error while it was down or
     paused (its retries within ``misfire_grace`` from then); a skip only behind a run
-    holding its lock at that moment (``runs``: from its handler's start until its guard
-    settled it, see ``holding``), one on a replica or worker that died or froze in it, or
-    one that had ended when the store failed (its lock's release is tried again, and the
-    lock expires within ``lock_ttl``); the rest as the audit names them. ``at`` (monotonic)
-    is when the store last recorded something of the occurrence; ``faults`` and
-    ``broker_faults`` when the store's and the broker's own faults began and ended
-    (monotonic, in pairs)."""
+    holding its lock at that moment (``runs``: from when its attempt began, the lock asked
+    for, until its guard settled it, see ``holding``), one on a replica or worker that died
+    or froze in it, or one that had ended when the store failed (its lock's release is tried
+    again, and the lock expires within ``lock_ttl``); the rest as the audit names them.
+    ``at`` (monotonic) is when the store last recorded something of the occurrence;
+    ``faults`` and ``broker_faults`` when the store's and the broker's own faults began and
+    ended (monotonic, in pairs)."""
     if why.startswith("claimed by "):
         return touched(why.removeprefix("claimed by ").split(",")[0], disrupted)
     if why.startswith("enqueued by "):  # RQ does not redeliver the job of a killed worker
@@ -171,18 +173,24 @@ def check(
         by_job[str(line["job"])].append(run)
         held.append((line, run))
     found = Findings()
-    by_occurrence = holding(lines, held)
     for runs in by_job.values():
         runs.sort()
         for (_, first_end, first), (second_start, _, second) in itertools.pairwise(runs):
             if second_start < first_end and first != second:
                 found.overlaps.append((first, second))
+    kept: dict[str, list[RunRecord]] = defaultdict(list)
+    for job in jobs:
+        for record in store.history(job, store.history_limit):
+            kept[record.occurrence_id].append(record)
+    # A run holds its lock from some moment after its attempt began (the acquire's request
+    # goes out then, and a slow store answers it late) until its guard released it: a skip
+    # behind it is judged against that, not against its handler's lines only.
+    by_occurrence = {
+        occurrence: (min([run[0], *_asked(kept.get(occurrence, []), to_monotonic)]), *run[1:])
+        for occurrence, run in holding(lines, held).items()
+    }
     window = (datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
     for job in jobs:
-        records = store.history(job, store.history_limit)
-        kept = defaultdict(list)
-        for record in records:
-            kept[record.occurrence_id].append(record)
         for at in Every("1s").occurrences(*window):
             occurrence = Occurrence(job=job, scheduled_at=at)
             found.occurrences += 1
@@ -230,6 +238,13 @@ def holding(
         )
         for line, run in held
     }
+
+
+def _asked(records: list[RunRecord], to_monotonic: float) -> list[float]:
+    """When the attempts that ran a handler began (monotonic), each before its lock was
+    asked for; a refused attempt's record is stamped when it was refused."""
+    ran = ("completed", "failed", "aborted")
+    return [r.started_at.timestamp() + to_monotonic for r in records if r.outcome in ran]
 
 
 def died_in(

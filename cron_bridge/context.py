@@ -107,6 +107,10 @@ class JobContext:
         replica: who runs it.
         signal: aborted on ``lock-lost``, ``shutdown`` or ``timeout``.
         logger: a logger that adds the job, occurrence and replica to each record.
+        fencing_token: a number that grows with every taking of the job's overlap lock, to
+            pass with the run's own writes so that a write carrying a smaller one than a
+            write already made is refused (docs/jobs.md); None for a run that holds no lock
+            (``overlap="allow"``, an instance-scope job) or on a store keeping no tokens.
     """
 
     name: str
@@ -118,3 +122,4 @@ class JobContext:
     replica: str
     signal: AbortSignal
     logger: logging.LoggerAdapter[Any]
+    fencing_token: int | None = None

@@ -82,6 +82,24 @@ class StoreUnavailable(CronBridgeError):
         super().__init__(f"{message} (store at {host})" if host else message)
 
 
+class FenceUnreadable(CronBridgeError):
+    """A lock's fencing counter in the store holds what no token can come from (another
+    program's value or type, a number at its end): the lock is not taken, and the run does
+    not start (recorded ``failed`` with this text) until the counter is repaired. Other
+    jobs are not concerned, and the store is not down.
+
+    Attributes:
+        key: the lock whose counter it is.
+    """
+
+    def __init__(self, key: str, found: str) -> None:
+        self.key = key
+        super().__init__(
+            f"the fencing counter of {key} holds {found}: no token can follow it; "
+            "repair it (set it above every token handed out) or delete it"
+        )
+
+
 class InvalidMessage(CronBridgeError):
     """A queue message whose cron-bridge metadata is malformed or names another job.
 

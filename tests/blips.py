@@ -18,11 +18,11 @@ class LockBlips(MemoryStore):
         super().__init__(**options)
         self.failures = failures
 
-    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
         if self.failures > 0:
             self.failures -= 1
             raise StoreUnavailable("blip", host="memory")
-        return super().acquire(key, owner, ttl)
+        return super().acquire_fenced(key, owner, ttl)
 
 
 class ReleaseBlips(MemoryStore):
@@ -62,11 +62,11 @@ class LockDownFor(MemoryStore):
         self.back_at = time.monotonic() + seconds
         self.asked: list[float] = []
 
-    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
         self.asked.append(time.monotonic())
         if time.monotonic() < self.back_at:
             raise StoreUnavailable("down", host="memory")
-        return super().acquire(key, owner, ttl)
+        return super().acquire_fenced(key, owner, ttl)
 
 
 class RecordBlips(MemoryStore):
@@ -116,3 +116,19 @@ class ClaimsDown(MemoryStore):
 
     def claim(self, occurrence: Any, owner: str, **options: Any) -> bool:
         return super().claim_many([occurrence], owner, **options)[0]
+
+
+class LockAnswerLost(MemoryStore):
+    """A memory store whose first ``failures`` lock requests take the lock and then fail to
+    answer, as when a connection is cut after the server wrote it."""
+
+    def __init__(self, failures: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.failures = failures
+
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+        token = super().acquire_fenced(key, owner, ttl)
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreUnavailable("the answer was lost", host="memory")
+        return token

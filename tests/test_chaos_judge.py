@@ -11,9 +11,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
-from chaos.check import LOCK_TTL, MISFIRE_GRACE, allowed, died_in, holding
+from chaos.check import LOCK_TTL, MISFIRE_GRACE, allowed, check, died_in, holding
+from cron_bridge.jobs import Occurrence
+from cron_bridge.stores import MemoryStore, RunRecord
 
 WHY = (
     "skipped-overlap on worker0-1-1-a: held by chaos.queued01@2026-12-01T23:03:12.000Z "
@@ -139,3 +144,64 @@ def test_a_second_run_is_a_redelivery_only_after_its_worker_died_in_the_first() 
     assert died_in([first, second], done, {"worker0-1": 12.0}) is None  # completed and marked
     beat = _start("beat0-1", 10.0)  # an inline run is never redelivered
     assert died_in([beat, second], ends, {"beat0-1": 10.2}) is None
+
+
+def _judged_skip(skipped_at: float) -> tuple[dict[str, str], dict[str, str]]:
+    """One job, two occurrences: the first skipped (its record stamped ``skipped_at`` seconds
+    after the first came due) behind the second, whose attempt began as it came due and
+    whose handler, on a starved replica, wrote its start 1.5 s later; what the judge allows
+    and what it does not."""
+    job = "chaos.job03"
+    base = float(int(time.time()) - 100)
+    first = Occurrence(job=job, scheduled_at=datetime.fromtimestamp(base + 1, UTC))
+    second = Occurrence(job=job, scheduled_at=datetime.fromtimestamp(base + 2, UTC))
+    to_mono = time.monotonic() - time.time()
+    store = MemoryStore()
+    store.record_many(
+        [
+            RunRecord(
+                job=job,
+                occurrence_id=first.id,
+                outcome="skipped-overlap",
+                trigger="schedule",
+                replica="beat1-2",
+                started_at=datetime.fromtimestamp(base + 1 + skipped_at, UTC),
+                reason=f"held by {second.id} on beat0-1",
+            ),
+            RunRecord(
+                job=job,
+                occurrence_id=second.id,
+                outcome="completed",
+                trigger="schedule",
+                replica="beat0-1",
+                started_at=datetime.fromtimestamp(base + 2, UTC),
+                duration_ms=300.0,
+            ),
+        ]
+    )
+    lines = [
+        {"event": "start", "mono": base + 3.5 + to_mono},
+        {"event": "end", "mono": base + 3.8 + to_mono, "aborted": False, "reason": None},
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        journal = Path(folder) / "journal.jsonl"
+        journal.write_text(
+            "".join(
+                json.dumps({**line, "job": job, "occurrence_id": second.id, "replica": "beat0-1"})
+                + "\n"
+                for line in lines
+            )
+        )
+        found = check(journal, store, [job], base + 0.5, base + 2.5, disrupted=set(), killed={})
+    assert found.ran_once == 1 and not found.duplicates and not found.overlaps
+    return found.allowed, found.not_allowed
+
+
+def test_a_skip_is_judged_against_when_its_holder_asked_for_the_lock_not_its_first_line() -> None:
+    """The holder asked for the lock as its attempt began: a skip decided after that is behind
+    a run holding the lock, however late the holder's handler wrote its start; a skip decided
+    before the holder had even begun is a loss the guarantee does not allow."""
+    allowed_, not_allowed = _judged_skip(1.6)
+    assert len(allowed_) == 1 and not not_allowed
+    allowed_, not_allowed = _judged_skip(0.2)
+    assert not allowed_ and len(not_allowed) == 1

@@ -67,6 +67,10 @@ class Journal(MemoryStore):
         self.sent.append(f"acquire {key}")
         return super().acquire(key, owner, ttl)
 
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+        self.sent.append(f"acquire {key}")
+        return super().acquire_fenced(key, owner, ttl)
+
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
         self.sent.append(f"extend {key}")
         return super().extend(key, owner, ttl)
@@ -207,11 +211,33 @@ def test_a_first_attempt_behind_another_run_is_refused_naming_it() -> None:
     assert admitted == (None, ("skipped-overlap", f"held by {other.id} on r0"))
 
 
+def test_a_skip_is_stamped_when_the_lock_was_seen_held_not_when_it_was_asked_for() -> None:
+    """A slow store's answer: the attempt began at AT, the acquire came back 2 s later, and
+    the skip's record says when the holder was seen, which is what a reader compares with
+    the holder's run."""
+    clock = FakeClock(AT)
+
+    class Slow(MemoryStore):
+        def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+            clock.advance(2.0)
+            return super().acquire_fenced(key, owner, ttl)
+
+    store = Slow()
+    job = job_of("slow.job")
+    other = Occurrence(job=job.name, scheduled_at=AT - timedelta(seconds=1))
+    store.acquire(*lock_of(job, other, "r0"), job.lock_ttl)
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    record = Guard(store, "r1", clock=clock).run(job, occurrence, trigger="schedule")
+    assert (record.outcome, record.reason) == ("skipped-overlap", f"held by {other.id} on r0")
+    assert record.started_at == AT + timedelta(seconds=2)
+    assert store.history(job.name) == [record]
+
+
 def test_admitting_raises_when_the_lock_cannot_be_asked_for() -> None:
     """At most once wins: a store that does not answer the acquire starts nothing."""
 
     class Down(MemoryStore):
-        def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
             raise StoreUnavailable("down", host="memory")
 
     job = job_of("down.job")
@@ -506,3 +532,21 @@ def test_a_base_exception_beyond_an_exit_frees_the_lock_and_leaves_no_record() -
     assert store.holder(lock_key(job.name)) is None and guard._held == {}
     assert store.history(job.name) == []
     assert guard_threads() == []
+
+
+def test_each_run_holding_the_lock_gets_a_greater_fencing_token_and_others_none() -> None:
+    """``ctx.fencing_token``: from the store's taking of the overlap lock, greater for each
+    run after; None for a job that takes no lock (``overlap="allow"``)."""
+    seen: list[int | None] = []
+    store = MemoryStore()
+    guarded = job_of("fenced.job", lambda ctx: seen.append(ctx.fencing_token))
+    free = job_of("free.job", lambda ctx: seen.append(ctx.fencing_token), overlap="allow")
+    for minute in range(3):
+        at = AT + timedelta(minutes=minute)
+        Guard(store, "r1").run(
+            guarded, Occurrence(job=guarded.name, scheduled_at=at), trigger="schedule"
+        )
+    Guard(store, "r1").run(free, Occurrence(job=free.name, scheduled_at=AT), trigger="schedule")
+    tokens = seen[:3]
+    assert all(isinstance(t, int) for t in tokens) and tokens == sorted(set(tokens)), seen
+    assert seen[3] is None

@@ -11,13 +11,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cron_bridge import Aborted, JobContext, declare
+from cron_bridge.beat.inline import InlineRunner
+from cron_bridge.beat.planning import Planned
+from cron_bridge.beat.store_health import Records, StoreHealth
+from cron_bridge.clock import SystemClock
 from cron_bridge.context import AbortSignal, Trigger
+from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.run.guard import Guard
-from cron_bridge.run.lease import Lease
+from cron_bridge.run.lease import Lease, Releaser
 from cron_bridge.stores import MemoryStore
-from tests.blips import FinishBlips, ReleaseBlips
+from tests.blips import FinishBlips, LockAnswerLost, ReleaseBlips
 from tests.waiting import waited
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -31,8 +36,8 @@ class FrozenAfterAcquire(MemoryStore):
     """The lock is granted, but the answer arrives only after the lock's lifetime: what a
     process frozen (SIGSTOP) right after its request sees when it wakes."""
 
-    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
-        granted = super().acquire(key, owner, ttl)
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+        granted = super().acquire_fenced(key, owner, ttl)
         time.sleep(ttl.total_seconds() * 1.2)
         return granted
 
@@ -112,6 +117,156 @@ def test_a_lock_whose_release_failed_is_released_once_the_store_answers() -> Non
     assert Guard(store, "r2").run(job, later, trigger="schedule").outcome == "completed"
 
 
+def test_the_next_run_in_the_same_process_sends_the_failed_release_before_it_asks() -> None:
+    """The store did not answer a run's release; the job's next occurrence comes at once, in
+    the same process (a worker's next delivery, the beat's next inline run): the release goes
+    first and it runs, where it was skipped behind the finished run's lock until the
+    background retry came (issue 39: "behind a finished run's lock")."""
+    store = ReleaseBlips(1)
+    job = job_of("blip.job", lambda ctx: None, lock_ttl="30s")
+    releaser = Releaser(store.release, store.finish, first_wait=60)  # no background retry
+    first = Guard(store, "r1", releaser=releaser).run(
+        job, Occurrence(job=job.name, scheduled_at=AT), trigger="queue"
+    )
+    assert first.outcome == "completed" and releaser.pending() == 1
+    assert store.holder(lock_key(job.name)) is not None  # the finished run's, still held
+    later = Occurrence(job=job.name, scheduled_at=AT + timedelta(seconds=1))
+    record = Guard(store, "r1", releaser=releaser).run(job, later, trigger="queue")
+    assert record.outcome == "completed", record
+    assert releaser.pending() == 0
+
+
+def test_a_lock_taken_whose_answer_was_lost_does_not_hold_back_the_retry() -> None:
+    """The store took the lock, but its answer was lost: the inline runner asks again (a new
+    owner) and, before, skipped behind that lock of its own, which nobody would run or
+    release until its lifetime ran out. Now the retry releases it first and runs."""
+    store = LockAnswerLost(1)
+    ran: list[str] = []
+    job = job_of("lost.job", lambda ctx: ran.append(ctx.occurrence_id), lock_ttl="30s")
+    runner = InlineRunner(
+        Guard(store, "r1"),
+        records=Records(store, StoreHealth(), replica="r1", clock=SystemClock()),
+        health=StoreHealth(),
+    )
+    planned = Planned(
+        job=job, occurrence=Occurrence(job=job.name, scheduled_at=AT), trigger="schedule", run=True
+    )
+    record = runner.attempts(planned, AbortSignal())
+    assert record is not None and record.outcome == "completed", record
+    assert len(ran) == 1 and store.holder(lock_key(job.name)) is None
+
+
+class Answers:
+    """A store's release and finish that fail while ``down``, and what was sent."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.sent: list[str] = []
+
+    def release(self, key: str, owner: str) -> bool:
+        self.sent.append(f"release {key} {'down' if self.down else 'ok'}")
+        if self.down:
+            raise StoreUnavailable("down", host="memory")
+        return True
+
+    def finish(self, occurrence: Occurrence, lock: tuple[str, str]) -> None:
+        self.sent.append(f"finish {occurrence.id} {'down' if self.down else 'ok'}")
+        if self.down:
+            raise StoreUnavailable("down", host="memory")
+
+
+def test_a_flush_sends_what_is_pending_once_and_keeps_what_the_store_refuses() -> None:
+    """While the store is down a flush leaves each pending one pending; once it answers, a
+    flush sends each once, and neither the flush nor the background retry sends it again."""
+    store = Answers()
+    releaser = Releaser(store.release, store.finish, first_wait=0.05, max_wait=0.1)
+    occurrence = Occurrence(job="mark.job", scheduled_at=AT)
+    releaser.later("active:a", "r1|a@x|0001", 30)
+    releaser.finish_later(occurrence, ("active:mark.job", "r1|mark@x|0002"))
+    releaser.flush()
+    assert releaser.pending() == 2
+    store.down = False
+    releaser.flush()
+    assert releaser.pending() == 0
+    time.sleep(0.3)  # the background retries' time: they send nothing more
+    sent_ok = [line for line in store.sent if line.endswith(" ok")]
+    assert sorted(sent_ok) == sorted(["release active:a ok", f"finish {occurrence.id} ok"]), (
+        store.sent
+    )
+
+
+def test_a_flush_while_the_store_is_down_asks_it_once_however_many_are_pending() -> None:
+    """A run asking for its lock during an outage flushes first: one request that the store
+    does not answer ends the flush, rather than one timeout per pending release."""
+    store = Answers()
+    releaser = Releaser(store.release, store.finish, first_wait=60)
+    for n in range(50):
+        releaser.later(f"active:job-{n}", f"r1|job-{n}@x|0001", 30)
+    releaser.flush()
+    assert len(store.sent) == 1 and releaser.pending() == 50
+    store.down = False
+    releaser.flush()
+    assert releaser.pending() == 0 and len(store.sent) == 51
+
+
+def test_an_error_other_than_the_stores_is_kept_and_never_reaches_the_next_run() -> None:
+    """A release refused with an error that is no ``StoreUnavailable`` (a read-only standby
+    after a failover, a driver's own error) stays pending and is tried again; the flush that
+    the next run of another job makes never raises it."""
+    errors = iter([RuntimeError("cannot execute DELETE in a read-only transaction")] * 3)
+    store = MemoryStore()
+
+    def release(key: str, owner: str) -> bool:
+        error = next(errors, None)
+        if error is not None:
+            raise error
+        return store.release(key, owner)
+
+    releaser = Releaser(release, store.finish, first_wait=0.05, max_wait=0.1)
+    assert store.acquire("active:a", "r1|a@x|0001", timedelta(seconds=30))
+    releaser.later("active:a", "r1|a@x|0001", 30)
+    job = job_of("other.job", lambda ctx: None, lock_ttl="30s")
+    guard = Guard(store, "r1", releaser=releaser)
+    record = guard.run(job, Occurrence(job=job.name, scheduled_at=AT), trigger="schedule")
+    assert record.outcome == "completed"
+    assert waited(lambda: releaser.pending() == 0, 10, every=0.02)
+    assert store.holder("active:a") is None
+
+
+def test_one_thread_retries_however_many_are_pending() -> None:
+    """Marks that keep failing for many deliveries are retried by one thread, not one each."""
+    store = Answers()
+    before = set(threading.enumerate())  # other tests' releasers may still be retrying
+
+    def ours() -> list[threading.Thread]:
+        return [
+            t for t in threading.enumerate() if t.name == "cron-bridge-release" and t not in before
+        ]
+
+    releaser = Releaser(store.release, store.finish, first_wait=0.05, max_wait=0.1)
+    for n in range(200):
+        occurrence = Occurrence(job="mark.job", scheduled_at=AT + timedelta(minutes=n))
+        releaser.finish_later(occurrence, ("active:mark.job", f"r1|mark@{n}|0001"))
+    time.sleep(0.3)
+    assert len(ours()) == 1 and releaser.pending() == 200
+    finishes = len(store.sent)
+    assert finishes < 20, finishes  # one request a retry while the store is down, not 200
+    store.down = False
+    assert waited(lambda: releaser.pending() == 0, 10, every=0.02)
+    assert waited(lambda: not ours(), 5)
+
+
+def test_the_background_retry_sends_it_when_nobody_flushes() -> None:
+    """With no run and no claim to flush it, a pending release still goes once the store
+    answers, within the retry's longest wait."""
+    store = Answers()
+    releaser = Releaser(store.release, store.finish, first_wait=0.05, max_wait=0.1)
+    releaser.later("active:a", "r1|a@x|0001", 30)
+    store.down = False
+    assert waited(lambda: releaser.pending() == 0, 10, every=0.02)
+    assert store.sent.count("release active:a ok") == 1
+
+
 def test_a_completed_run_whose_mark_failed_is_marked_before_its_lock_is_freed() -> None:
     """The store fails just as a queue delivery completes (a Postgres failover in a chaos run):
     the completion mark is tried again in the background, and the lock is released only after
@@ -137,9 +292,9 @@ class CountingAcquires(MemoryStore):
         super().__init__()
         self.acquires = 0
 
-    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
         self.acquires += 1
-        return super().acquire(key, owner, ttl)
+        return super().acquire_fenced(key, owner, ttl)
 
 
 def test_a_redelivery_of_a_completed_occurrence_never_takes_the_lock() -> None:

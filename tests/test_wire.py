@@ -14,6 +14,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,6 +55,8 @@ pytestmark = pytest.mark.extras  # the wire of every store and adapter, read wit
 ROOT = Path(__file__).resolve().parent.parent
 AT = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 AT_MS = 1796090400000
+DAY = timedelta(days=1)
+NEXT_MS = AT_MS + 86_400_000  # the occurrence left pending its send
 JOB = "billing.close-day"
 OCCURRENCE_ID = "billing.close-day@2026-12-01T02:00:00.000Z"
 FAILING = "billing.reconcile"
@@ -102,6 +105,8 @@ def _fill(store: Store) -> Filled:
     failing = declare(FAILING, every="1h", target="inline", handler=broken)
     occurrence = Occurrence(job=JOB, scheduled_at=AT)
     assert store.claim_many([occurrence], "beat-a") == [True]
+    # The next day's claimed by beat-a, which died before it sent it: pending its send.
+    assert store.claim_many([Occurrence(job=JOB, scheduled_at=AT + DAY)], "beat-a", pending=[True])
     guard = Guard(store, "worker-1", clock=FakeClock(AT + timedelta(seconds=1)))
     records = [
         guard.run(job, occurrence, trigger="queue"),
@@ -209,8 +214,10 @@ def _check_owner(owner: str | None) -> None:
 SQLITE_TABLES = {
     "claims": ["key", "owner", "expires_ms"],
     "controls": ["grp", "key", "value"],
+    "fences": ["key", "token"],
     "last_claimed": ["job", "scheduled_ms"],
     "meta": ["name", "value"],
+    "pending": ["key", "owner", "expires_ms", "settled"],
     "replicas": ["id", "expires_ms"],
     "runs": [
         "id",
@@ -250,12 +257,16 @@ def test_a_sqlite_store_holds_what_every_version_reads(
             SQLITE_TABLES
         )
         assert db.execute("SELECT name, value FROM meta").fetchall() == [("schema_version", "2")]
+        assert [
+            (key, owner, settled) for key, owner, _, settled in db.execute("SELECT * FROM pending")
+        ] == [(f"occ:{JOB}:{NEXT_MS}", "beat-a", 0)]
         assert {key: owner for key, owner, _ in db.execute("SELECT * FROM claims")} == {
             f"occ:{JOB}:{AT_MS}": "beat-a",
+            f"occ:{JOB}:{NEXT_MS}": "beat-a",
             f"done:{JOB}:{AT_MS}": "completed",
             f"session-revoked:{filled.session}": "revoked",
         }
-        assert db.execute("SELECT * FROM last_claimed").fetchall() == [(JOB, AT_MS)]
+        assert db.execute("SELECT * FROM last_claimed").fetchall() == [(JOB, NEXT_MS)]
         assert [id_ for id_, _ in db.execute("SELECT * FROM replicas")] == ["beat-a"]
         rows = db.execute("SELECT * FROM runs ORDER BY id").fetchall()
         controls = {(g, k): v for g, k, v in db.execute("SELECT grp, key, value FROM controls")}
@@ -334,6 +345,9 @@ def test_a_redis_store_lays_out_its_keys_as_every_version_reads_them(
     _check_owner(filled.lock_owner)
     assert _redis_layout(client, prefix) == {
         f"occ:{JOB}:{AT_MS}": "string",
+        f"occ:{JOB}:{NEXT_MS}": "string",
+        "{pending}": "zset",
+        "{pending}-owners": "hash",
         f"done:{JOB}:{AT_MS}": "string",
         f"session-revoked:{filled.session}": "string",
         "last": "hash",
@@ -349,10 +363,17 @@ def test_a_redis_store_lays_out_its_keys_as_every_version_reads_them(
         "controls:jobs": "hash",
         "controls:aside": "hash",
         "controls:aside-jobs": "hash",
+        f"fence:{{{prefix}active:{JOB}}}": "string",
+        f"fence:{{{prefix}active:{FAILING}}}": "string",
     }
     assert client.get(f"{prefix}occ:{JOB}:{AT_MS}") == "beat-a"
+    assert client.get(f"{prefix}fence:{{{prefix}active:{JOB}}}") == "1"
     assert client.get(f"{prefix}done:{JOB}:{AT_MS}") == "completed"
-    assert client.hgetall(f"{prefix}last") == {JOB: str(AT_MS)}
+    assert client.hgetall(f"{prefix}last") == {JOB: str(NEXT_MS)}
+    [(member, until)] = client.zrange(f"{prefix}{{pending}}", 0, -1, withscores=True)
+    assert member == f"occ:{JOB}:{NEXT_MS}"  # the claim key
+    assert abs(until / 1000 - time.time()) < 60  # the end of its lease, epoch ms
+    assert client.hgetall(f"{prefix}{{pending}}-owners") == {member: "beat-a"}
     assert client.zrange(f"{prefix}replicas", 0, -1) == ["beat-a"]
     assert client.get(f"{prefix}clock:beat-a") == "1.5"
     [completed] = client.lrange(f"{prefix}runs:{JOB}", 0, -1)
@@ -400,6 +421,8 @@ POSTGRES_TABLES = {
     ],
     "replicas": ["id", "expires_at", "clock_offset_ms"],
     "controls": ["grp", "key", "value", "updated_at"],
+    "fences": ["key", "token"],
+    "pending": ["key", "owner", "expires_at", "settled"],
 }
 
 
@@ -414,7 +437,7 @@ def test_the_postgres_tables_are_named_and_shaped_as_every_version_reads_them() 
     for name, column in re.findall(added, ddl):
         tables[name].append(column)
     assert tables == POSTGRES_TABLES
-    assert "INSERT INTO \"ops\".\"cron_bridge_meta\" VALUES ('schema_version', '2')" in ddl
+    assert "INSERT INTO \"ops\".\"cron_bridge_meta\" VALUES ('schema_version', '4')" in ddl
 
 
 # What a message carries, and the names a worker finds things by.

@@ -20,9 +20,11 @@ import random
 import threading
 from collections import Counter, deque
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from cron_bridge import telemetry
+from cron_bridge.beat.enqueue import takes_over
 from cron_bridge.beat.in_flight import InFlight
 from cron_bridge.beat.planning import Planned
 from cron_bridge.beat.store_health import Records, StoreHealth
@@ -272,8 +274,13 @@ class Claimer:
         if not cluster:
             return [], []
         trips = self.store.stats.this_thread
+        # Pending its send: what another replica may send in its place should this one die
+        # first, which is only what a copy of can be refused (takes_over).
+        flags = [p.run and p.job.name not in paused and takes_over(p.job) for p in cluster]
         try:
-            won = self.store.claim_many([p.occurrence for p in cluster], self.replica)
+            won = self.store.claim_many(
+                [p.occurrence for p in cluster], self.replica, pending=flags
+            )
             won = self.unanswered.adopt(self.store, self.replica, cluster, won)
         except StoreUnavailable as exc:
             self._health.failed(exc)
@@ -285,13 +292,13 @@ class Claimer:
         records: list[RunRecord] = []
         to_run = []
         lost: list[Planned] = []
-        for item, mine in zip(cluster, won, strict=True):
+        for item, mine, flag in zip(cluster, won, flags, strict=True):
             if not mine:
                 lost.append(item)
             elif not item.run:
                 records.append(self._records.of(item, "missed", reason=item.reason))
             else:
-                to_run.append(item)
+                to_run.append(replace(item, pending=flag) if flag else item)
         self._stood_aside(cluster, lost)
         to_run, held = self._hold_paused(to_run, paused)
         return to_run, records + held

@@ -6,6 +6,7 @@ would refuse a second copy (a drop-in sender's unguarded task): it may have land
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from cron_bridge import telemetry
@@ -14,6 +15,7 @@ from cron_bridge.beat.store_health import Records
 from cron_bridge.clock import Clock
 from cron_bridge.context import AbortSignal
 from cron_bridge.errors import ConfigError
+from cron_bridge.jobs import Job
 from cron_bridge.plumbing.outbound import described
 from cron_bridge.queues.adapter import Dispatch
 from cron_bridge.queues.installed import get_adapter
@@ -33,10 +35,22 @@ NOT_SENT_AGAIN = (
 class Enqueuer:
     """Sends the claimed occurrences of one replica to their queues."""
 
-    def __init__(self, replica: str, *, clock: Clock, records: Records) -> None:
+    def __init__(
+        self,
+        replica: str,
+        *,
+        clock: Clock,
+        records: Records,
+        settle: Callable[[Sequence[Planned]], None] | None = None,
+        taken: Callable[[Planned], bool] | None = None,
+        left: Callable[[Sequence[Planned]], None] | None = None,
+    ) -> None:
         self.replica = replica
         self.clock = clock
         self._records = records
+        self._settle = settle or (lambda items: None)
+        self._taken = taken or (lambda item: False)
+        self._left = left or (lambda items: None)
 
     def enqueue(
         self, items: list[Planned], signal: AbortSignal, *, record: bool = True
@@ -64,9 +78,17 @@ class Enqueuer:
             else telemetry.NO_SPAN
             for item in items
         }
+        dropped: set[str] = set()
         try:
-            self._enqueue(pending, spans, started, wait, records, signal)
+            self._enqueue(pending, spans, started, wait, records, signal, dropped)
         finally:
+            # Sent, failed or given up: no other replica is to send them now. One that was
+            # not settled (this process died first) is sent by the replica that takes it over,
+            # as is one this replica stopped before it could send (shutdown): it is left to
+            # its lease, so a replica still up sends it.
+            stopped = {r.occurrence_id for r in records if r.reason == "shutdown"}
+            left = stopped | dropped  # and those another replica took: its to settle
+            self._settle([i for i in items if i.pending and i.occurrence.id not in left])
             by_id = {record.occurrence_id: record for record in records}
             for item in items:
                 span = spans[id(item)]
@@ -86,9 +108,10 @@ class Enqueuer:
         wait: float,
         records: list[RunRecord],
         signal: AbortSignal,
+        dropped: set[str],
     ) -> None:
         again = False
-        while pending:
+        while pending := self._not_taken(pending, dropped):
             failed: list[tuple[Planned, Exception, bool]] = []
             by_adapter: dict[str, list[Planned]] = {}
             for item in pending:
@@ -101,7 +124,11 @@ class Enqueuer:
                 plain = PLAIN_TASK if _plain(name) else None
                 for item, error in zip(group, sent, strict=True):
                     if error is None:
-                        records.append(self._records.of(item, "enqueued", at=sent_at, reason=plain))
+                        taken = item.taken_from
+                        reason = plain if taken is None else f"taken over from {taken}"
+                        records.append(
+                            self._records.of(item, "enqueued", at=sent_at, reason=reason)
+                        )
                     else:
                         failed.append((item, error, resendable))
             pending = []
@@ -117,7 +144,13 @@ class Enqueuer:
                             item, "failed", error=described(error), reason=NOT_SENT_AGAIN
                         )
                     )
-                elif now + timedelta(seconds=wait) < deadline and not signal.aborted:
+                elif signal.aborted:
+                    # Stopping: not settled, so a replica still up sends it once its lease
+                    # runs out (as one this replica stopped before it tried again).
+                    records.append(
+                        self._records.of(item, "aborted", reason="shutdown", error=described(error))
+                    )
+                elif now + timedelta(seconds=wait) < deadline:
                     pending.append(item)
                 else:
                     records.append(self._records.of(item, "failed", error=described(error)))
@@ -132,6 +165,20 @@ class Enqueuer:
                     records += [self._records.of(i, "aborted", reason="shutdown") for i in pending]
                     pending = []
                 wait *= 2
+
+    def _not_taken(self, items: list[Planned], dropped: set[str]) -> list[Planned]:
+        """``items`` but those another replica took over while they waited here (its to
+        send, and record), whose ids go to ``dropped``."""
+        taken = [item for item in items if self._taken(item)]
+        if taken:
+            log.warning(
+                "%d occurrence(s) not sent here: another replica took them over, from %s",
+                len(taken),
+                taken[0].occurrence.id,
+            )
+            dropped.update(item.occurrence.id for item in taken)
+            self._left(taken)  # no longer held here: a later takeover of them starts afresh
+        return [item for item in items if item not in taken]
 
     def _send(
         self,
@@ -148,7 +195,8 @@ class Enqueuer:
                 trigger=i.trigger,
                 replica=self.replica,
                 trace=trace or None,
-                again=again,
+                # Taken over: the replica that died may have sent it before it could settle.
+                again=again or i.taken_from is not None,
             )
             for i, trace in zip(items, traces, strict=True)
         ]
@@ -173,3 +221,24 @@ def _refuses_copies(adapter_name: str) -> bool:
         return get_adapter(adapter_name).refuses_copies
     except ConfigError:  # no such adapter: nothing was sent, sending again is safe
         return True
+
+
+def takes_over(job: Job) -> bool:
+    """Whether another replica may send (or run) an occurrence of ``job`` whose claimer died
+    before it did: a cluster job run inline (its run's start is settled first, so only one
+    replica starts it); a ``@cluster_task`` job with ``overlap="skip"`` (the worker's guard
+    refuses a copy by the completion mark and the overlap lock; with ``overlap="allow"`` it
+    takes neither); a drop-in sender's task only where the library refuses a copy itself
+    (``rq cron``: RQ's job id). Any other plain task stays at most once: nothing would
+    refuse its second copy (docs/guarantee.md)."""
+    if not job.is_cluster:
+        return False
+    if job.target == "inline":
+        return True
+    try:
+        adapter = get_adapter(job.adapter or "")
+    except ConfigError:  # no such adapter: its send fails, recorded, whoever makes it
+        return False
+    if not adapter.refuses_copies:
+        return False
+    return not adapter.declares or job.overlap == "skip"

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from cron_bridge.beat.enqueue import Enqueuer
 from cron_bridge.beat.inline import InlineRunner
+from cron_bridge.beat.pending import PendingSends
 from cron_bridge.beat.planning import Planned
 from cron_bridge.beat.store_health import Records, StoreHealth
 from cron_bridge.clock import Clock
@@ -61,9 +62,24 @@ class InFlight:
         self._records = records
         self._health = health
         self._guard = Guard(store, replica, clock=clock)
-        health.when_up(self._guard.flush_records)  # what the guard kept while it was down
-        self._inline = InlineRunner(self._guard, records=records, health=health)
-        self._enqueuer = Enqueuer(replica, clock=clock, records=records)
+        # When the store answers again: first the locks of runs that ended while it was down,
+        # then the records the guard kept meanwhile.
+        health.when_up(self._guard.flush_releases)
+        health.when_up(self._guard.flush_records)
+        # The pending sends this replica holds, from dispatch until settled: renewed while
+        # they wait (cron_bridge.beat.pending); its own takeover leaves them to it.
+        self.pending = PendingSends(store, replica, health=health)
+        self._inline = InlineRunner(
+            self._guard, records=records, health=health, settle=self.pending.settle_one
+        )
+        self._enqueuer = Enqueuer(
+            replica,
+            clock=clock,
+            records=records,
+            settle=self.pending.settle,
+            taken=self.pending.taken,
+            left=lambda items: self.pending.done([item.occurrence.id for item in items]),
+        )
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="cron-bridge-run")
         self._lock = threading.Lock()
         self._inflight: dict[Future[Any], AbortSignal] = {}
@@ -73,11 +89,24 @@ class InFlight:
         queued = []
         for item in items:
             if item.job.target == "inline":
-                self.submit(self._inline.run, item)
+                self._submit_held(self._run_inline, [item], item)
             else:
                 queued.append(item)
         if queued:
-            self.submit(self.enqueue, queued)
+            self._submit_held(self._enqueue_held, queued, queued)
+
+    def _submit_held(
+        self, work: Callable[[Any, AbortSignal], T], items: list[Planned], arg: object
+    ) -> Future[T] | None:
+        """``submit``, holding the pending sends of ``items`` from now (queued in the pool
+        too) until ``work`` ends."""
+        ids = self.pending.hold(items)
+        future = self.submit(work, arg)
+        if future is None:
+            self.pending.done(ids)  # the pool shut down: not sent here, its lease runs out
+        else:
+            future.add_done_callback(lambda _: self.pending.done(ids))
+        return future
 
     def drain(self, timeout: timedelta) -> None:
         """Wait for what is in flight, abort it with ``shutdown`` at ``timeout``, release locks,
@@ -96,6 +125,7 @@ class InFlight:
             for future, _ in late:
                 _wait(future, finish_by - time.monotonic())
         self._guard.release_all()
+        self.pending.stop()  # what was not sent is taken over once its lease runs out
         self._pool.shutdown(wait=False, cancel_futures=True)
         # The check-ins of the runs that ended leave on threads of their own, each within its
         # deadline: given what is left of the timeout here (and a moment at exit, atexit).
@@ -121,10 +151,16 @@ class InFlight:
         or the beat is stopping.
         """
         if item.job.target == "inline":
-            ran = self.submit(self._inline.run, item)
+            ran = self._submit_held(self._run_inline, [item], item)
             return None if ran is None else ran.result()
-        sent = self.submit(self.enqueue, [item])
+        sent = self._submit_held(self._enqueue_held, [item], [item])
         return None if sent is None else sent.result()[0]
+
+    def _run_inline(self, item: Planned, signal: AbortSignal) -> RunRecord | None:
+        return self._inline.run(item, signal)
+
+    def _enqueue_held(self, items: list[Planned], signal: AbortSignal) -> list[RunRecord]:
+        return self._enqueuer.enqueue(items, signal)
 
     def _forget(self, future: Future[Any]) -> None:
         with self._lock:
@@ -136,8 +172,13 @@ class InFlight:
     def enqueue(
         self, items: list[Planned], signal: AbortSignal, *, record: bool = True
     ) -> list[RunRecord]:
-        """Send claimed occurrences to their queues now (``Enqueuer.enqueue``)."""
-        return self._enqueuer.enqueue(items, signal, record=record)
+        """Send claimed occurrences to their queues now (``Enqueuer.enqueue``), holding their
+        pending sends meanwhile."""
+        ids = self.pending.hold(items)
+        try:
+            return self._enqueuer.enqueue(items, signal, record=record)
+        finally:
+            self.pending.done(ids)
 
 
 def _wait(future: Future[Any], timeout: float) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from cron_bridge.beat.planning import Planned
 from cron_bridge.beat.store_health import Records, StoreHealth
@@ -26,10 +27,18 @@ STORE_RETRY_MAX = 1.0  # seconds between asks for an overlap lock while the stor
 class InlineRunner:
     """Runs inline occurrences of one replica (called from its bounded pool)."""
 
-    def __init__(self, guard: Guard, *, records: Records, health: StoreHealth) -> None:
+    def __init__(
+        self,
+        guard: Guard,
+        *,
+        records: Records,
+        health: StoreHealth,
+        settle: Callable[[Planned], bool] | None = None,
+    ) -> None:
         self._guard = guard
         self._records = records
         self._health = health
+        self._settle = settle or (lambda item: True)
         self._lock = threading.Lock()
         self._running_local: set[str] = set()
 
@@ -62,8 +71,20 @@ class InlineRunner:
         wait = STORE_RETRY_FIRST
         record = None
         attempt = 1
+        settled = not item.pending
         while attempt <= job.attempts:
             try:
+                if not settled:
+                    # Its claim is pending: settled before it starts, so that of this replica
+                    # and one that took it over (this one was slow, not dead), one runs it.
+                    if not self._settle(item):
+                        log.info(
+                            "%s is not run on this replica: another took it over (its lease "
+                            "ran out before it started)",
+                            item.occurrence.id,
+                        )
+                        return None
+                    settled = True
                 record = self._guard.run(
                     job, item.occurrence, trigger=item.trigger, attempt=attempt, signal=signal
                 )
@@ -77,7 +98,7 @@ class InlineRunner:
                     continue
                 log.error(
                     "%s did not run: the store could not be asked for its overlap lock "
-                    "within misfire_grace (%s)",
+                    "(or to settle its claim) within misfire_grace (%s)",
                     item.occurrence.id,
                     exc,
                 )

@@ -26,6 +26,10 @@ class Planned:
     Attributes:
         run: True to run it with ``trigger``; False to record it ``missed``.
         reason: why it is recorded ``missed`` when that is not plain lateness.
+        pending: its claim was made pending its send (``Store.claim_many``): settled once it
+            is sent, or right before an inline run starts (which does not start when another
+            replica took it over).
+        taken_from: the replica whose pending send this one took over (``beat.takeover``).
     """
 
     job: Job
@@ -33,6 +37,8 @@ class Planned:
     trigger: Trigger
     run: bool
     reason: str | None = None
+    pending: bool = False
+    taken_from: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -25,6 +25,7 @@ from cron_bridge.beat.on_demand import RunResult, Triggers
 from cron_bridge.beat.planning import Planned, catch_up, plan, plan_one
 from cron_bridge.beat.store_health import Records, StoreHealth
 from cron_bridge.beat.stored_sync import StoredSync
+from cron_bridge.beat.takeover import TakeOver
 from cron_bridge.beat.timers import Timers
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.control import pause as control
@@ -133,6 +134,16 @@ class Beat:
             unanswered=unanswered,
         )
         self.claim_stats = self._claimer.stats
+        # What other replicas claimed and died before sending (cron_bridge.beat.takeover).
+        self._takeover = TakeOver(
+            self.store,
+            self.replica_id,
+            jobs=self._timers.get,
+            dispatcher=self._dispatcher,
+            records=self._records,
+            health=self._health,
+            clock=self.clock,
+        )
         # The schedules kept in the store (control.schedules), followed through their feed.
         self._stored = StoredSync(self.store) if stored_schedules else None
         self._from_store: set[str] = set()
@@ -399,6 +410,7 @@ class Beat:
             self._catch_up(now)
         elif self._claimer.unclaimed:
             self._retry_unclaimed(now)
+        self._takeover.maybe_scan()
         due = self._timers.pop_due(now)
         if due:
             self._fire(due, now)

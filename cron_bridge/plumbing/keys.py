@@ -12,6 +12,7 @@ __all__ = [
     "done_key",
     "lock_key",
     "lock_owner",
+    "parse_claim_key",
     "parse_lock_owner",
 ]
 
@@ -19,6 +20,17 @@ __all__ = [
 def claim_key(job: str, epoch_ms: int) -> str:
     """The occurrence claim: ``occ:<job>:<epoch ms>``, created once and never released."""
     return f"occ:{job}:{epoch_ms}"
+
+
+def parse_claim_key(key: str) -> tuple[str, int] | None:
+    """The job and epoch milliseconds a claim key names; None for anything else (a pending
+    claim's key is store data: whoever wrote it)."""
+    if len(key) > 2000 or not key.startswith("occ:"):
+        return None
+    job, _, ms = key[4:].rpartition(":")
+    if not job or not ms.isascii() or not ms.isdigit() or len(ms) > 15:
+        return None
+    return job, int(ms)
 
 
 def lock_key(job: str) -> str:

@@ -35,6 +35,7 @@ from cron_bridge.monitors import settle as settle_check_ins
 from cron_bridge.plumbing import aio
 from cron_bridge.plumbing.identity import make_replica_id
 from cron_bridge.run.guard import Guard
+from cron_bridge.run.lease import Releaser
 from cron_bridge.run.recording import Recorder
 from cron_bridge.stores import Store, store_from_url
 from cron_bridge.stores.records import RunRecord
@@ -83,6 +84,7 @@ def worker_store() -> Store:
             _state["replica"] = make_replica_id()
             # A forked child starts with none kept: the parent's are the parent's to write.
             _state["recorder"] = Recorder(_state["store"])
+            _state["releaser"] = Releaser(_state["store"].release, _state["store"].finish)
             if os.getpid() not in _hooked:
                 _hooked.add(os.getpid())
                 atexit.register(_flush_at_exit)
@@ -92,6 +94,14 @@ def worker_store() -> Store:
             _state["pid"] = os.getpid()
         store: Store = _state["store"]
         return store
+
+
+def _releaser() -> Releaser:
+    """This process's releaser: a release the store did not take outlives the delivery, and
+    the next delivery sends it before it asks for the lock."""
+    worker_store()
+    releaser: Releaser = _state["releaser"]
+    return releaser
 
 
 def worker_recorder() -> Recorder:
@@ -193,7 +203,9 @@ def run_delivery(
         trigger = "manual"
     recorder = worker_recorder()
     recorder.flush()  # what an earlier delivery of this process kept, if the store answers
-    guard = Guard(worker_store(), worker_replica(), clock=clock, recorder=recorder)
+    guard = Guard(
+        worker_store(), worker_replica(), clock=clock, recorder=recorder, releaser=_releaser()
+    )
     outcome: dict[str, Any] = {}
 
     def traced(ctx: JobContext) -> None:

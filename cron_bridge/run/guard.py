@@ -21,7 +21,7 @@ from typing import Any
 from cron_bridge import telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, JobContext, Trigger
-from cron_bridge.errors import QueueRetry, StoreUnavailable
+from cron_bridge.errors import FenceUnreadable, QueueRetry, StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.monitors import CheckIn, Monitor, default_monitor
 from cron_bridge.plumbing import aio
@@ -46,6 +46,9 @@ class Guard:
         clock: the time source for ``started_at``.
         recorder: where records go (a worker process shares one across its deliveries, so a
             record the store did not take outlives this guard); its own when omitted.
+        releaser: what does again the releases and completion marks the store did not
+            answer (shared the same way, so the next delivery flushes them before it asks
+            for the lock); its own when omitted.
     """
 
     def __init__(
@@ -55,13 +58,14 @@ class Guard:
         *,
         clock: Clock | None = None,
         recorder: Recorder | None = None,
+        releaser: Releaser | None = None,
     ) -> None:
         self.store = store
         self.replica = replica
         self.clock = clock or SystemClock()
         self._held: dict[str, str] = {}
         self._held_lock = threading.Lock()
-        self._releaser = Releaser(self.store.release, self.store.finish)
+        self._releaser = releaser or Releaser(self.store.release, self.store.finish)
         self._recorder = recorder or Recorder(store)
 
     def run(
@@ -89,8 +93,10 @@ class Guard:
             parent: the W3C trace context the message carried: the run's span is its child.
 
         Returns:
-            The record: ``completed``, ``failed``, ``aborted`` or ``skipped-overlap``. A
-            ``failed`` record keeps the exception in ``error``; the caller decides on retries.
+            The record: ``completed``, ``failed``, ``aborted``, ``skipped-overlap``, or
+            ``skipped-completed`` for a queue delivery of an occurrence that completed before
+            (its completion mark). A ``failed`` record keeps the exception in ``error``; the
+            caller decides on retries.
 
         Raises:
             StoreUnavailable: the overlap lock could not be asked for; the handler did not run
@@ -124,13 +130,19 @@ class Guard:
             started_at=started,
             attempt=attempt,
         )
-        lease, refused = self._admit(job, occurrence, trigger, attempt, lock, signal)
+        try:
+            lease, refused = self._admit(job, occurrence, trigger, attempt, lock, signal)
+        except FenceUnreadable as exc:  # this job's counter only: the store is not down
+            lease, refused = None, ("failed", str(exc))
         if refused is not None:
-            early = made(outcome=refused[0], reason=refused[1])
+            # Stamped when it was refused, not when it asked: a skip says when the lock was
+            # seen held, which a slow store's answer can put well after the attempt began.
+            early = made(outcome=refused[0], reason=refused[1], started_at=self.clock.now())
             self._record(early)
             return early
         try:
-            ctx = _context(job, occurrence, trigger, attempt, self.replica, signal)
+            token = None if lease is None else lease.token
+            ctx = _context(job, occurrence, trigger, attempt, self.replica, signal, token)
             with self._helped(job, lock, lease, signal):
                 ended = _attempt(job, occurrence, ctx, call, made)
         except BaseException:
@@ -170,8 +182,13 @@ class Guard:
             # taking the lock only to read the mark would make a later occurrence, due that
             # moment, skip behind it.
             return None, ("skipped-completed", None)
+        # What a finished run could not write while the store was down is written first: the
+        # release of its lock (so this job's next run is not skipped behind it) and its
+        # completion mark (so a copy of its message is refused).
+        self._releaser.flush()
         sent_at = time.monotonic()  # the lease counts from before the request
-        if not self.store.acquire(key, owner, job.lock_ttl):
+        token = self._acquire(key, owner, job.lock_ttl)
+        if token is None:
             holder = self._holder(key)
             if attempt == 1 or (holder is not None and holder[1] == occurrence.id):
                 # A first attempt behind another run is what overlap="skip" skips; a
@@ -179,7 +196,9 @@ class Guard:
                 return None, ("skipped-overlap", _held_by(holder))
             # A retry the queue brought back while a later occurrence holds the lock: it is
             # owed its attempt, so it waits for the lock within misfire_grace.
-            taken_at, holder = self._wait_for_lock(job, occurrence, attempt, lock, holder, signal)
+            taken_at, token, holder = self._wait_for_lock(
+                job, occurrence, attempt, lock, holder, signal
+            )
             if taken_at is None:
                 yielded_to = "another run" if holder is None else f"{holder[1]} on {holder[0]}"
                 reason = f"attempt {attempt} yielded to {yielded_to}"
@@ -191,7 +210,7 @@ class Guard:
             sent_at = taken_at
         with self._held_lock:
             self._held[owner] = key
-        lease = Lease(job.lock_ttl, sent_at)
+        lease = Lease(job.lock_ttl, sent_at, token=token or None)  # 0: a store without tokens
         if trigger == "queue" and self._finished(occurrence):
             # A redelivery (lost ack, visibility timeout, a requeue after a worker's heartbeat)
             # of an occurrence that completed: acknowledged, never run again. Checked under
@@ -285,10 +304,11 @@ class Guard:
         lock: tuple[str, str],
         holder: tuple[str, str] | None,
         signal: AbortSignal,
-    ) -> tuple[float | None, tuple[str, str] | None]:
+    ) -> tuple[float | None, int | None, tuple[str, str] | None]:
         """Ask for the lock again, with backoff, until it is taken or ``misfire_grace`` has
         passed (or the run is aborted, as when its beat shuts down). Returns when the request
-        that took it was sent (None when none did) and the last holder seen."""
+        that took it was sent (None when none did), its fencing token and the last holder
+        seen."""
         key, owner = lock
         give_up_at = time.monotonic() + job.misfire_grace.total_seconds()
         log.info(
@@ -301,13 +321,25 @@ class Guard:
         wait = LOCK_POLL_FIRST
         while not signal.wait(min(wait, max(0.0, give_up_at - time.monotonic()))):
             sent_at = time.monotonic()
-            if self.store.acquire(key, owner, job.lock_ttl):
-                return sent_at, holder
+            token = self._acquire(key, owner, job.lock_ttl)
+            if token is not None:
+                return sent_at, token, holder
             holder = self._holder(key) or holder
             if time.monotonic() >= give_up_at:
                 break
             wait = min(wait * 2, LOCK_POLL_MAX)
-        return None, holder
+        return None, None, holder
+
+    def _acquire(self, key: str, owner: str, ttl: timedelta) -> int | None:
+        """``acquire_fenced``; when the store does not answer, it may still have taken the
+        lock for ``owner``, whose run will never start: that lock is released as a finished
+        run's would be (``Releaser``), first thing before the next attempt asks, so the
+        attempt does not skip behind a lock of its own that nobody holds."""
+        try:
+            return self.store.acquire_fenced(key, owner, ttl)
+        except StoreUnavailable:
+            self._releaser.later(key, owner, ttl.total_seconds())
+            raise
 
     def _finished(self, occurrence: Occurrence) -> bool:
         try:
@@ -394,6 +426,11 @@ class Guard:
         """Write the records kept while the store was down, if it answers now."""
         self._recorder.flush()
 
+    def flush_releases(self) -> None:
+        """Send the releases and completion marks the store did not answer, if it answers
+        now (``Releaser.flush``)."""
+        self._releaser.flush()
+
 
 LOCK_POLL_FIRST = 0.25  # seconds before a held-back retry asks for the lock again; doubled
 LOCK_POLL_MAX = 1.0
@@ -411,6 +448,7 @@ def _context(
     attempt: int,
     replica: str,
     signal: AbortSignal,
+    fencing_token: int | None = None,
 ) -> JobContext:
     return JobContext(
         name=job.name,
@@ -425,6 +463,7 @@ def _context(
             logging.getLogger(f"cron_bridge.job.{job.name}"),
             {"job": job.name, "occurrence": occurrence.id, "replica": replica},
         ),
+        fencing_token=fencing_token,
     )
 
 

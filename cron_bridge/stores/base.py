@@ -4,10 +4,17 @@ A store holds five kinds of state:
 
 - **claims** ``occ:<job>:<epoch ms>``: created once per occurrence by the first replica to
   ask, never released, expiring after 48 h. Creating one is a single atomic operation.
+- **pending sends**: a claim won with ``pending`` stays pending until its claimer has sent
+  it (or begun its inline run) and settles it (``settle_many``), leased to the claimer for a
+  few seconds; a replica that finds one whose lease ran out takes it over (``take_over``),
+  atomically, and sends it itself, so a claimer that dies between its claim and its send
+  loses nothing.
 - **locks** ``active:<job>``: taken with a lifetime, extended and released only by their
   owner; an expired lock can be taken by anyone. Other keys taken once for a lifetime are
   held the same way (``acquire``): a paused occurrence's catch-up ``catchup:<job>:<epoch ms>``
-  and a revoked dashboard session ``session-revoked:<session id>``.
+  and a revoked dashboard session ``session-revoked:<session id>``. An overlap lock is taken
+  with its **fencing token** (``acquire_fenced``): a number of the lock's own, kept apart
+  from it and never reset, that grows with every time it is taken.
 - **completion marks** ``done:<job>:<epoch ms>``: written when a queue delivery completes,
   before its lock is freed, and kept as long as the claim (``finish``), so that a second
   delivery of the message is acknowledged, never run (``finished``).
@@ -42,9 +49,12 @@ from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import keys
 from cron_bridge.stores.records import CONTROLS_BYTES, CONTROLS_MAX, ReplicaInfo, RunRecord
 
-__all__ = ["Store", "StoreStats", "done_key", "ttl_ms"]
+__all__ = ["PENDING_LEASE", "TAKE_OVER_MOST", "Store", "StoreStats", "done_key", "ttl_ms"]
 
 log = logging.getLogger(__name__)
+
+PENDING_LEASE = timedelta(seconds=4)  # how long a claim waits for its claimer's send
+TAKE_OVER_MOST = 1000  # pending claims one take_over call takes at most
 
 
 class StoreStats:
@@ -103,7 +113,13 @@ class Store(ABC):
 
     @abstractmethod
     def claim_many(
-        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+        self,
+        occurrences: Sequence[Occurrence],
+        owner: str,
+        *,
+        ttl: timedelta = CLAIM_TTL,
+        pending: Sequence[bool] | None = None,
+        lease: timedelta = PENDING_LEASE,
     ) -> list[bool]:
         """Claim occurrences; one answer per occurrence, True where this call won it.
 
@@ -112,7 +128,59 @@ class Store(ABC):
         only after ``ttl``. Every job in ``occurrences`` has its last claimed occurrence
         advanced to the latest of them (never moved back), whoever won. The whole call is a
         small, fixed number of round trips, whatever the number of occurrences.
+
+        ``pending`` (one flag per occurrence): each claim won whose flag is set is left
+        pending its send, in the same step as the claim, leased to ``owner`` for ``lease``
+        on the store's clock (``settle_many``, ``take_over``).
         """
+
+    @abstractmethod
+    def settle_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, keep: timedelta | None = None
+    ) -> list[bool]:
+        """End the pending sends of ``occurrences`` that ``owner`` holds, in one round trip
+        (a few on a cluster). Each answer is False only where another replica holds the send:
+        it took it over (atomic with ``take_over``: of a claimer settling and a replica taking
+        over, exactly one wins), and it is pending or settled by that replica. Else True:
+        settled now, settled by ``owner`` before (a settle whose answer was lost, asked
+        again), or never pending (a claim made without the flag, or that the store could not
+        leave pending): the caller's to send or run. A lease that ran out but that nobody has
+        taken over yet is still its owner's to settle. A settled send leaves a marker naming
+        who settled it, kept as long as the claim (``CLAIM_TTL``), so that a slow claimer
+        asking after a taker settled is still told False.
+
+        With ``keep``, those pending that ``owner`` holds stay pending, leased to it for
+        ``keep`` more from now on the store's clock: a claimer still sending (retrying its
+        broker) renews its lease so, and learns which another replica took over meanwhile
+        (False). An occurrence given twice is answered for its first mention and False after.
+        """
+
+    @abstractmethod
+    def take_over(
+        self, owner: str, *, lease: timedelta = PENDING_LEASE, most: int = TAKE_OVER_MOST
+    ) -> list[tuple[str, str]]:
+        """Take over up to ``most`` pending sends whose lease ran out (oldest first), leasing
+        each to ``owner`` for ``lease``, in one round trip (one per node of a cluster).
+
+        Atomic per pending send: of concurrent callers, and of a caller and the owner
+        settling it, one gets it. Returns each taken ``(claim key, previous owner)``; the key
+        is store data, to be parsed (``keys.parse_claim_key``), and the taker settles what it
+        took once it has sent it, run it, or found it cannot.
+        """
+
+    @staticmethod
+    def _first_of(
+        occurrences: Sequence[Occurrence], keys: set[str], *, held: bool = True
+    ) -> list[bool]:
+        """A batch's answer, each claim key answered once (by its first mention; False
+        after): for the first mention, whether its key is in ``keys`` (``held``), or is not
+        (not ``held``: ``keys`` are those to answer False)."""
+        answers, seen = [], set()
+        for occurrence in occurrences:
+            key = occurrence.claim_key
+            answers.append((key in keys) == held and key not in seen)
+            seen.add(key)
+        return answers
 
     def claim(self, occurrence: Occurrence, owner: str, *, ttl: timedelta = CLAIM_TTL) -> bool:
         """Claim one occurrence; see ``claim_many``."""
@@ -206,6 +274,20 @@ class Store(ABC):
 
         Atomic: of concurrent callers at most one gets True. A holder calling again gets
         False; it extends instead.
+        """
+
+    @abstractmethod
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+        """``acquire``, and in the same atomic step the lock's fencing token: greater than
+        the token of every earlier taking of ``key`` (1 or more). None when it was not taken;
+        0 when it was taken by a store that cannot keep tokens (a Postgres schema whose own
+        migrations have not added the fences table: said once at start).
+
+        Of two takings of one key, the later one always gets the greater token, whoever
+        took it and however the lock ended in between (released or expired), so a handler
+        can pass it with its writes and a write carrying a smaller token than one already
+        made is refused (docs/jobs.md): a run whose lock ran out while it was frozen cannot
+        overwrite what the next run wrote.
         """
 
     @abstractmethod

@@ -13,7 +13,7 @@ from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import Store
+from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store
 from cron_bridge.stores.records import (
     CONTROLS_BYTES,
     CONTROLS_MAX,
@@ -57,6 +57,10 @@ class MemoryStore(Store):
         )
         self._replicas: dict[str, datetime] = {}
         self._controls: defaultdict[str, dict[str, str]] = defaultdict(dict)
+        self._fences: defaultdict[str, int] = defaultdict(int)
+        self._pending: dict[str, tuple[str, datetime]] = {}  # claim key: owner, lease's end
+        # Claim key: who settled it, until when the marker is kept; oldest first.
+        self._settled: dict[str, tuple[str, datetime]] = {}
         log.warning(
             "the memory store keeps claims in this process only: replicas in other processes "
             "will run the same occurrences; use sqlite://, redis:// or postgresql:// for a cluster"
@@ -86,16 +90,64 @@ class MemoryStore(Store):
         return True
 
     def claim_many(
-        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+        self,
+        occurrences: Sequence[Occurrence],
+        owner: str,
+        *,
+        ttl: timedelta = CLAIM_TTL,
+        pending: Sequence[bool] | None = None,
+        lease: timedelta = PENDING_LEASE,
     ) -> list[bool]:
+        flags = pending or [False] * len(occurrences)
         with self._lock:
             self.stats.add()
             now = self._clock.now()
             won = [self._take(o.claim_key, owner, ttl, now) for o in occurrences]
-            for occurrence in occurrences:
+            for occurrence, mine, flag in zip(occurrences, won, flags, strict=True):
                 last = self._last.get(occurrence.job, EPOCH)
                 self._last[occurrence.job] = max(last, occurrence.scheduled_at)
+                if mine and flag:
+                    self._pending[occurrence.claim_key] = (owner, now + lease)
             return won
+
+    def settle_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, keep: timedelta | None = None
+    ) -> list[bool]:
+        with self._lock:
+            self.stats.add()
+            now = self._clock.now()
+            others = set()
+            for key in {occurrence.claim_key for occurrence in occurrences}:
+                held = self._pending.get(key) or self._settled.get(key)
+                if held is None:
+                    continue  # never pending (or its marker outlived): the caller's
+                if held[0] != owner:
+                    others.add(key)
+                elif key in self._pending:
+                    if keep is None:
+                        del self._pending[key]
+                        self._settled[key] = (owner, now + CLAIM_TTL)
+                    else:
+                        self._pending[key] = (owner, now + keep)
+            return self._first_of(occurrences, others, held=False)
+
+    def take_over(
+        self, owner: str, *, lease: timedelta = PENDING_LEASE, most: int = TAKE_OVER_MOST
+    ) -> list[tuple[str, str]]:
+        with self._lock:
+            self.stats.add()
+            now = self._clock.now()
+            while self._settled:  # the markers as old as their claims, oldest first
+                oldest = next(iter(self._settled))
+                if self._settled[oldest][1] > now:
+                    break
+                del self._settled[oldest]
+            ran_out = sorted(
+                (until, key, held) for key, (held, until) in self._pending.items() if until <= now
+            )[:most]
+            for _, key, _ in ran_out:
+                self._pending[key] = (owner, now + lease)
+            return [(key, held) for _, key, held in ran_out]
 
     def put_control(self, group: str, key: str, value: str | None) -> None:
         with self._lock:
@@ -151,6 +203,14 @@ class MemoryStore(Store):
         with self._lock:
             self.stats.add()
             return self._take(key, owner, ttl, self._clock.now())
+
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+        with self._lock:
+            self.stats.add()
+            if not self._take(key, owner, ttl, self._clock.now()):
+                return None
+            self._fences[key] += 1
+            return self._fences[key]
 
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
         with self._lock:

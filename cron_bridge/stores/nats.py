@@ -18,13 +18,11 @@ of its own, and every method waits for its answer there, bounded by ``connect_ti
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -33,8 +31,9 @@ from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import Store, ttl_ms
-from cron_bridge.stores.nats_link import NatsLink
+from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store, ttl_ms
+from cron_bridge.stores.nats_link import NatsLink, bounded, dec, enc, expires
+from cron_bridge.stores.nats_pending import PendingSends
 from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
@@ -53,24 +52,7 @@ __all__ = ["NatsStore"]
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 _ONE_MS = timedelta(milliseconds=1)
-# Requests a batch keeps unanswered at once. Each has its own timeout: 10,000 sent together
-# queue on the server, and the last ones time out while waiting though it is answering.
-IN_FLIGHT = 256
 _CLOCK_EVERY = 10.0  # seconds between measurements of the server's clock
-
-
-def _enc(text: str) -> str:
-    """A key or subject token for any text: base64url without padding (``[A-Za-z0-9_-]``)."""
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=") or "_"
-
-
-def _dec(token: str) -> bytes | None:
-    """The bytes a key token names (for ``inbound.text`` to decode); None for a token that
-    is no base64url (written past this store)."""
-    try:
-        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    except ValueError:  # binascii.Error
-        return None
 
 
 class NatsStore(Store):
@@ -116,6 +98,7 @@ class NatsStore(Store):
         )
         self._offset_ms = 0.0  # the server's clock minus ours
         self._next_clock = 0.0
+        self._sends = PendingSends(self)  # the claims pending their send (nats_pending)
 
     @property
     def _hosts(self) -> str:
@@ -172,17 +155,25 @@ class NatsStore(Store):
     async def _replace(self, kv: Any, key: str, value: bytes, last: int, lifetime: int) -> bool:
         """Write ``value`` over revision ``last`` of the key, with its lifetime; False when the
         key has another revision by now (someone else wrote first)."""
+        return await self._replace_at(kv, key, value, last, lifetime) is not None
+
+    async def _replace_at(
+        self, kv: Any, key: str, value: bytes, last: int, lifetime: int
+    ) -> int | None:
+        """``_replace``, answering with the revision written (None when not written)."""
         from nats.js.errors import APIError
 
         bucket = kv._name  # the bucket's subject is its naming rule
         headers = {"Nats-Expected-Last-Subject-Sequence": str(last)}
         try:
-            await self._js.publish(f"$KV.{bucket}.{key}", value, headers=headers, msg_ttl=lifetime)
+            ack = await self._js.publish(
+                f"$KV.{bucket}.{key}", value, headers=headers, msg_ttl=lifetime
+            )
         except APIError as exc:
             if exc.err_code == 10071:  # wrong last sequence
-                return False
+                return None
             raise
-        return True
+        return int(ack.seq)
 
     async def _now_ms(self) -> int:
         """The server's clock, measured every few seconds from a write's timestamp."""
@@ -198,26 +189,30 @@ class NatsStore(Store):
 
     async def _take(self, key: str, owner: str, ttl: timedelta, now: int) -> bool:
         """Create the key, or take it over once expired; exactly one taker wins."""
+        return await self._take_at(key, owner, ttl, now) is not None
+
+    async def _take_at(self, key: str, owner: str, ttl: timedelta, now: int) -> int | None:
+        """``_take``, answering with the revision the taking wrote (None when not taken): a
+        sequence of the bucket's stream, so a later taking of the key always has a greater
+        one (the fencing token)."""
         from nats.js.errors import KeyWrongLastSequenceError
 
         value = json.dumps({"o": owner, "x": now + ttl_ms(ttl)}).encode()
         lifetime = math.ceil(ttl.total_seconds()) + 1
         try:
-            await self._keys.create(key, value, msg_ttl=lifetime)
-            return True
+            return int(await self._keys.create(key, value, msg_ttl=lifetime))
         except KeyWrongLastSequenceError:
             pass
         found = await self._read(self._keys, key)
         if found is None:  # gone since: ask again, once
             try:
-                await self._keys.create(key, value, msg_ttl=lifetime)
-                return True
+                return int(await self._keys.create(key, value, msg_ttl=lifetime))
             except KeyWrongLastSequenceError:
-                return False
+                return None
         revision, held, _ = found
-        if _expires(held) > now:
-            return False
-        return await self._replace(self._keys, key, value, revision, lifetime)
+        if expires(held) > now:
+            return None
+        return await self._replace_at(self._keys, key, value, revision, lifetime)
 
     # -- the contract ---------------------------------------------------------------------
 
@@ -228,29 +223,67 @@ class NatsStore(Store):
         self._run(work)
 
     def claim_many(
-        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+        self,
+        occurrences: Sequence[Occurrence],
+        owner: str,
+        *,
+        ttl: timedelta = CLAIM_TTL,
+        pending: Sequence[bool] | None = None,
+        lease: timedelta = PENDING_LEASE,
     ) -> list[bool]:
         if not occurrences:
             return []
+        flags = list(pending or [False] * len(occurrences))
 
         async def work() -> list[bool]:
             now = await self._now_ms()
-            won = await _bounded(
-                self._take(_enc(o.claim_key), owner, ttl, now) for o in occurrences
-            )
+            won = await bounded(self._take(enc(o.claim_key), owner, ttl, now) for o in occurrences)
             latest: dict[str, int] = {}
             for occurrence in occurrences:
                 latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
-            await _bounded(self._advance(job, ms) for job, ms in latest.items())
+            value = json.dumps({"o": owner, "x": now + ttl_ms(lease)}).encode()
+            pended = {
+                o.claim_key
+                for o, mine, flag in zip(occurrences, won, flags, strict=True)
+                if mine and flag
+            }
+            await bounded(
+                [
+                    *(self._advance(job, ms) for job, ms in latest.items()),
+                    *(self._sends.pend(key, value) for key in sorted(pended)),
+                ]
+            )
             return won
 
-        return self._run(work, trips=3, size=2 * len(occurrences))
+        return self._run(work, trips=3, size=2 * len(occurrences) + len(flags))
+
+    def settle_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, keep: timedelta | None = None
+    ) -> list[bool]:
+        keys = list(dict.fromkeys(o.claim_key for o in occurrences))
+        answers = self._run(
+            lambda: self._sends.settle_many(keys, owner, keep), trips=3, size=3 * len(keys)
+        )
+        others = {key for key, mine in zip(keys, answers, strict=True) if not mine}
+        return self._first_of(occurrences, others, held=False)
+
+    def take_over(
+        self, owner: str, *, lease: timedelta = PENDING_LEASE, most: int = TAKE_OVER_MOST
+    ) -> list[tuple[str, str]]:
+        taken = []
+        for raw_key, held in self._run(
+            lambda: self._sends.take_over(owner, lease, most), trips=3, size=most
+        ):
+            key = None if raw_key is None else inbound.text(raw_key, "pending", raw_key)
+            if key is not None:
+                taken.append((key, held))
+        return taken
 
     async def _advance(self, job: str, ms: int) -> None:
         """Move the job's last claimed occurrence forward to ``ms``, never back."""
         from nats.js.errors import KeyWrongLastSequenceError
 
-        key = f"last.{_enc(job)}"
+        key = f"last.{enc(job)}"
         for _ in range(10):
             found = await self._read(self._state, key)
             value = json.dumps({"ms": ms}).encode()
@@ -268,8 +301,8 @@ class NatsStore(Store):
 
     def holder(self, key: str) -> str | None:
         async def work() -> str | None:
-            found = await self._read(self._keys, _enc(key))
-            if found is None or _expires(found[1]) <= await self._now_ms():
+            found = await self._read(self._keys, enc(key))
+            if found is None or expires(found[1]) <= await self._now_ms():
                 return None
             owner = found[1].get("o")
             return owner if isinstance(owner, str) else None
@@ -279,9 +312,9 @@ class NatsStore(Store):
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
         async def work() -> list[str | None]:
             now = await self._now_ms()
-            found = await _bounded(self._read(self._keys, _enc(o.claim_key)) for o in occurrences)
+            found = await bounded(self._read(self._keys, enc(o.claim_key)) for o in occurrences)
             owners = [
-                entry[1].get("o") if entry is not None and _expires(entry[1]) > now else None
+                entry[1].get("o") if entry is not None and expires(entry[1]) > now else None
                 for entry in found
             ]
             return [owner if isinstance(owner, str) else None for owner in owners]
@@ -289,7 +322,7 @@ class NatsStore(Store):
         return self._run(work, size=len(occurrences)) if occurrences else []
 
     def put_control(self, group: str, key: str, value: str | None) -> None:
-        name = f"ctl.{_enc(group)}.{_enc(key)}"
+        name = f"ctl.{enc(group)}.{enc(key)}"
 
         async def work() -> None:
             if value is None:
@@ -302,7 +335,7 @@ class NatsStore(Store):
     def add_control(self, group: str, key: str, value: str) -> bool:
         from nats.js.errors import KeyWrongLastSequenceError
 
-        name = f"ctl.{_enc(group)}.{_enc(key)}"
+        name = f"ctl.{enc(group)}.{enc(key)}"
 
         async def work() -> bool:
             try:  # create: refused by the server when the key holds a value
@@ -316,17 +349,17 @@ class NatsStore(Store):
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if not values:
             return
-        writes = {f"ctl.{_enc(group)}.{_enc(key)}": value.encode() for key, value in values.items()}
+        writes = {f"ctl.{enc(group)}.{enc(key)}": value.encode() for key, value in values.items()}
 
         async def work() -> None:  # sent together, each acknowledged
-            await _bounded(self._state.put(name, value) for name, value in writes.items())
+            await bounded(self._state.put(name, value) for name, value in writes.items())
 
         self._run(work, size=len(writes))
 
     def controls(
         self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
     ) -> dict[str, str]:
-        pattern = f"ctl.{_enc(group)}.*"
+        pattern = f"ctl.{enc(group)}.*"
 
         async def work() -> tuple[dict[bytes, bytes | None], int]:
             # The keys the bucket holds now, from the stream itself: nats-py's watcher can
@@ -351,7 +384,7 @@ class NatsStore(Store):
                         marked = True
                         continue
                     seen.add(entry.key)
-                    name = _dec(entry.key.rpartition(".")[2])
+                    name = dec(entry.key.rpartition(".")[2])
                     if name is None or len(name) > CONTROL_KEY_MAX:
                         continue
                     value = entry.value
@@ -373,7 +406,7 @@ class NatsStore(Store):
             from nats.js.errors import KeyNotFoundError
 
             try:
-                entry = await self._state.get(f"ctl.{_enc(group)}.{_enc(key)}")
+                entry = await self._state.get(f"ctl.{enc(group)}.{enc(key)}")
             except KeyNotFoundError:
                 return None
             return None if entry.value is None else entry.value
@@ -389,7 +422,7 @@ class NatsStore(Store):
             return {}
 
         async def work() -> list[Any]:
-            return await _bounded(self._read(self._state, f"last.{_enc(job)}") for job in jobs)
+            return await bounded(self._read(self._state, f"last.{enc(job)}") for job in jobs)
 
         found = self._run(work)
         pairs = [
@@ -401,19 +434,25 @@ class NatsStore(Store):
 
     def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
         async def work() -> bool:
-            return await self._take(_enc(key), owner, ttl, await self._now_ms())
+            return await self._take(enc(key), owner, ttl, await self._now_ms())
+
+        return self._run(work)
+
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+        async def work() -> int | None:
+            return await self._take_at(enc(key), owner, ttl, await self._now_ms())
 
         return self._run(work)
 
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
         async def work() -> bool:
             now = await self._now_ms()
-            found = await self._read(self._keys, _enc(key))
-            if found is None or found[1].get("o") != owner or _expires(found[1]) <= now:
+            found = await self._read(self._keys, enc(key))
+            if found is None or found[1].get("o") != owner or expires(found[1]) <= now:
                 return False
             value = json.dumps({"o": owner, "x": now + ttl_ms(ttl)}).encode()
             lifetime = math.ceil(ttl.total_seconds()) + 1
-            return await self._replace(self._keys, _enc(key), value, found[0], lifetime)
+            return await self._replace(self._keys, enc(key), value, found[0], lifetime)
 
         return self._run(work)
 
@@ -421,12 +460,12 @@ class NatsStore(Store):
         from nats.js.errors import KeyWrongLastSequenceError
 
         async def work() -> bool:
-            found = await self._read(self._keys, _enc(key))
+            found = await self._read(self._keys, enc(key))
             if found is None or found[1].get("o") != owner:
                 return False
-            alive = _expires(found[1]) > await self._now_ms()
+            alive = expires(found[1]) > await self._now_ms()
             try:
-                await self._keys.delete(_enc(key), last=found[0])
+                await self._keys.delete(enc(key), last=found[0])
             except KeyWrongLastSequenceError:
                 return False
             return alive
@@ -438,9 +477,9 @@ class NatsStore(Store):
             return
 
         async def work() -> None:
-            await _bounded(
+            await bounded(
                 self._js.publish(
-                    f"{self.prefix}.runs.{_enc(r.job)}", json.dumps(r.to_json()).encode()
+                    f"{self.prefix}.runs.{enc(r.job)}", json.dumps(r.to_json()).encode()
                 )
                 for r in records
             )
@@ -450,7 +489,7 @@ class NatsStore(Store):
     def history(self, job: str, n: int = 20) -> list[RunRecord]:
         if n <= 0:
             return []
-        subject = f"{self.prefix}.runs.{_enc(job)}"
+        subject = f"{self.prefix}.runs.{enc(job)}"
 
         async def work() -> list[bytes]:
             from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -488,7 +527,7 @@ class NatsStore(Store):
             self._next_clock = 0.0  # measure the server's clock now
             now = await self._now_ms()
             value = {"x": now + ttl_ms(ttl), "off": clock_offset_ms}
-            await self._state.put(f"rep.{_enc(replica)}", json.dumps(value).encode())
+            await self._state.put(f"rep.{enc(replica)}", json.dumps(value).encode())
             return EPOCH + now * _ONE_MS
 
         return self._run(work, trips=3)
@@ -503,7 +542,7 @@ class NatsStore(Store):
                     entry = await watcher.updates(timeout=self._timeout)
                     if entry is None:
                         return now, found
-                    name = _dec(entry.key.partition(".")[2])
+                    name = dec(entry.key.partition(".")[2])
                     try:
                         value = inbound.loads(entry.value or b"{}")
                     except ValueError:
@@ -526,31 +565,3 @@ class NatsStore(Store):
 
     def close(self) -> None:
         self._link.close()
-
-
-def _expires(value: dict[str, Any]) -> int:
-    expires = value.get("x")
-    return expires if isinstance(expires, int) else 0
-
-
-async def _bounded(calls: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
-    """Await ``calls`` (not yet started) with at most ``IN_FLIGHT`` unanswered at a time; the
-    results in their order."""
-    gate = asyncio.Semaphore(IN_FLIGHT)
-
-    async def one(call: Coroutine[Any, Any, T]) -> T:
-        try:
-            async with gate:
-                return await call
-        except BaseException:
-            call.close()  # cancelled before it started: closed, not left "never awaited"
-            raise
-
-    made: list[Coroutine[Any, Any, T]] = []
-    try:
-        made.extend(calls)  # all made before any is started: one that cannot be made (a
-    except BaseException:  # record that does not serialise) leaves none "never awaited"
-        for call in made:
-            call.close()
-        raise
-    return list(await asyncio.gather(*(one(call) for call in made)))

@@ -8,15 +8,16 @@ line.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from cron_bridge.errors import StoreUnavailable
 
-__all__ = ["NatsLink"]
+__all__ = ["IN_FLIGHT", "NatsLink", "bounded", "dec", "enc", "expires"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -169,3 +170,50 @@ def is_nats_error(exc: BaseException) -> bool:
     """Whether ``exc`` is nats-py's (or a timeout or connection error on its way)."""
     module = type(exc).__module__ or ""
     return module.startswith("nats") or isinstance(exc, asyncio.TimeoutError | ConnectionError)
+
+
+# Requests a batch keeps unanswered at once. Each has its own timeout: 10,000 sent together
+# queue on the server, and the last ones time out while waiting though it is answering.
+IN_FLIGHT = 256
+
+
+def enc(text: str) -> str:
+    """A key or subject token for any text: base64url without padding (``[A-Za-z0-9_-]``)."""
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=") or "_"
+
+
+def dec(token: str) -> bytes | None:
+    """The bytes a key token names (for ``inbound.text`` to decode); None for a token that
+    is no base64url (written past this store)."""
+    try:
+        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except ValueError:  # binascii.Error
+        return None
+
+
+def expires(value: dict[str, Any]) -> int:
+    expires = value.get("x")
+    return expires if isinstance(expires, int) else 0
+
+
+async def bounded(calls: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Await ``calls`` (not yet started) with at most ``IN_FLIGHT`` unanswered at a time; the
+    results in their order."""
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one(call: Coroutine[Any, Any, T]) -> T:
+        try:
+            async with gate:
+                return await call
+        except BaseException:
+            call.close()  # cancelled before it started: closed, not left "never awaited"
+            raise
+
+    made: list[Coroutine[Any, Any, T]] = []
+    try:
+        made.extend(calls)  # all made before any is started: one that cannot be made (a
+    except BaseException:  # record that does not serialise) leaves none "never awaited"
+        for call in made:
+            call.close()
+        raise
+    return list(await asyncio.gather(*(one(call) for call in made)))

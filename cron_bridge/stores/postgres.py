@@ -19,17 +19,21 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.errors import ConfigError, FenceUnreadable, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.plumbing.redaction import redact_url
-from cron_bridge.stores.base import Store, ttl_ms
+from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store, ttl_ms
 from cron_bridge.stores.postgres_sql import (
     CLAIM,
+    CLAIM_PENDING,
     CONTROLS,
     DDL,
     RUN_TYPES,
+    SETTLE,
     TAKE,
+    TAKE_FENCED,
+    TAKE_OVER,
     TRIM,
     fetch,
     own,
@@ -101,6 +105,8 @@ class PostgresStore(Store):
         self.history_limit = history_limit
         self._lock = threading.Lock()
         self._ready = False
+        self._fenced = True  # False on a schema whose migrations have no fences table yet
+        self._pending = True  # False on one whose migrations have no pending table yet
         self._run_columns: tuple[str, ...] = RUN_COLUMNS
         self._last_cleanup = 0.0
         if isinstance(client_or_url, str):
@@ -157,6 +163,7 @@ class PostgresStore(Store):
                 self._create()
             else:
                 self._run_columns = self._columns_there()
+                self._fenced, self._pending = self._tables_there()
             self._ready = True
 
     def _create(self) -> None:
@@ -190,6 +197,35 @@ class PostgresStore(Store):
             self.table_prefix + "runs",
         )
         return RUN_COLUMNS[:-1]
+
+    def _tables_there(self) -> tuple[bool, bool]:
+        """Whether the team's own migrations have added the fences and the pending tables
+        (said once for each that is missing: overlap locks are taken without fencing tokens,
+        and claims are not left pending their send, until it is there)."""
+        names = [self.table_prefix + name for name in ("fences", "pending", "claims")]
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT table_name FROM information_schema.tables"
+                " WHERE table_schema = %s AND table_name = ANY(%s)",
+                (self.schema, names),
+            ).fetchall()
+        there = {own(row[0]) for row in rows}
+        if names[2] not in there:
+            return True, True  # no tables at all: the first statement's error to report
+        if names[0] not in there:
+            log.warning(
+                "%s is missing: overlap locks are taken without fencing tokens "
+                "(ctx.fencing_token is None) until it is there (CREATE TABLE ..., as in "
+                "PostgresStore.ddl())",
+                names[0],
+            )
+        if names[1] not in there:
+            log.warning(
+                "%s is missing: a claim whose replica dies before it sends it is not taken "
+                "over until it is there (CREATE TABLE ..., as in PostgresStore.ddl())",
+                names[1],
+            )
+        return names[0] in there, names[1] in there
 
     def _call(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
         try:
@@ -225,22 +261,36 @@ class PostgresStore(Store):
         self._call(lambda conn: conn.execute("SELECT 1"))
 
     def claim_many(
-        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+        self,
+        occurrences: Sequence[Occurrence],
+        owner: str,
+        *,
+        ttl: timedelta = CLAIM_TTL,
+        pending: Sequence[bool] | None = None,
+        lease: timedelta = PENDING_LEASE,
     ) -> list[bool]:
         if not occurrences:
             return []
         unique = {o.claim_key: o for o in occurrences}
+        flagged = sorted(
+            {o.claim_key for o, flag in zip(occurrences, pending or (), strict=False) if flag}
+        )
         params = {
             "keys": list(unique),
             "jobs": [o.job for o in unique.values()],
             "ms": [o.epoch_ms for o in unique.values()],
             "owner": owner,
             "ttl": ttl_ms(ttl),
+            "pending": flagged,
+            "lease": ttl_ms(lease),
         }
-        won = {
-            own(row[0])
-            for row in self._call(lambda conn: conn.execute(self._sql(CLAIM), params).fetchall())
-        }
+
+        def work(conn: psycopg.Connection[Any]) -> list[Any]:
+            # Opened by now: whether the pending table is there is known.
+            statement = CLAIM_PENDING if flagged and self._pending else CLAIM
+            return conn.execute(self._sql(statement), params).fetchall()
+
+        won = {own(row[0]) for row in self._call(work)}
         self._maybe_clean_up()
         answers, seen = [], set()
         for occurrence in occurrences:
@@ -248,6 +298,39 @@ class PostgresStore(Store):
             answers.append(key in won and key not in seen)
             seen.add(key)
         return answers
+
+    def settle_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, keep: timedelta | None = None
+    ) -> list[bool]:
+        keys = sorted({o.claim_key for o in occurrences})
+        if not keys:
+            return []
+        params = {
+            "keys": keys,
+            "owner": owner,
+            "settle": keep is None,
+            "ms": ttl_ms(CLAIM_TTL if keep is None else keep),
+        }
+
+        def work(conn: psycopg.Connection[Any]) -> list[Any]:
+            if not self._pending:
+                return []  # none is pending: each the caller's
+            return conn.execute(self._sql(SETTLE), params).fetchall()
+
+        others = {own(row[0]) for row in self._call(work)}
+        return self._first_of(occurrences, others, held=False)
+
+    def take_over(
+        self, owner: str, *, lease: timedelta = PENDING_LEASE, most: int = TAKE_OVER_MOST
+    ) -> list[tuple[str, str]]:
+        params = {"owner": owner, "lease": ttl_ms(lease), "most": most}
+
+        def work(conn: psycopg.Connection[Any]) -> list[Any]:
+            if not self._pending:
+                return []
+            return conn.execute(self._sql(TAKE_OVER), params).fetchall()
+
+        return [(own(key), own(held)) for key, held in self._call(work)]
 
     def _maybe_clean_up(self) -> None:
         now = time.monotonic()
@@ -260,6 +343,12 @@ class PostgresStore(Store):
                     self._sql("DELETE FROM {claims} WHERE expires_at < now() - interval '1 hour'")
                 )
             )
+            if self._pending:  # the markers of settled sends, as old as their claims
+                self._call(
+                    lambda conn: conn.execute(
+                        self._sql("DELETE FROM {pending} WHERE settled AND expires_at < now()")
+                    )
+                )
         except StoreUnavailable as exc:
             log.warning("could not delete expired claims, will try again: %s", exc)
 
@@ -384,6 +473,21 @@ class PostgresStore(Store):
                 lambda conn: conn.execute(self._sql(TAKE), (key, owner, ttl_ms(ttl))).fetchall()
             )
         )
+
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+        def work(conn: psycopg.Connection[Any]) -> int | None:
+            if not self._fenced:  # a schema without the table: taken, with token 0
+                taken = conn.execute(self._sql(TAKE), (key, owner, ttl_ms(ttl))).fetchall()
+                return 0 if taken else None
+            params = {"key": key, "owner": owner, "ttl": ttl_ms(ttl)}
+            [(taken, token)] = conn.execute(self._sql(TAKE_FENCED), params).fetchall()
+            if not taken:
+                return None
+            if token is None:  # raised inside the transaction: the lock is not taken either
+                raise FenceUnreadable(key, "a number at its end or below 1")
+            return int(token)
+
+        return self._call(work)  # opened first: _fenced is known by then
 
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
         statement = self._sql(

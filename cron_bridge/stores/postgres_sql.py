@@ -24,23 +24,27 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 __all__ = [
     "CLAIM",
+    "CLAIM_PENDING",
     "CONTROLS",
     "DDL",
     "RUN_TYPES",
     "SCHEMA_VERSION",
+    "SETTLE",
     "TAKE",
+    "TAKE_FENCED",
+    "TAKE_OVER",
     "TRIM",
     "fetch",
     "own",
     "table_names",
 ]
 
-SCHEMA_VERSION = 2  # 2: runs.traceback
+SCHEMA_VERSION = 4  # 2: runs.traceback; 3: fences; 4: pending
 
 DDL = """
 CREATE SCHEMA IF NOT EXISTS {schema};
 CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text NOT NULL);
-INSERT INTO {meta} VALUES ('schema_version', '2') ON CONFLICT (name) DO NOTHING;
+INSERT INTO {meta} VALUES ('schema_version', '4') ON CONFLICT (name) DO NOTHING;
 CREATE TABLE IF NOT EXISTS {claims} (
     key text PRIMARY KEY,
     owner text NOT NULL,
@@ -79,6 +83,19 @@ CREATE TABLE IF NOT EXISTS {controls} (
     updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (grp, key)
 );
+CREATE TABLE IF NOT EXISTS {fences} (
+    key text PRIMARY KEY,
+    token bigint NOT NULL
+);
+UPDATE {meta} SET value = '3' WHERE name = 'schema_version' AND value IN ('1', '2');
+CREATE TABLE IF NOT EXISTS {pending} (
+    key text PRIMARY KEY,
+    owner text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    settled boolean NOT NULL DEFAULT false
+);
+CREATE INDEX IF NOT EXISTS {pending_expiry} ON {pending} (expires_at);
+UPDATE {meta} SET value = '4' WHERE name = 'schema_version' AND value IN ('1', '2', '3');
 """
 """The tables, for teams whose migrations own the schema (``create_tables=False``).
 
@@ -86,7 +103,7 @@ Fill in the names with ``PostgresStore.ddl()`` or by hand: ``{schema}`` is the s
 every other name is the table prefix (``cron_bridge_`` by default) and the name in braces.
 """
 
-CLAIM = """
+_CLAIM_STEPS = """
 WITH input AS (
     SELECT * FROM unnest(%(keys)s::text[], %(jobs)s::text[], %(ms)s::bigint[])
         AS t(key, job, ms)
@@ -101,8 +118,50 @@ WITH input AS (
     SELECT job, max(ms) FROM input GROUP BY job ORDER BY job
     ON CONFLICT (job) DO UPDATE
     SET scheduled_ms = greatest({last_claimed}.scheduled_ms, EXCLUDED.scheduled_ms)
+)"""
+
+CLAIM = _CLAIM_STEPS + "\nSELECT key FROM won\n"
+
+# CLAIM, and in the same statement each claim won with its pending flag left pending its send.
+CLAIM_PENDING = (
+    _CLAIM_STEPS
+    + """, pended AS (
+    INSERT INTO {pending} (key, owner, expires_at)
+    SELECT key, %(owner)s, now() + %(lease)s * interval '1 millisecond' FROM won
+    WHERE key = ANY(%(pending)s::text[]) ORDER BY key
+    ON CONFLICT (key) DO UPDATE
+    SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at, settled = false
 )
 SELECT key FROM won
+"""
+)
+
+# Settle (a marker of who settled it, kept as long as the claim) or renew the pending sends the
+# owner holds; answers those another replica holds. The rows are locked first, so a takeover
+# committed meanwhile is seen, not the snapshot before it.
+SETTLE = """
+WITH locked AS (
+    SELECT key, owner, settled FROM {pending}
+    WHERE key = ANY(%(keys)s::text[]) ORDER BY key FOR UPDATE
+), mine AS (
+    UPDATE {pending} AS p
+    SET settled = %(settle)s, expires_at = now() + %(ms)s * interval '1 millisecond'
+    FROM locked WHERE p.key = locked.key AND locked.owner = %(owner)s AND NOT locked.settled
+)
+SELECT key FROM locked WHERE owner <> %(owner)s
+"""
+
+# The pending sends whose lease ran out, oldest first, each leased to the taker; a row another
+# taker or its settling owner holds is skipped, not waited for.
+TAKE_OVER = """
+UPDATE {pending} AS p SET owner = %(owner)s,
+    expires_at = now() + %(lease)s * interval '1 millisecond'
+FROM (
+    SELECT key, owner FROM {pending} WHERE expires_at <= now() AND NOT settled
+    ORDER BY expires_at LIMIT %(most)s FOR UPDATE SKIP LOCKED
+) AS old
+WHERE p.key = old.key
+RETURNING p.key, old.owner
 """
 
 TAKE = """
@@ -111,6 +170,24 @@ VALUES (%s, %s, now() + %s * interval '1 millisecond')
 ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
 WHERE {claims}.expires_at <= now()
 RETURNING key
+"""
+
+# TAKE, and in the same statement the lock's next fencing token: whether it was taken, and
+# its token (none when the counter holds a number at its end or below 1).
+TAKE_FENCED = """
+WITH taken AS (
+    INSERT INTO {claims} (key, owner, expires_at)
+    VALUES (%(key)s, %(owner)s, now() + %(ttl)s * interval '1 millisecond')
+    ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+    WHERE {claims}.expires_at <= now()
+    RETURNING key
+), fenced AS (
+    INSERT INTO {fences} (key, token) SELECT key, 1 FROM taken
+    ON CONFLICT (key) DO UPDATE SET token = {fences}.token + 1
+    WHERE {fences}.token BETWEEN 1 AND 9223372036854775806
+    RETURNING token
+)
+SELECT (SELECT count(*) FROM taken), (SELECT token FROM fenced)
 """
 
 TRIM = """
@@ -191,6 +268,9 @@ TABLES = (
     "runs_job",
     "replicas",
     "controls",
+    "fences",
+    "pending",
+    "pending_expiry",
 )
 
 
@@ -202,4 +282,5 @@ def table_names(schema: str, prefix: str) -> dict[str, sql.Composable]:
     }
     names["claims_expiry"] = sql.Identifier(prefix + "claims_expiry")
     names["runs_job"] = sql.Identifier(prefix + "runs_job")
+    names["pending_expiry"] = sql.Identifier(prefix + "pending_expiry")
     return {"schema": sql.Identifier(schema), **names}

@@ -2,7 +2,9 @@
 
 A claim is one ``SET NX PX``; extending and releasing are owner-checked Lua scripts shipped
 beside this module. Every command and script touches a single key, so Redis Cluster works
-without hash tags. Batches go in one pipeline (one round trip per cluster node).
+without hash tags, but for taking an overlap lock with its fencing token: the token's counter
+is named with the lock's key as its hash tag (``fence_key``), so both are in one slot. Batches
+go in one pipeline (one round trip per cluster node).
 
 Redis replicates asynchronously: with ``wait_replicas=N`` a batch of claims ends with ``WAIT
 N`` and counts as claimed only once that many replicas acknowledged it (``redis_wait``).
@@ -27,11 +29,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from cron_bridge.errors import ConfigError, StoreUnavailable
+from cron_bridge.errors import ConfigError, FenceUnreadable, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import Store, ttl_ms
+from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store, ttl_ms
 from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
@@ -46,6 +48,7 @@ from cron_bridge.stores.records import (
     live_replica,
     readable,
 )
+from cron_bridge.stores.redis_pending import PendingSends, hash_tag
 
 try:
     from cron_bridge.stores.redis_link import Client, RedisLink, lua_source, raw
@@ -106,6 +109,18 @@ class RedisStore(Store):
         )
         self._cluster = self._link.cluster
         self._host = self._link.host
+        self._sends = PendingSends(self._link, self.prefix)  # claims pending their send
+        if (
+            self._cluster
+            and ("{" in self.prefix or "}" in self.prefix)
+            and not hash_tag(self.prefix)
+        ):
+            raise ConfigError(
+                "a brace outside a hash tag leaves a lock and its fencing counter in different "
+                "Redis Cluster slots; use a tag such as {cron-bridge}: or no braces",
+                option="prefix",
+                value=self.prefix,
+            )
         if wait_replicas and self._cluster:
             raise ConfigError(
                 "not supported on Redis Cluster; use a primary with replicas "
@@ -125,10 +140,61 @@ class RedisStore(Store):
         self._link.call(lambda client: client.ping())
 
     def claim_many(
-        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+        self,
+        occurrences: Sequence[Occurrence],
+        owner: str,
+        *,
+        ttl: timedelta = CLAIM_TTL,
+        pending: Sequence[bool] | None = None,
+        lease: timedelta = PENDING_LEASE,
     ) -> list[bool]:
         if not occurrences:
             return []
+        flags = list(pending or [False] * len(occurrences))
+        if self._cluster or self.wait_replicas:
+            # The claims go to several nodes, or wait for replicas: the pending sends follow
+            # in a script of their own, once the claims won are known.
+            won = self._claim_only(occurrences, owner, ttl)
+            self._sends.pend(
+                [o for o, mine, flag in zip(occurrences, won, flags, strict=True) if mine and flag],
+                owner,
+                lease,
+            )
+            return won
+        keys = [self._key(occurrence.claim_key) for occurrence in occurrences]
+
+        # One script for the batch; it reads each job's last claimed occurrence from the keys.
+        def script(client: Client) -> list[bool]:
+            flags_text = "".join("1" if flag else "0" for flag in flags) if any(flags) else ""
+            flagged, kind, *pending_kinds = self._link.run_script(
+                client,
+                "claim_many",
+                [*keys, self._key("last"), *self._sends.keys],
+                [owner, ttl_ms(ttl), len(self.prefix), flags_text, ttl_ms(lease)],
+            )
+            self._check_last(kind)
+            self._sends.check(pending_kinds)
+            return [flag == ord("1") for flag in bytes(flagged)]
+
+        return self._link.call(script)
+
+    def settle_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, keep: timedelta | None = None
+    ) -> list[bool]:
+        if not occurrences:
+            return []
+        keys = list(dict.fromkeys(o.claim_key for o in occurrences))
+        others = self._sends.held_by_others(keys, owner, keep)
+        return self._first_of(occurrences, others, held=False)
+
+    def take_over(
+        self, owner: str, *, lease: timedelta = PENDING_LEASE, most: int = TAKE_OVER_MOST
+    ) -> list[tuple[str, str]]:
+        return self._sends.take_over(owner, lease, most)
+
+    def _claim_only(
+        self, occurrences: Sequence[Occurrence], owner: str, ttl: timedelta
+    ) -> list[bool]:
         expiry = ttl_ms(ttl)
         keys = [self._key(occurrence.claim_key) for occurrence in occurrences]
         if self.wait_replicas:
@@ -152,21 +218,6 @@ class RedisStore(Store):
                 return won
 
             return self._link.call(waiting, pipelines=1)
-
-        if not self._cluster:
-            # One script for the batch (the keys of a cluster live on several nodes); it reads
-            # each job's last claimed occurrence from the keys.
-            def script(client: Client) -> list[bool]:
-                flags, kind = self._link.run_script(
-                    client,
-                    "claim_many",
-                    [*keys, self._key("last")],
-                    [owner, expiry, len(self.prefix)],
-                )
-                self._check_last(kind)
-                return [flag == ord("1") for flag in bytes(flags)]
-
-            return self._link.call(script)
 
         advance = _advance(occurrences)
 
@@ -353,6 +404,17 @@ class RedisStore(Store):
             )
         )
 
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+        keys, args = [self._key(key), fence_key(self.prefix, key)], [owner, ttl_ms(ttl)]
+        token = self._link.call(
+            lambda client: self._link.run_script(client, "acquire_fenced", keys, args)
+        )
+        if token is None:
+            return None
+        if int(token) < 1:
+            raise FenceUnreadable(key, f"a value that is no counter ({keys[1]})")
+        return int(token)
+
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
         name, args = self._key(key), [owner, ttl_ms(ttl)]
         return bool(
@@ -492,3 +554,13 @@ def _offset(raw: bytes | None) -> float | None:
         return None if raw is None or len(raw) > 40 else float(raw)
     except ValueError:
         return None
+
+
+def fence_key(prefix: str, key: str) -> str:
+    """The fencing counter of the lock ``key``, in the lock's own Redis Cluster slot (a script
+    runs on one slot): ``<prefix>fence:{<prefix><key>}``, whose hash tag is the lock's whole
+    name, or ``<prefix>fence:<key>`` where the prefix has a hash tag of its own (``{cb}:``),
+    which then decides both slots."""
+    if hash_tag(prefix):
+        return f"{prefix}fence:{key}"
+    return f"{prefix}fence:{{{prefix}{key}}}"

@@ -10,6 +10,7 @@ whatever bytes another program stored as text, and its own decoding fails the wh
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -20,11 +21,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from cron_bridge.clock import Clock, SystemClock
-from cron_bridge.errors import StoreUnavailable
+from cron_bridge.errors import FenceUnreadable, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import Store, ttl_ms
+from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store, ttl_ms
 from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
@@ -42,6 +43,7 @@ from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
 
 __all__ = ["SQLiteStore"]
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 _ONE_MS = timedelta(milliseconds=1)
 _PARAMETERS = 500  # bound parameters per statement (SQLite before 3.32 allows 999)
@@ -62,6 +64,11 @@ CREATE INDEX IF NOT EXISTS runs_job_id ON runs (job, id);
 CREATE TABLE IF NOT EXISTS replicas (id TEXT PRIMARY KEY, expires_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS controls (
     grp TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (grp, key));
+CREATE TABLE IF NOT EXISTS fences (key TEXT PRIMARY KEY, token INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS pending (
+    key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_ms INTEGER NOT NULL,
+    settled INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS pending_expires ON pending (expires_ms);
 """
 
 # A control group within a reader's bounds (records.control_records): the keys of at most
@@ -81,6 +88,14 @@ INSERT INTO claims (key, owner, expires_ms) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_ms = excluded.expires_ms
 WHERE claims.expires_ms <= ?
 RETURNING key
+"""
+
+# The next fencing token of a lock just taken, in the transaction that took it.
+_FENCE = """
+INSERT INTO fences (key, token) VALUES (?, 1)
+ON CONFLICT (key) DO UPDATE SET token = fences.token + 1
+WHERE typeof(fences.token) = 'integer' AND fences.token BETWEEN 1 AND 9223372036854775806
+RETURNING token
 """
 
 
@@ -187,11 +202,18 @@ class SQLiteStore(Store):
         self._run(lambda conn: conn.execute("SELECT 1").fetchone(), write=False)
 
     def claim_many(
-        self, occurrences: Sequence[Occurrence], owner: str, *, ttl: timedelta = CLAIM_TTL
+        self,
+        occurrences: Sequence[Occurrence],
+        owner: str,
+        *,
+        ttl: timedelta = CLAIM_TTL,
+        pending: Sequence[bool] | None = None,
+        lease: timedelta = PENDING_LEASE,
     ) -> list[bool]:
         now = self._now_ms()
         expires = now + ttl_ms(ttl)
         keys = list(dict.fromkeys(o.claim_key for o in occurrences))
+        flagged = {o.claim_key for o, flag in zip(occurrences, pending or (), strict=False) if flag}
         latest: dict[str, int] = {}
         for occurrence in occurrences:
             latest[occurrence.job] = max(latest.get(occurrence.job, 0), occurrence.epoch_ms)
@@ -207,6 +229,10 @@ class SQLiteStore(Store):
                 " SET scheduled_ms = max(scheduled_ms, excluded.scheduled_ms)",
                 sorted(latest.items()),
             )
+            conn.executemany(
+                "INSERT OR REPLACE INTO pending VALUES (?, ?, ?, 0)",
+                [(key, owner, now + ttl_ms(lease)) for key in sorted(won & flagged)],
+            )
             return won
 
         won = self._run(work)
@@ -218,6 +244,75 @@ class SQLiteStore(Store):
             answers.append(key in won and key not in first)
             first.add(key)
         return answers
+
+    def settle_many(
+        self, occurrences: Sequence[Occurrence], owner: str, *, keep: timedelta | None = None
+    ) -> list[bool]:
+        keys = list(dict.fromkeys(o.claim_key for o in occurrences))
+        now = self._now_ms()
+        if keep is None:  # a marker of who settled it, kept as long as the claim
+            statement = "UPDATE pending SET settled = 1, expires_ms = ?"
+            until = now + ttl_ms(CLAIM_TTL)
+        else:
+            statement = "UPDATE pending SET expires_ms = ?"
+            until = now + ttl_ms(keep)
+
+        def work(conn: sqlite3.Connection) -> set[str]:
+            others = set()
+            for key in keys:
+                row = conn.execute("SELECT owner FROM pending WHERE key = ?", (key,)).fetchone()
+                if row is not None and inbound.text(row[0], "pending", key) != owner:
+                    others.add(key)  # another replica's (or unreadable: not this one's)
+            conn.executemany(
+                statement + " WHERE key = ? AND owner = ? AND settled = 0",
+                [(until, key, owner) for key in keys if key not in others],
+            )
+            return others
+
+        others = self._run(work) if keys else set()
+        return self._first_of(occurrences, others, held=False)
+
+    def take_over(
+        self, owner: str, *, lease: timedelta = PENDING_LEASE, most: int = TAKE_OVER_MOST
+    ) -> list[tuple[str, str]]:
+        now = self._now_ms()
+
+        def work(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            conn.execute("DELETE FROM pending WHERE settled != 0 AND expires_ms <= ?", (now,))
+            # By rowid: a row another program wrote with a key of another type (a BLOB) is
+            # matched by nothing that names it as text.
+            ran_out = conn.execute(
+                "SELECT rowid, key, owner, typeof(key) = 'text' AND typeof(owner) = 'text'"
+                " FROM pending WHERE settled = 0 AND expires_ms <= ? ORDER BY expires_ms LIMIT ?",
+                (now, most),
+            ).fetchall()
+            taken, rows, bad = [], [], []
+            for rowid, raw_key, raw_owner, texts in ran_out:
+                key = inbound.text(raw_key, "pending", raw_key) if texts else None
+                held = inbound.text(raw_owner, "pending", raw_key) if texts else None
+                if key is None or held is None:
+                    bad.append((rowid,))  # dropped, never taken again
+                else:
+                    taken.append((key, held))
+                    rows.append((owner, now + ttl_ms(lease), rowid))
+            odd = sum(1 for *_, texts in ran_out if not texts)  # the others were warned of
+            if odd:
+                log.warning("dropped %d pending send(s) whose key or owner is not text", odd)
+            conn.executemany("DELETE FROM pending WHERE rowid = ?", bad)
+            conn.executemany("UPDATE pending SET owner = ?, expires_ms = ? WHERE rowid = ?", rows)
+            return taken
+
+        # Read first, without the write lock: most looks find nothing, and every replica looks
+        # at every tick.
+        due = self._run(
+            lambda conn: conn.execute(
+                "SELECT 1 FROM pending WHERE expires_ms <= ? LIMIT 1", (now,)
+            ).fetchone(),
+            write=False,
+        )
+        if due is None:
+            return []
+        return self._run(work)  # one write transaction: no other taker sees them meanwhile
 
     def put_control(self, group: str, key: str, value: str | None) -> None:
         if value is None:
@@ -331,6 +426,24 @@ class SQLiteStore(Store):
         return self._run(
             lambda conn: bool(conn.execute(_TAKE, (key, owner, now + ttl_ms(ttl), now)).fetchall())
         )
+
+    def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+        now = self._now_ms()
+
+        def work(conn: sqlite3.Connection) -> int | None:
+            if not conn.execute(_TAKE, (key, owner, now + ttl_ms(ttl), now)).fetchall():
+                return None
+            row = conn.execute(_FENCE, (key,)).fetchone()
+            if row is None:  # raised inside the transaction: the lock is not taken either
+                (found,) = conn.execute(
+                    "SELECT typeof(token) FROM fences WHERE key = ?", (key,)
+                ).fetchone()
+                raise FenceUnreadable(
+                    key, f"a value of type {bytes(found).decode()!r} or at its end"
+                )
+            return int(row[0])
+
+        return self._run(work)
 
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
         now = self._now_ms()

@@ -27,7 +27,7 @@ from tests.apps import journal
 from tests.conftest import unavailable
 from tests.e2e.processes import BeatProcess, command_env
 from tests.servers import PostgresServer, PostgresStandby, ServerUnavailable
-from tests.waiting import wait_for
+from tests.waiting import retried, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -76,14 +76,7 @@ def pair(request: pytest.FixtureRequest) -> Iterator[Pair]:
 
 def _claim_until(store: Store, occurrence: Occurrence, owner: str) -> bool:
     """Claim through the failover: ask again while no primary answers."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            return store.claim_many([occurrence], owner)[0]
-        except StoreUnavailable:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    return retried(lambda: store.claim_many([occurrence], owner)[0], 30, errors=(StoreUnavailable,))
 
 
 def test_a_claim_survives_a_promotion_only_with_a_synchronous_standby(pair: Pair) -> None:

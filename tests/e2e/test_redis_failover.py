@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ from cron_bridge.stores import store_from_url
 from tests.apps import journal
 from tests.e2e.processes import BeatProcess, command_env
 from tests.servers import RedisSentinel
-from tests.waiting import wait_for
+from tests.waiting import retried, wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -31,15 +32,10 @@ AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 def _claim_until(store_url: str, occurrence: Occurrence, owner: str, store: object = None) -> bool:
     """Claim through the failover: ask again while no primary (or no replica) answers."""
-    opened = store or store_from_url(store_url)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            return opened.claim_many([occurrence], owner)[0]  # type: ignore[attr-defined]
-        except StoreUnavailable:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    opened: Any = store or store_from_url(store_url)
+    return retried(
+        lambda: bool(opened.claim_many([occurrence], owner)[0]), 30, errors=(StoreUnavailable,)
+    )
 
 
 def test_a_claim_lost_in_a_failover_is_won_twice_without_wait_and_once_with_it(

@@ -6,8 +6,9 @@ import json
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -15,8 +16,10 @@ from cron_bridge.jobs import Occurrence
 from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.stores import RunRecord, Store, store_from_url
 from tests.conftest import StoreKit, store_kinds
+from tests.waiting import wait_for
 
 T0 = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+T = TypeVar("T")
 
 
 def occ(job: str = "billing.close-day", at: datetime = T0) -> Occurrence:
@@ -38,24 +41,31 @@ def run(job: str, n: int, outcome: Any = "completed") -> RunRecord:
 
 def test_sixteen_threads_race_for_one_occurrence_and_exactly_one_wins(kit: StoreKit) -> None:
     """Of 16 threads claiming one occurrence at once, exactly one is told it won."""
+    results = race(kit, lambda store, owner: store.claim(occ(), owner))
+    assert len(results) == 16
+    assert results.count(True) == 1
+
+
+def race(kit: StoreKit, call: Callable[[Store, str], T]) -> list[T]:
+    """What 16 threads got from ``call(store, owner)`` let go at once, each with a store of
+    its own (the memory store: one shared) and the owner ``thread-<n>``."""
     stores = [kit.open() for _ in range(16)] if kit.kind != "memory" else [kit.open()] * 16
     barrier = threading.Barrier(16)
-    results: list[bool] = []
+    results: list[T] = []
     lock = threading.Lock()
 
     def contend(index: int) -> None:
         barrier.wait()
-        won = stores[index].claim(occ(), f"thread-{index}")
+        got = call(stores[index], f"thread-{index}")
         with lock:
-            results.append(won)
+            results.append(got)
 
     threads = [threading.Thread(target=contend, args=(i,)) for i in range(16)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert len(results) == 16
-    assert results.count(True) == 1
+    return results
 
 
 def _claim_in_child(url: str, owner: str, start: Any, answers: Any) -> None:
@@ -180,6 +190,46 @@ def test_an_expired_lock_can_be_taken_over_and_its_old_owner_cannot_touch_it(
     assert store.acquire(key, "second", timedelta(seconds=30))
     assert not store.release(key, "first")
     assert store.extend(key, "second", timedelta(seconds=30))
+
+
+def test_every_taking_of_a_lock_gets_a_greater_fencing_token(store: Store) -> None:
+    """A token with each taking, greater than every earlier one's, whoever took it and
+    however the lock ended (released, expired); none for a taking refused; another key's
+    takings in between change nothing of that."""
+    key, other = lock_key("ledger.post"), lock_key("ledger.other")
+    tokens = [store.acquire_fenced(key, "first", timedelta(seconds=30))]
+    assert store.acquire_fenced(key, "second", timedelta(seconds=30)) is None
+    assert store.acquire_fenced(key, "first", timedelta(seconds=30)) is None
+    assert store.acquire_fenced(other, "first", timedelta(seconds=30)) is not None
+    assert store.release(key, "first")
+    tokens.append(store.acquire_fenced(key, "second", timedelta(milliseconds=200)))
+    time.sleep(0.5)  # expired, not released
+    tokens.append(store.acquire_fenced(key, "third", timedelta(seconds=30)))
+    assert store.release(key, "third")
+    assert store.acquire(key, "plain", timedelta(seconds=30))  # a plain taking, between
+    assert store.release(key, "plain")
+    tokens.append(store.acquire_fenced(key, "fourth", timedelta(seconds=30)))
+    assert all(isinstance(t, int) and t >= 1 for t in tokens), tokens
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens), tokens
+    assert store.holder(key) == "fourth"
+    assert not store.extend(key, "third", timedelta(seconds=30))
+    assert store.extend(key, "fourth", timedelta(seconds=30))
+
+
+def test_sixteen_threads_race_for_one_lock_and_one_gets_a_token(kit: StoreKit) -> None:
+    """Of 16 threads taking a free lock at once, exactly one gets a token, and the next
+    taking after it gets a greater one."""
+    key = lock_key("ledger.race")
+    results = race(
+        kit, lambda store, owner: store.acquire_fenced(key, owner, timedelta(seconds=30))
+    )
+    won = [t for t in results if t is not None]
+    assert len(results) == 16 and len(won) == 1, results
+    store = kit.open()
+    holder = store.holder(key)
+    assert holder is not None and store.release(key, holder)
+    later = store.acquire_fenced(key, "later", timedelta(seconds=30))
+    assert later is not None and later > won[0]
 
 
 def test_an_expired_claim_can_be_claimed_again(store: Store) -> None:
@@ -409,3 +459,114 @@ def test_a_notification_wakes_the_listeners_of_its_namespace_only(kit: StoreKit)
     finally:
         stop()
         other.close()
+
+
+# Pending sends: a claim its claimer has not sent yet, taken over once its lease runs out.
+
+SHORT = timedelta(milliseconds=200)
+
+
+def taken_over(store: Store, owner: str, **options: Any) -> list[tuple[str, str]]:
+    """What ``owner`` takes over once some lease ran out (waited for, a loaded machine)."""
+    found: list[list[tuple[str, str]]] = []
+    wait_for(lambda: found.append(store.take_over(owner, **options)) or found[-1], 30, "a takeover")
+    return found[-1]
+
+
+def test_a_claim_pending_its_send_is_taken_over_once_its_lease_ran_out(store: Store) -> None:
+    """Only the claims won with the pending flag are pending; none is taken over while its
+    lease lasts; once it ran out the first taker gets each, leased to it, and the claimer
+    that comes back is told it is another's, before and after the taker settled it; a claim
+    never pending is its caller's to send, and a settle asked again is answered the same."""
+    batch = [occ(f"job-{i}") for i in range(4)]
+    assert store.claim(batch[3], "other")
+    won = store.claim_many(batch, "dead", pending=[True, True, False, True], lease=SHORT)
+    assert won == [True, True, True, False]
+    alive = occ("job-alive")
+    assert store.claim_many([alive], "alive", pending=[True], lease=timedelta(seconds=60))
+    taken = sorted(taken_over(store, "taker", lease=timedelta(seconds=30)))
+    assert taken == sorted((o.claim_key, "dead") for o in batch[:2])  # not the one alive
+    assert store.settle_many([alive], "alive") == [True]
+    assert store.take_over("third", lease=SHORT) == []  # leased to the taker now
+    # Taken over: not its own any more; the last two were never pending: the caller's.
+    assert store.settle_many(batch, "dead") == [False, False, True, True]
+    assert store.settle_many(batch, "taker") == [True] * 4
+    assert store.settle_many(batch, "taker") == [True] * 4  # its answer lost, asked again
+    assert store.settle_many(batch, "dead") == [False, False, True, True]  # settled by another
+    assert store.settle_many(batch, "dead", keep=SHORT) == [False, False, True, True]
+
+
+def test_a_settled_claim_is_never_taken_over(store: Store) -> None:
+    """Settled in time, or after its lease ran out but before anyone took it: either way it
+    is its owner's, and nobody takes it over after."""
+    first, second, third = occ("job-a"), occ("job-b"), occ("job-c")
+    assert store.claim_many([first, second, third], "me", pending=[True] * 3, lease=SHORT)
+    assert store.settle_many([first], "me") == [True]
+    time.sleep(SHORT.total_seconds() * 1.5)  # the store's clock passes the lease's end
+    assert store.settle_many([second], "me") == [True]  # ran out, nobody took it yet
+    assert taken_over(store, "taker") == [(third.claim_key, "me")]
+    assert store.take_over("again") == []
+
+
+def test_a_claimer_still_sending_keeps_its_lease_and_learns_what_was_taken(store: Store) -> None:
+    """A claimer whose send is slow renews its lease (``keep``): while renewed, nothing is
+    taken over; one it let run out and another took is answered False, and stays the
+    taker's; a renewed one is still its own to settle."""
+    slow, stopped = occ("job-slow"), occ("job-stopped")
+    assert store.claim_many([slow, stopped], "me", pending=[True, True], lease=SHORT)
+    assert store.settle_many([slow, slow], "me", keep=timedelta(seconds=60)) == [True, False]
+    assert taken_over(store, "taker") == [(stopped.claim_key, "me")]
+    assert store.settle_many([slow, stopped], "me", keep=timedelta(seconds=60)) == [True, False]
+    assert store.take_over("third") == []
+    assert store.settle_many([slow, stopped], "me") == [True, False]
+    assert store.settle_many([stopped], "taker") == [True]
+
+
+def test_a_settled_claim_stays_settled_seconds_later(store: Store) -> None:
+    """What a store keeps of a settle outlives whatever it writes to delete the pending send
+    (a delete marker with a lifetime of its own must not bring the send back)."""
+    first = occ("job-a")
+    assert store.claim_many([first], "me", pending=[True], lease=SHORT)
+    assert store.settle_many([first], "me") == [True]
+    time.sleep(2.5)  # past a one-second marker's lifetime, and the lease's end
+    assert store.take_over("taker") == []
+    assert store.settle_many([first], "me") == [True]  # settled by this owner before
+    assert store.settle_many([first], "another") == [False]  # the marker names who settled it
+
+
+def test_sixteen_takers_race_for_one_pending_claim_and_one_wins(kit: StoreKit) -> None:
+    """Of its claimer settling and fifteen replicas taking over at once a pending claim
+    whose lease ran out, exactly one gets it."""
+    one = kit.open()
+    assert one.claim_many([occ()], "thread-0", pending=[True], lease=timedelta(milliseconds=1))
+    time.sleep(0.05)  # the lease of 1 ms has run out: nothing to wait for but that
+
+    def contend(store: Store, owner: str) -> int:
+        if owner == "thread-0":
+            return sum(store.settle_many([occ()], owner))
+        return len(store.take_over(owner))
+
+    results = race(kit, contend)
+    assert len(results) == 16
+    assert sum(results) == 1, results
+
+
+def test_ten_thousand_pending_claims_are_claimed_settled_and_taken_in_a_few_round_trips(
+    store: Store,
+) -> None:
+    """Pending costs the claim no round trip; settling 10,000 costs a few, and a takeover
+    takes at most ``most`` of them in one (one per node of a cluster), oldest first."""
+    batch = [occ(f"job-{i:05d}") for i in range(10_000)]
+    before = store.stats.round_trips
+    assert all(store.claim_many(batch, "me", pending=[True] * len(batch), lease=SHORT))
+    assert store.stats.round_trips - before <= 5
+    before = store.stats.round_trips
+    assert all(store.settle_many(batch[:5000], "me"))
+    assert store.stats.round_trips - before <= 5
+    time.sleep(SHORT.total_seconds() * 1.5)  # the store's clock passes the leases' end
+    before = store.stats.round_trips
+    taken = store.take_over("taker", most=1000)
+    assert store.stats.round_trips - before <= 3
+    assert len(taken) == 1000
+    assert {key for key, _ in taken} <= {o.claim_key for o in batch[5000:]}
+    assert len(store.take_over("taker", most=10_000)) == 4000

@@ -380,7 +380,7 @@ class Raw:
                     )
 
     def _nats(self, w: Write) -> None:
-        from cron_bridge.stores.nats import _enc
+        from cron_bridge.stores.nats_link import enc as _enc
 
         store = self.store
         # A key token: base64url of the bytes (which may not be UTF-8), or one not base64 at all.

@@ -30,10 +30,11 @@ from cron_bridge.http import wsgi_app
 from cron_bridge.jobs import Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.plumbing.keys import lock_key
+from cron_bridge.run.guard import Guard
 from cron_bridge.storable import ENV
 from cron_bridge.stores import RunRecord, Store
 from cron_bridge.stores.base import done_key
-from tests.conftest import StoreKit, make_kit
+from tests.conftest import StoreKit, make_kit, store_kinds
 from tests.e2e.test_http import SECRET
 from tests.stores import test_hostile_bytes as hostile_bytes
 from tests.waiting import wait_for, waited
@@ -108,7 +109,7 @@ def _raw_run(kit: StoreKit, store: Any, job: str, values: dict[str, Any]) -> Non
             )
         )
     elif kit.kind == "nats":
-        from cron_bridge.stores.nats import _enc
+        from cron_bridge.stores.nats_link import enc as _enc
 
         text = values.get("raw") or json.dumps(values)
         store._run(lambda: store._js.publish(f"{store.prefix}.runs.{_enc(job)}", text.encode()))
@@ -131,7 +132,7 @@ def _raw_replicas(kit: StoreKit, store: Any) -> None:
         )
         store._call(lambda conn: conn.execute(statement))
     elif kit.kind == "nats":
-        from cron_bridge.stores.nats import _enc
+        from cron_bridge.stores.nats_link import enc as _enc
 
         alive = int(time.time() * 1000) + 60_000  # alive, with an offset past any float
         for name, value in (
@@ -155,7 +156,7 @@ def _raw_last_claimed(kit: StoreKit, store: Any, job: str) -> None:
         statement = store._sql("INSERT INTO {last_claimed} (job, scheduled_ms) VALUES (%s, %s)")
         store._call(lambda conn: conn.execute(statement, (job, 9 * 10**17)))
     elif kit.kind == "nats":
-        from cron_bridge.stores.nats import _enc
+        from cron_bridge.stores.nats_link import enc as _enc
 
         store._run(lambda: store._state.put(f"last.{_enc(job)}", b'{"ms": 900000000000000000}'))
 
@@ -372,16 +373,20 @@ def _minute(back: int) -> datetime:
 
 
 def _write_typed(client: Any, key: bytes, kind: str) -> None:
-    """``key`` replaced by a value of the Redis type ``kind``."""
-    client.delete(key)
-    {
-        "string": lambda: client.set(key, b"x"),
-        "list": lambda: client.rpush(key, b"x"),
-        "set": lambda: client.sadd(key, b"x"),
-        "zset": lambda: client.zadd(key, {b"x": 1}),
-        "hash": lambda: client.hset(key, b"x", b"x"),
-        "stream": lambda: client.xadd(key, {b"x": b"x"}),
-    }[kind]()
+    """``key`` replaced by a value of the Redis type ``kind``, in one transaction: the beat
+    running meanwhile writes some of these keys, and would otherwise make its own type again
+    between the delete and the write (WRONGTYPE, seen on a loaded machine)."""
+    with client.pipeline(transaction=True) as step:
+        step.delete(key)
+        {
+            "string": lambda: step.set(key, b"x"),
+            "list": lambda: step.rpush(key, b"x"),
+            "set": lambda: step.sadd(key, b"x"),
+            "zset": lambda: step.zadd(key, {b"x": 1}),
+            "hash": lambda: step.hset(key, b"x", b"x"),
+            "stream": lambda: step.xadd(key, {b"x": b"x"}),
+        }[kind]()
+        step.execute()
 
 
 @st.composite
@@ -557,3 +562,64 @@ def test_a_pause_group_of_the_wrong_redis_type_keeps_what_was_read_of_it(
     with pytest.raises(StoreUnavailable, match="nothing was written; delete it to repair"):
         control.pause(running, hostile_bytes.OTHER, reason="held", by="ops")
     kit.close()
+
+
+def _raw_fence(kit: StoreKit, store: Any, key: str, kind: str) -> None:
+    """The fencing counter of ``key`` overwritten as a hostile peer would: ``text``, ``huge``
+    (the counter's end), ``negative``, or another type (Redis) / a REAL (SQLite)."""
+    values = {"text": "'abc'", "huge": "9223372036854775807", "negative": "-1", "other": "2.5"}
+    if kit.kind in REDIS_KINDS:
+        from cron_bridge.stores.redis import fence_key
+
+        name = fence_key(store.prefix, key)
+        if kind == "other":
+            store._link.call(lambda c: (c.delete(name), c.hset(name, "t", "1")))
+        else:
+            store._link.call(lambda c: c.set(name, values[kind].strip("'")))
+    elif kit.kind == "sqlite":
+        store._run(
+            lambda conn: conn.execute(
+                f"INSERT OR REPLACE INTO fences (key, token) VALUES (?, {values[kind]})", (key,)
+            )
+        )
+    elif kit.kind == "postgres":
+        if kind in ("text", "other"):  # a bigint column holds neither
+            kind = "negative"
+        statement = store._sql(
+            f"INSERT INTO {{fences}} (key, token) VALUES (%s, {values[kind]})"
+            " ON CONFLICT (key) DO UPDATE SET token = EXCLUDED.token"
+        )
+        store._call(lambda conn: conn.execute(statement, (key,)))
+
+
+@pytest.mark.parametrize("kind", ["text", "huge", "negative", "other"])
+@pytest.mark.parametrize(
+    "kit", store_kinds(["sqlite", "redis", "redis-cluster", "postgres"]), indirect=True
+)
+def test_a_hostile_fencing_counter_fails_its_job_alone_and_leaves_the_lock_free(
+    kit: StoreKit, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A counter no token can follow: that job's run is recorded failed, naming the counter,
+    without taking the lock or starting the handler, as often as it is tried (the refusal
+    leaves the counter as it was); the store is not down and another job runs with its
+    token."""
+    store = kit.open()
+    ran: list[int | None] = []
+    broken = declare(
+        "ledger.broken", every="1s", target="inline", handler=lambda ctx: ran.append(0)
+    )
+    fine = declare(
+        "ledger.fine",
+        every="1s",
+        target="inline",
+        handler=lambda ctx: ran.append(ctx.fencing_token),
+    )
+    _raw_fence(kit, store, lock_key(broken.name), kind)
+    guard = Guard(store, "r1")
+    at = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
+    for _ in range(3):  # and again: a counter the refusal changed would count on from it
+        record = guard.run(broken, Occurrence(job=broken.name, scheduled_at=at), trigger="schedule")
+        assert record.outcome == "failed" and "fencing counter" in (record.reason or ""), record
+        assert ran == [] and store.holder(lock_key(broken.name)) is None
+    other = guard.run(fine, Occurrence(job=fine.name, scheduled_at=at), trigger="schedule")
+    assert other.outcome == "completed" and ran == [1], (other, ran)

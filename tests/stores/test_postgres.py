@@ -205,3 +205,31 @@ def test_connections_cut_cost_one_failed_call_not_one_per_pooled_connection(
     store.ping()  # the other three were dropped with the first
     store.ping()
     store.close()
+
+
+def test_tables_owned_by_migrations_without_fences_take_locks_without_tokens(
+    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With ``create_tables=false`` on tables made before fencing tokens (the DDL of schema
+    2, no fences table), overlap locks are still taken, with token 0 (``ctx.fencing_token``
+    None), said once; once the team adds the table, a new store gives tokens."""
+    url = f"{postgres_server.url}?schema=before_fences&create_tables=false"
+    store = store_from_url(url)
+    assert isinstance(store, PostgresStore)
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute(store.ddl())
+        conn.execute('DROP TABLE "before_fences".cron_bridge_fences')
+    key = lock_key("ledger.settle")
+    assert store.acquire_fenced(key, "a", timedelta(seconds=30)) == 0
+    assert store.acquire_fenced(key, "b", timedelta(seconds=30)) is None  # held
+    assert store.release(key, "a")
+    assert store.acquire_fenced(key, "b", timedelta(seconds=30)) == 0
+    said = [r.getMessage() for r in caplog.records if "fencing tokens" in r.getMessage()]
+    assert len(said) == 1 and "cron_bridge_fences is missing" in said[0], said
+    store.close()
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute(store.ddl())
+    fenced = store_from_url(url)
+    assert fenced.release(key, "b")
+    assert fenced.acquire_fenced(key, "c", timedelta(seconds=30)) == 1
+    fenced.close()

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 import redis
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.crc import key_slot
 
-from cron_bridge.jobs import Occurrence
+from cron_bridge.errors import ConfigError
+from cron_bridge.jobs import NAME_PATTERN, Occurrence
 from cron_bridge.plumbing.keys import lock_key
-from cron_bridge.stores.redis import RedisStore
+from cron_bridge.stores import store_from_url
+from cron_bridge.stores.redis import RedisStore, fence_key
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.redis
@@ -61,3 +68,38 @@ def test_the_claim_script_reads_each_job_and_time_from_its_key(redis_server: Red
     older = [Occurrence(job="x.y-z", scheduled_at=base)]
     assert store.claim_many(older, "beat-1") == [True]
     assert store.last_claimed(["x.y-z"]) == {"x.y-z": base + timedelta(minutes=7)}
+
+
+@given(
+    prefix=st.one_of(
+        st.text(st.characters(blacklist_characters="{}", codec="utf-8"), max_size=12),
+        st.builds(
+            lambda a, tag, b: f"{a}{{{tag}}}{b}",
+            st.text(st.characters(blacklist_characters="{}", codec="utf-8"), max_size=4),
+            st.text(st.characters(blacklist_characters="{}", codec="utf-8"), min_size=1),
+            st.text(max_size=6),
+        ),
+    ),
+    job=st.from_regex(NAME_PATTERN, fullmatch=True),
+)
+def test_a_locks_fencing_counter_is_in_its_cluster_slot_under_the_prefix(
+    prefix: str, job: str
+) -> None:
+    """For every prefix Redis Cluster accepts (no braces, or a hash tag of its own) and every
+    job name, the counter hashes to the lock's slot and starts with the prefix."""
+    key = lock_key(job)
+    fence = fence_key(prefix, key)
+    assert key_slot((prefix + key).encode()) == key_slot(fence.encode())
+    assert fence.startswith(f"{prefix}fence:")
+
+
+def test_a_prefix_that_would_split_a_lock_from_its_counter_is_refused_on_a_cluster(
+    redis_cluster: Any,
+) -> None:
+    """A brace outside a hash tag would leave the counter in another slot: one line naming
+    the option and value, before anything is sent."""
+    for prefix in ("a}b:", "x{:", "{}:"):
+        with pytest.raises(ConfigError) as raised:
+            store_from_url(f"{redis_cluster.url}?prefix={quote(prefix)}")
+        assert raised.value.option == "prefix" and raised.value.value == prefix
+    store_from_url(f"{redis_cluster.url}?prefix={quote('{cb}:')}").close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cron_bridge.jobs import Occurrence
@@ -87,3 +87,30 @@ VALUES ('j', 'j@2026-01-01T00:00:00Z', 'failed', 'schedule', 1, 'r1',
             "2",
         )
     conn.close()
+
+
+def test_pending_rows_another_program_wrote_are_dropped_not_taken_for_ever(
+    tmp_path: Path,
+) -> None:
+    """A pending row whose key is a BLOB (matched by nothing that names it as text) and a
+    thousand whose keys are not UTF-8 ran out long ago: a takeover drops them, never takes
+    them again, and still takes the real one behind them."""
+    path = tmp_path / "pending.db"
+    store = SQLiteStore(path)
+    real = Occurrence(job="real.job", scheduled_at=datetime(2026, 1, 1, tzinfo=UTC))
+    assert store.claim_many([real], "dead", pending=[True], lease=timedelta(0))
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO pending VALUES (CAST(? AS BLOB), 'dead', 0, 0)",
+            ("occ:blob.job:1767225600000",),
+        )
+        conn.executemany(
+            "INSERT INTO pending VALUES (CAST(? AS TEXT), 'dead', 0, 0)",
+            [(b"occ:bad:\xff" + str(n).encode(),) for n in range(1000)],
+        )
+    taken = store.take_over("taker", most=1000)
+    assert taken == []  # the oldest thousand were all unreadable: dropped
+    assert store.take_over("taker", most=1000) == [(real.claim_key, "dead")]
+    assert store.take_over("taker", most=1000) == []
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM pending").fetchone() == (1,)
