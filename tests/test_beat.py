@@ -311,6 +311,7 @@ def test_a_queue_target_is_enqueued_by_name_with_json_metadata(
         "trigger": "schedule",
         "replica": meta["replica"],
         "attempts": 3,
+        "copy": meta["copy"],  # the send's own name: tests/test_wire.py pins its form
     }
     assert Counter(r.outcome for r in lost_claims.history(store, "report")) == {
         "enqueued": 1,

@@ -248,6 +248,57 @@ def test_admitting_raises_when_the_lock_cannot_be_asked_for() -> None:
         )
 
 
+def test_of_two_copies_of_a_message_the_one_that_began_runs_and_the_other_is_refused() -> None:
+    """A takeover's copy beside the claimer's (or a resend's beside a send that landed): the
+    first copy to begin is the occurrence's run, however it ends; the other is refused
+    (``skipped-claimed``, naming the copy that began) and frees the lock, while the first
+    copy's own redelivery and the queue's retry of it run as before."""
+    ran: list[int] = []
+
+    def failing(ctx: JobContext) -> None:
+        ran.append(ctx.attempt)
+        raise RuntimeError("the ledger is locked")
+
+    store = MemoryStore()
+    job = job_of("copied.job", failing)
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    guard = Guard(store, "w1")
+    first = guard.run(job, occurrence, trigger="queue", copy="copy-a")
+    assert first.outcome == "failed" and ran == [1]
+    other = Guard(store, "w2").run(job, occurrence, trigger="queue", copy="copy-b")
+    assert (other.outcome, other.reason) == (
+        "skipped-claimed",
+        "another copy of its message began (copy-a)",
+    )
+    assert ran == [1] and store.holder(lock_key(job.name)) is None
+    assert guard.run(job, occurrence, trigger="queue", copy="copy-a").outcome == "failed"
+    assert guard.run(job, occurrence, trigger="queue", attempt=2, copy="copy-a").outcome == "failed"
+    assert ran == [1, 1, 2]
+    # A message from a beat naming no copy is told apart by the completion mark only.
+    assert guard.run(job, occurrence, trigger="queue").outcome == "failed"
+    assert ran == [1, 1, 2, 1]
+
+
+def test_a_copy_that_cannot_mark_itself_begun_does_not_run_and_frees_its_lock() -> None:
+    """Not knowing which copy began is not a run: the store's outage goes to the caller
+    (which asks again within misfire_grace), and the lock is not left held."""
+
+    class BeganDown(MemoryStore):
+        def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+            if key.startswith("began:"):
+                raise StoreUnavailable("down", host="memory")
+            return super().acquire(key, owner, ttl)
+
+    store = BeganDown()
+    ran: list[str] = []
+    job = job_of("unsure.job", ran.append)
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    with pytest.raises(StoreUnavailable):
+        Guard(store, "w1").run(job, occurrence, trigger="queue", copy="copy-a")
+    assert ran == [] and store.holder(lock_key(job.name)) is None
+    assert store.history(job.name) == []
+
+
 # The attempt: the handler's call and how it ended.
 
 

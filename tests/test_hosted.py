@@ -28,6 +28,9 @@ def test_a_setting_wins_over_the_environment_and_the_defaults_are_the_commands()
     assert options.replica_id == "worker-1"
     assert (options.shutdown_timeout, options.forwarded_allow_ips) == ("25s", "127.0.0.1")
     assert HostedOptions.read(None, {}) == HostedOptions()
+    assert HostedOptions.read(None, {"CRON_BRIDGE_TAKE_OVER": "all"}).take_over == "all"
+    with pytest.raises(ConfigError, match=r"cron_bridge_take_over \(CRON_BRIDGE_TAKE_OVER\)"):
+        HostedOptions.read({"cron_bridge_take_over": "plain"}.get, {})
 
 
 def test_a_setting_that_is_not_text_names_itself_and_hides_a_secret() -> None:
@@ -50,6 +53,7 @@ def test_a_setting_that_is_not_text_names_itself_and_hides_a_secret() -> None:
         ({"shutdown_timeout": "-5s"}, "CRON_BRIDGE_SHUTDOWN_TIMEOUT"),
         ({"replica_id": "evil\n[CRITICAL] forged"}, "replica_id"),
         ({"replica_id": "x" * 10_000}, "replica_id"),
+        ({"take_over": "everything"}, "CRON_BRIDGE_TAKE_OVER"),
     ],
 )
 def test_a_bad_value_is_one_line_and_exit_2(

@@ -62,6 +62,12 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
         {"occurrence_id": None},
         {"occurrence_id": "reports.daily@" + "9" * 400},
         "reports.daily@2026-11-30T12:00:00.000Z",  # not an object
+        meta_for("reports.daily", NOW, copy=7),  # a copy's name that is not text
+        meta_for("reports.daily", NOW, copy=""),
+        meta_for("reports.daily", NOW, copy="a" * 65),
+        meta_for("reports.daily", NOW, copy="3f9c\n\x1b[2J"),  # control characters
+        meta_for("reports.daily", NOW, copy="k\u00e9y"),  # not ASCII
+        meta_for("reports.daily", NOW, copy=["3f9c"]),
     ],
 )
 def test_a_message_for_another_job_or_malformed_never_runs_nor_records(

@@ -22,7 +22,7 @@ from cron_bridge.beat.planning import Planned
 from cron_bridge.beat.store_health import Records, StoreHealth
 from cron_bridge.beat.takeover import TakeOver
 from cron_bridge.clock import SystemClock
-from cron_bridge.errors import StoreUnavailable
+from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import MemoryStore, RunRecord
 from cron_bridge.stores.base import PENDING_LEASE
@@ -172,6 +172,41 @@ def test_only_what_a_copy_of_is_refused_is_left_pending(
     clock.advance(60)
     wait_for(lambda: len(queue.sent) == 2, 30, "the second send", every=0.01)
     assert store.flags == {"guarded": False, job.name: True}
+
+
+def test_opted_in_a_plain_tasks_send_is_taken_over_and_a_failed_one_sent_again(
+    clock: FakeClock, beats: list[Beat], queue: ListQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``take_over="all"``: a plain task (nothing on the worker refuses a copy) is claimed
+    pending its send all the same, a dead claimer's is sent by another replica, and a send
+    that failed is sent again (at least once, as the team chose); an unknown choice is a
+    ConfigError naming the option."""
+    monkeypatch.setattr(queue, "refuses_copies", False)
+    registry = Registry()
+    cluster_task(every="1m", misfire_grace="30s", registry=registry)(QueueTask("plain"))
+    (job,) = registry.jobs()
+    assert not takes_over(job) and takes_over(job, unrefused=True)
+    store = Flags(clock=clock)
+    occurrence = Occurrence(job="plain", scheduled_at=MINUTE)
+    assert store.claim_many([occurrence], "dead", pending=[True])
+    beat = Beat(store, registry, clock=clock, replica_id="alive", take_over="all")
+    beats.append(beat)
+    beat.start()
+    clock.advance(60)
+    wait_for(lambda: queue.sent, 30, "the send taken over", every=0.01)
+    assert [m["occurrence_id"] for m in queue.sent] == [occurrence.id]
+    wait_for(lambda: store.history("plain"), 30, "its record", every=0.01)
+    assert [(r.outcome, r.reason) for r in store.history("plain")] == [
+        ("enqueued", "taken over from dead")
+    ]
+    queue.lost_answers = 1  # the next minute's send lands and fails: it is sent again
+    clock.advance(60)
+    wait_for(lambda: len(queue.sent) == 3, 30, "the next minute's send, twice", every=0.01)
+    assert queue.again == [True, False, True]
+    assert store.flags == {"plain": True}
+    with pytest.raises(ConfigError) as refused:
+        Beat(store, registry, take_over="plain")
+    assert (refused.value.option, refused.value.value) == ("take_over", "plain")
 
 
 def inline_job(

@@ -1,9 +1,11 @@
 """A model check of the claim path (hypothesis stateful testing): replicas claim occurrences
 pending their send, send them, settle them, take over what others left, and crash between
 any two of those steps; a worker delivers any copy in any order through the real guard (its
-overlap lock and completion mark); the clock jumps. On the memory store, whatever the
-interleaving, no handler runs twice, and once the replicas left alive have looked again,
-every occurrence someone claimed has run (an inline run's settle and its start are one
+overlap lock, completion mark and began mark), and a run may fail and its copy come back (the
+queue's redelivery or retry); the clock jumps. On the memory store, whatever the
+interleaving, no handler runs for two copies of one occurrence's message (one copy's own
+retries are the queue's), none completes twice, and once the replicas left alive have looked
+again, every occurrence someone claimed has run (an inline run's settle and its start are one
 step here: a replica that dies between the two in earnest loses that one, as
 docs/guarantee.md says of a run that began)."""
 
@@ -54,20 +56,33 @@ class ClaimPath(RuleBasedStateMachine):
         # Per replica: claimed (or taken over) and not yet sent; sent and not yet settled.
         self.to_send: list[list[Occurrence]] = [[] for _ in range(REPLICAS)]
         self.sent: list[list[Occurrence]] = [[] for _ in range(REPLICAS)]
-        self.queue: list[Occurrence] = []  # the broker: copies in any order
+        self.queue: list[tuple[Occurrence, str]] = []  # the broker: copies in any order
+        self.sends = 0  # each send is a copy of its own name (Dispatch.copy)
         self.claimed: set[str] = set()
-        self.runs: Counter[str] = Counter()
+        self.began: dict[str, set[str]] = {}  # the copies whose handler ran, per occurrence
+        self.completed: Counter[str] = Counter()
 
     def name(self, replica: int) -> str:
         return f"r{replica}-{self.generation[replica]}"
 
-    def run(self, occurrence: Occurrence, trigger: Any, replica: str) -> None:
+    def run(
+        self,
+        occurrence: Occurrence,
+        trigger: Any,
+        replica: str,
+        copy: str | None = None,
+        fails: bool = False,
+    ) -> str:
         def handler(ctx: JobContext) -> None:
-            self.runs[ctx.occurrence_id] += 1
+            self.began.setdefault(ctx.occurrence_id, set()).add(copy or replica)
+            if fails:
+                raise RuntimeError("the handler failed")
 
-        Guard(self.store, replica, clock=self.clock).run(
-            JOBS[occurrence.job], occurrence, trigger=trigger, call=handler
+        record = Guard(self.store, replica, clock=self.clock).run(
+            JOBS[occurrence.job], occurrence, trigger=trigger, call=handler, copy=copy
         )
+        self.completed[occurrence.id] += record.outcome == "completed"
+        return record.outcome
 
     @rule(replica=st.integers(0, REPLICAS - 1), which=st.sampled_from(OCCURRENCES))
     def claim(self, replica: int, which: Occurrence) -> None:
@@ -85,7 +100,8 @@ class ClaimPath(RuleBasedStateMachine):
             return
         occurrence = self.to_send[replica].pop(0 if first else -1)
         if occurrence.job == QUEUED.name:
-            self.queue.append(occurrence)
+            self.sends += 1
+            self.queue.append((occurrence, f"copy{self.sends}"))
             self.sent[replica].append(occurrence)
         elif self.store.settle_many([occurrence], self.name(replica)) == [True]:
             self.run(occurrence, "schedule", self.name(replica))
@@ -132,15 +148,19 @@ class ClaimPath(RuleBasedStateMachine):
         self.clock.advance(seconds)
 
     @precondition(lambda self: self.queue)
-    @rule(index=st.integers(0, 100))
-    def deliver(self, index: int) -> None:
-        """The worker takes any copy from the broker and runs it through its guard."""
-        occurrence = self.queue.pop(index % len(self.queue))
-        self.run(occurrence, "queue", "worker")
+    @rule(index=st.integers(0, 100), fails=st.booleans(), back=st.booleans())
+    def deliver(self, index: int, fails: bool = False, back: bool = False) -> None:
+        """The worker takes any copy from the broker and runs it through its guard; a run
+        that fails may come back (the queue's retry, or its redelivery after a lost ack)."""
+        occurrence, copy = self.queue.pop(index % len(self.queue))
+        outcome = self.run(occurrence, "queue", "worker", copy=copy, fails=fails)
+        if back and outcome == "failed":
+            self.queue.append((occurrence, copy))
 
     @invariant()
-    def no_handler_runs_twice(self) -> None:
-        assert all(count == 1 for count in self.runs.values()), self.runs
+    def no_handler_runs_for_two_copies(self) -> None:
+        assert all(len(copies) == 1 for copies in self.began.values()), self.began
+        assert all(count <= 1 for count in self.completed.values()), self.completed
 
     def teardown(self) -> None:
         """Those alive look again until nothing is left: every claimed occurrence ran."""
@@ -156,8 +176,8 @@ class ClaimPath(RuleBasedStateMachine):
                     self.settle(replica)
             while self.queue:
                 self.deliver(0)
-        self.no_handler_runs_twice()
-        assert set(self.runs) == self.claimed, (self.claimed - set(self.runs), self.runs)
+        self.no_handler_runs_for_two_copies()
+        assert set(self.began) == self.claimed, (self.claimed - set(self.began), self.began)
 
 
 ClaimPath.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)

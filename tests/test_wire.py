@@ -31,6 +31,7 @@ from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.http.sessions import Sessions
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.plumbing.keys import (
+    began_key,
     catch_up_key,
     claim_key,
     done_key,
@@ -73,6 +74,7 @@ def test_the_keys_and_the_lock_owner_are_the_ones_every_version_reads() -> None:
     assert occurrence.claim_key == claim_key(JOB, AT_MS) == f"occ:{JOB}:{AT_MS}"
     assert lock_key(JOB) == f"active:{JOB}"
     assert done_key(JOB, AT_MS) == f"done:{JOB}:{AT_MS}"
+    assert began_key(JOB, AT_MS) == f"began:{JOB}:{AT_MS}"
     assert catch_up_key(JOB, AT_MS) == f"catchup:{JOB}:{AT_MS}"
     assert pause.catch_up_key(occurrence) == f"catchup:{JOB}:{AT_MS}"
     owner = lock_owner("beat-a", OCCURRENCE_ID, "0123abcd")
@@ -451,7 +453,9 @@ def test_a_message_carries_these_fields_under_this_key() -> None:
     occurrence = Occurrence(job=JOB, scheduled_at=AT)
     dispatch = Dispatch(job=_job(), occurrence=occurrence, trigger="schedule", replica="beat-a")
     assert META_KEY == "cron_bridge"
-    assert dispatch.meta() == {
+    meta = dispatch.meta()
+    copy = meta.pop("copy")
+    assert meta == {
         "job": JOB,
         "occurrence_id": OCCURRENCE_ID,
         "scheduled_at": "2026-12-01T02:00:00+00:00",
@@ -459,6 +463,10 @@ def test_a_message_carries_these_fields_under_this_key() -> None:
         "replica": "beat-a",
         "attempts": 3,
     }
+    # Each send's own name (a worker reads it as a name: letters, digits, - and _).
+    assert isinstance(copy, str) and len(copy) == 16 and copy.isalnum()
+    again = Dispatch(job=_job(), occurrence=occurrence, trigger="schedule", replica="beat-a")
+    assert again.meta()["copy"] != copy
     traced = Dispatch(
         job=_job(),
         occurrence=occurrence,

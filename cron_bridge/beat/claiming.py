@@ -19,7 +19,7 @@ import logging
 import random
 import threading
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -181,8 +181,10 @@ class Claimer:
         health: StoreHealth,
         ledger: Ledger,
         unanswered: Unanswered | None = None,
+        takes_over: Callable[[Job], bool] = takes_over,
     ) -> None:
         self.store = store
+        self._takes_over = takes_over
         self.ledger = ledger
         self.unanswered = unanswered or Unanswered()
         self.replica = replica
@@ -276,7 +278,7 @@ class Claimer:
         trips = self.store.stats.this_thread
         # Pending its send: what another replica may send in its place should this one die
         # first, which is only what a copy of can be refused (takes_over).
-        flags = [p.run and p.job.name not in paused and takes_over(p.job) for p in cluster]
+        flags = [p.run and p.job.name not in paused and self._takes_over(p.job) for p in cluster]
         try:
             won = self.store.claim_many(
                 [p.occurrence for p in cluster], self.replica, pending=flags

@@ -44,10 +44,14 @@ class Enqueuer:
         settle: Callable[[Sequence[Planned]], None] | None = None,
         taken: Callable[[Planned], bool] | None = None,
         left: Callable[[Sequence[Planned]], None] | None = None,
+        resend_all: bool = False,
     ) -> None:
         self.replica = replica
         self.clock = clock
         self._records = records
+        # Opted in to at least once (take_over="all"): a failed send of a plain task is sent
+        # again too, though it may have landed and nothing would refuse the copy.
+        self._resend_all = resend_all
         self._settle = settle or (lambda items: None)
         self._taken = taken or (lambda item: False)
         self._left = left or (lambda items: None)
@@ -120,7 +124,7 @@ class Enqueuer:
                 carriers = [spans[id(item)].carrier() for item in group]
                 sent = self._send(name, group, carriers, again=again)
                 sent_at = self.clock.now()
-                resendable = _refuses_copies(name)
+                resendable = self._resend_all or _refuses_copies(name)
                 plain = PLAIN_TASK if _plain(name) else None
                 for item, error in zip(group, sent, strict=True):
                     if error is None:
@@ -223,14 +227,20 @@ def _refuses_copies(adapter_name: str) -> bool:
         return True
 
 
-def takes_over(job: Job) -> bool:
+TAKE_OVER = ("refused", "all")
+"""What a replica takes over (``Beat(take_over=...)``): the sends of jobs whose second copy
+the worker refuses, or (opted in) every cluster job's, a plain task's too."""
+
+
+def takes_over(job: Job, *, unrefused: bool = False) -> bool:
     """Whether another replica may send (or run) an occurrence of ``job`` whose claimer died
     before it did: a cluster job run inline (its run's start is settled first, so only one
     replica starts it); a ``@cluster_task`` job with ``overlap="skip"`` (the worker's guard
-    refuses a copy by the completion mark and the overlap lock; with ``overlap="allow"`` it
-    takes neither); a drop-in sender's task only where the library refuses a copy itself
-    (``rq cron``: RQ's job id). Any other plain task stays at most once: nothing would
-    refuse its second copy (docs/guarantee.md)."""
+    refuses a copy by its marks and the overlap lock; with ``overlap="allow"`` it takes
+    neither); a drop-in sender's task only where the library refuses a copy itself (``rq
+    cron``: RQ's job id). Any other plain task stays at most once, nothing would refuse its
+    second copy (docs/guarantee.md), unless ``unrefused``: the team opted in to at least
+    once for those (``take_over="all"``), a copy the dead claimer did send running twice."""
     if not job.is_cluster:
         return False
     if job.target == "inline":
@@ -239,6 +249,8 @@ def takes_over(job: Job) -> bool:
         adapter = get_adapter(job.adapter or "")
     except ConfigError:  # no such adapter: its send fails, recorded, whoever makes it
         return False
+    if unrefused:
+        return True
     if not adapter.refuses_copies:
         return False
     return not adapter.declares or job.overlap == "skip"

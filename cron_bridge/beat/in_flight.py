@@ -56,6 +56,7 @@ class InFlight:
         max_workers: int,
         records: Records,
         health: StoreHealth,
+        resend_all: bool = False,
     ) -> None:
         self.replica = replica
         self.clock = clock
@@ -79,6 +80,7 @@ class InFlight:
             settle=self.pending.settle,
             taken=self.pending.taken,
             left=lambda items: self.pending.done([item.occurrence.id for item in items]),
+            resend_all=resend_all,
         )
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="cron-bridge-run")
         self._lock = threading.Lock()

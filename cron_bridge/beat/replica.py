@@ -14,12 +14,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
+from functools import partial
 from types import FrameType
 from typing import Any, TypeVar, Unpack
 
 from cron_bridge import refusals
 from cron_bridge.beat.claiming import Claimer, Unanswered
 from cron_bridge.beat.clocksync import StoreClock
+from cron_bridge.beat.enqueue import TAKE_OVER, takes_over
 from cron_bridge.beat.in_flight import InFlight
 from cron_bridge.beat.on_demand import RunResult, Triggers
 from cron_bridge.beat.planning import Planned, catch_up, plan, plan_one
@@ -70,6 +72,11 @@ class Beat:
         heartbeat_interval: how often the replica says it is alive in the store.
         stored_schedules: also run the schedules stored at run time
             (``cron_bridge.StoredSchedules``), following their changes within about a second.
+        take_over: which occurrences a replica sends in place of one that claimed them and
+            died before it could: ``"refused"`` (those whose second copy the worker refuses,
+            docs/guarantee.md), or ``"all"``, every cluster job's, a drop-in's plain task and
+            an ``overlap="allow"`` job's too (at least once: a copy the dead replica did send
+            runs twice), whose failed sends are then sent again as well.
     """
 
     def __init__(
@@ -84,7 +91,14 @@ class Beat:
         max_workers: int = 8,
         heartbeat_interval: str | float | timedelta = "5s",
         stored_schedules: bool = True,
+        take_over: str = "refused",
     ) -> None:
+        if take_over not in TAKE_OVER:
+            raise ConfigError(
+                f"expected one of {', '.join(TAKE_OVER)}", option="take_over", value=take_over
+            )
+        self.take_over = take_over
+        chosen = partial(takes_over, unrefused=take_over == "all")
         self._owns_store = isinstance(store, str)
         self.store = store_from_url(store) if isinstance(store, str) else store
         self.replica_id = check_replica_id(replica_id) if replica_id else make_replica_id()
@@ -110,6 +124,7 @@ class Beat:
             max_workers=max_workers,
             records=self._records,
             health=self._health,
+            resend_all=take_over == "all",
         )
         unanswered = Unanswered()  # claims whose answer was lost, shared by both
         self._triggers = Triggers(
@@ -132,6 +147,7 @@ class Beat:
             health=self._health,
             ledger=self._ledger,
             unanswered=unanswered,
+            takes_over=chosen,
         )
         self.claim_stats = self._claimer.stats
         # What other replicas claimed and died before sending (cron_bridge.beat.takeover).
@@ -143,6 +159,7 @@ class Beat:
             records=self._records,
             health=self._health,
             clock=self.clock,
+            takes_over=chosen,
         )
         # The schedules kept in the store (control.schedules), followed through their feed.
         self._stored = StoredSync(self.store) if stored_schedules else None

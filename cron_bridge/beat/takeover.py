@@ -54,8 +54,10 @@ class TakeOver:
         records: Records,
         health: StoreHealth,
         clock: Clock,
+        takes_over: Callable[[Job], bool] = takes_over,
     ) -> None:
         self.store = store
+        self._takes_over = takes_over
         self.replica = replica
         self.taken = 0  # pending sends taken over so far
         self._jobs = jobs
@@ -156,7 +158,7 @@ class TakeOver:
                 pending=True,
                 taken_from=owner,
             )
-            if not takes_over(job):
+            if not self._takes_over(job):
                 # Its claimer made it pending; this replica's definition (another version,
                 # another config) would not: a copy of it would not be refused here.
                 reason = (

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from cron_bridge.beat.enqueue import TAKE_OVER
 from cron_bridge.beat.replica import Beat
 from cron_bridge.cli.common import (
     app_option,
@@ -103,6 +104,16 @@ _OPTIONS = [
         help="How long a stop waits for runs in flight before aborting them (reason shutdown).",
     ),
     click.option(
+        "--take-over",
+        envvar="CRON_BRIDGE_TAKE_OVER",
+        type=click.Choice(TAKE_OVER),
+        default="refused",
+        show_default=True,
+        help="What a replica sends in place of one that claimed it and died before sending: "
+        "the jobs whose second copy the worker refuses, or all (a drop-in's plain tasks too; "
+        "a copy the dead replica did send then runs twice).",
+    ),
+    click.option(
         "--namespace",
         "namespaces",
         metavar="NAME=STORE_URL",
@@ -180,6 +191,7 @@ def run_beat(
             replica_id=options["replica_id"],
             shutdown_timeout=options["shutdown_timeout"],
             handle_signals=True,
+            take_over=options["take_over"],
         )
         for job in jobs:
             if job.name in since:

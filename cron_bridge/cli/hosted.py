@@ -5,7 +5,7 @@ Each option of ``cron-bridge beat`` is read from the host's setting ``cron_bridg
 (Celery's ``app.conf``; ``CELERY_CRON_BRIDGE_<OPTION>`` in Django settings) when the host has
 settings, and else from the environment variable ``cron-bridge beat`` reads,
 ``CRON_BRIDGE_<OPTION>``: ``store``, ``replica_id``, ``http``, ``secret``, ``secret_file``,
-``forwarded_allow_ips``, ``metrics``, ``shutdown_timeout``, ``monitor``.
+``forwarded_allow_ips``, ``metrics``, ``shutdown_timeout``, ``monitor``, ``take_over``.
 
 ``check`` runs in the host before it starts (before any fork), so a bad value is one line and
 exit 2 where the operator sees it, not a beat that dies inside a worker that lives on. A store
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
+from cron_bridge.beat.enqueue import TAKE_OVER
 from cron_bridge.beat.replica import Beat
 from cron_bridge.cli.beat import host_port, read_secret, serve_beat_http
 from cron_bridge.cli.common import fail, load_app
@@ -57,6 +58,7 @@ class HostedOptions:
     metrics: str | None = None
     shutdown_timeout: str = "25s"
     monitor: str | None = None
+    take_over: str = "refused"
     # Whether the host has settings (Celery's app.conf): then errors name both places.
     has_settings: bool = field(default=False, compare=False, repr=False)
 
@@ -69,7 +71,8 @@ class HostedOptions:
         """Each option from ``setting("cron_bridge_<name>")``, else ``CRON_BRIDGE_<NAME>``.
 
         Raises:
-            ConfigError: a setting that is not text, naming it.
+            ConfigError: a setting that is not text, or a ``take_over`` that is not one of
+                ``TAKE_OVER``, naming it.
         """
         environ = os.environ if environ is None else environ
         found: dict[str, str] = {}
@@ -88,7 +91,18 @@ class HostedOptions:
                 shown = "***" if option.name == "secret" else value
                 raise ConfigError("expected text", option=name, value=shown)
             found[option.name] = value
-        return cls(**found, has_settings=setting is not None)
+        read = cls(**found, has_settings=setting is not None)
+        read.check_take_over()
+        return read
+
+    def check_take_over(self) -> None:
+        """Raise ``ConfigError`` for a ``take_over`` that is not one of ``TAKE_OVER``."""
+        if self.take_over not in TAKE_OVER:
+            raise ConfigError(
+                f"expected one of {', '.join(TAKE_OVER)}",
+                option=self.label("take_over"),
+                value=self.take_over,
+            )
 
     def label(self, option: str) -> str:
         """How an error names ``option``: the setting and the variable, or the variable."""
@@ -116,6 +130,7 @@ class HostedOptions:
             if self.metrics is not None:
                 host_port(self.label("metrics"), self.metrics)
             resolve_monitor(self.monitor, job="*")
+            self.check_take_over()
         except (ConfigError, ImportError) as exc:
             fail(str(exc))
 
@@ -209,6 +224,7 @@ class HostedBeat:
                 self.jobs,
                 replica_id=self.options.replica_id,
                 shutdown_timeout=self.options.shutdown_timeout,
+                take_over=self.options.take_over,
             )
             self.replica.start()
             self._endpoints = HostedEndpoints(self.replica, self._store, self.options)

@@ -7,6 +7,7 @@ Wire formats: a change here is a change every replica and worker of a cluster mu
 from __future__ import annotations
 
 __all__ = [
+    "began_key",
     "catch_up_key",
     "claim_key",
     "done_key",
@@ -42,6 +43,13 @@ def done_key(job: str, epoch_ms: int) -> str:
     """An occurrence's completion mark: ``done:<job>:<epoch ms>``, written when a run completes
     so that a second delivery of the same message finds it (``skipped-completed``)."""
     return f"done:{job}:{epoch_ms}"
+
+
+def began_key(job: str, epoch_ms: int) -> str:
+    """Which copy of an occurrence's message began its run: ``began:<job>:<epoch ms>``,
+    holding the copy's name (``Dispatch.copy``), so that another copy (a takeover's, a resend
+    after a send that failed but landed) is refused once one began, whatever its run did."""
+    return f"began:{job}:{epoch_ms}"
 
 
 def catch_up_key(job: str, epoch_ms: int) -> str:

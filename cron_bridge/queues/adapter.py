@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import difflib
 import sys
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -79,6 +80,10 @@ class Dispatch:
     # anyway. An adapter whose duplicate check costs a round trip per message (RQ's
     # unique=True) makes that check for these sends only.
     again: bool = False
+    # This send's own name: of the copies of one occurrence's message (the claimer's, and a
+    # takeover's or a resend's that may have landed beside it), the worker runs the first
+    # that begins, and refuses the others (``keys.began_key``).
+    copy: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
 
     def meta(self) -> dict[str, Any]:
         """What travels in the message, as JSON-ready values (never pickled)."""
@@ -89,6 +94,7 @@ class Dispatch:
             "trigger": self.trigger,
             "replica": self.replica,
             "attempts": self.job.attempts,
+            "copy": self.copy,
         }
         if self.trace:
             meta["trace"] = dict(self.trace)

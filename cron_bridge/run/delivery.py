@@ -195,8 +195,10 @@ def run_delivery(
     if isinstance(attempt, bool) or not isinstance(attempt, int) or not 1 <= attempt <= 10_000:
         raise InvalidMessage(f"{job.name}: attempt {attempt!r:.40} is not a try number from 1")
     trigger: Trigger
+    copy = None
     if meta is not None:
         occurrence = _occurrence_of(job, meta)
+        copy = _copy_of(job, meta)
         trigger = "queue"
     else:
         occurrence = Occurrence(job=job.name, scheduled_at=clock.now())
@@ -223,6 +225,7 @@ def run_delivery(
         attempt=attempt,
         call=traced,
         parent=_trace_of(job, meta),
+        copy=copy,
     )
     # The check-ins left on threads of their own; this process may end with the run (RQ's
     # work horse exits at once, skipping atexit): they are given their deadlines to leave.
@@ -290,6 +293,26 @@ def _occurrence_of(job: Job, meta: object) -> Occurrence:
             f"{str(named)[:200]!r}, not one of this task's job"
         )
     return occurrence
+
+
+COPY_MAX = 64  # characters of a copy's name (the beat's are 16 hex digits)
+
+
+def _copy_of(job: Job, meta: Mapping[str, Any]) -> str | None:
+    """The name of the message's copy (``Dispatch.copy``); None from a beat that names none
+    (an older version), whose copies are told apart as before: by the completion mark."""
+    copy = meta.get("copy")
+    if copy is None:
+        return None
+    if (
+        not isinstance(copy, str)
+        or not 1 <= len(copy) <= COPY_MAX
+        or not copy.isascii()
+        or not copy.replace("-", "").replace("_", "").isalnum()
+    ):
+        what = repr(copy[:40]) if isinstance(copy, str) else f"of type {type(copy).__name__}"
+        raise InvalidMessage(f"{job.name}: the message's copy {what} is not a name")
+    return copy
 
 
 def _trace_of(job: Job, meta: Mapping[str, Any] | None) -> Mapping[str, str] | None:

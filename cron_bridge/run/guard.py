@@ -22,10 +22,10 @@ from cron_bridge import telemetry
 from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import FenceUnreadable, QueueRetry, StoreUnavailable
-from cron_bridge.jobs import Job, Occurrence
+from cron_bridge.jobs import CLAIM_TTL, Job, Occurrence
 from cron_bridge.monitors import CheckIn, Monitor, default_monitor
 from cron_bridge.plumbing import aio
-from cron_bridge.plumbing.keys import lock_key, lock_owner, parse_lock_owner
+from cron_bridge.plumbing.keys import began_key, lock_key, lock_owner, parse_lock_owner
 from cron_bridge.plumbing.outbound import described, logged_traceback, sanitize
 from cron_bridge.run.lease import Lease, Releaser
 from cron_bridge.run.recording import Recorder
@@ -78,6 +78,7 @@ class Guard:
         signal: AbortSignal | None = None,
         call: Callable[[JobContext], Any] | None = None,
         parent: Mapping[str, str] | None = None,
+        copy: str | None = None,
     ) -> RunRecord:
         """Run one attempt and record it; never raises for a handler's failure.
 
@@ -91,11 +92,15 @@ class Guard:
             call: how to call the handler with the context; ``job.handler(ctx, **kwargs)``
                 when omitted.
             parent: the W3C trace context the message carried: the run's span is its child.
+            copy: the name of the message's copy (``Dispatch.copy``): once a copy of the
+                occurrence began its run, another copy is refused (``skipped-claimed``),
+                while this copy's own redeliveries and retries run as before.
 
         Returns:
             The record: ``completed``, ``failed``, ``aborted``, ``skipped-overlap``, or
             ``skipped-completed`` for a queue delivery of an occurrence that completed before
-            (its completion mark). A ``failed`` record keeps the exception in ``error``; the
+            (its completion mark), ``skipped-claimed`` for a copy of its message another copy
+            of which began. A ``failed`` record keeps the exception in ``error``; the
             caller decides on retries.
 
         Raises:
@@ -105,7 +110,9 @@ class Guard:
         with telemetry.run_span(
             job, occurrence, trigger=trigger, replica=self.replica, attempt=attempt, parent=parent
         ) as span:
-            record = self._run(job, occurrence, trigger, attempt, signal or AbortSignal(), call)
+            record = self._run(
+                job, occurrence, trigger, attempt, signal or AbortSignal(), call, copy
+            )
             span.set_outcome(record.outcome, record.error)
         return record
 
@@ -117,6 +124,7 @@ class Guard:
         attempt: int,
         signal: AbortSignal,
         call: Callable[[JobContext], Any] | None,
+        copy: str | None = None,
     ) -> RunRecord:
         started = self.clock.now()
         # The owner names the run, so a skipped-overlap record can say who holds the lock.
@@ -131,7 +139,7 @@ class Guard:
             attempt=attempt,
         )
         try:
-            lease, refused = self._admit(job, occurrence, trigger, attempt, lock, signal)
+            lease, refused = self._admit(job, occurrence, trigger, attempt, lock, signal, copy)
         except FenceUnreadable as exc:  # this job's counter only: the store is not down
             lease, refused = None, ("failed", str(exc))
         if refused is not None:
@@ -166,6 +174,7 @@ class Guard:
         attempt: int,
         lock: tuple[str, str],
         signal: AbortSignal,
+        copy: str | None = None,
     ) -> tuple[Lease | None, tuple[Outcome, str | None] | None]:
         """Whether the run starts: the lease of the overlap lock ``(key, owner)`` when the job
         takes one (None when it does not), or the outcome and reason of a run that does not.
@@ -217,7 +226,36 @@ class Guard:
             # the lock, which a completing run frees only after writing its mark.
             self._release(key, owner, job.lock_ttl)
             return None, ("skipped-completed", None)
+        if trigger == "queue" and copy is not None:
+            first = self._first_copy(occurrence, copy, lock, job.lock_ttl)
+            if first is not None:
+                # Another copy of the message (the claimer's, beside a takeover's or a
+                # resend's) began this occurrence: however that run ended, it was its run.
+                self._release(key, owner, job.lock_ttl)
+                return None, ("skipped-claimed", f"another copy of its message began ({first})")
         return lease, None
+
+    def _first_copy(
+        self, occurrence: Occurrence, copy: str, lock: tuple[str, str], ttl: timedelta
+    ) -> str | None:
+        """Mark ``copy`` as the copy of ``occurrence``'s message that began, unless another
+        did: None when this one is (or was: its redelivery, its retry), else the other's name.
+        Asked under the overlap lock, which the run holds.
+
+        Raises:
+            StoreUnavailable: not known; the lock is released (later, when the store cannot
+                take that either) and the run does not start.
+        """
+        key = began_key(occurrence.job, occurrence.epoch_ms)
+        try:
+            if self.store.acquire(key, copy, CLAIM_TTL):
+                return None
+            first = self.store.holder(key)
+        except StoreUnavailable:
+            self._release(*lock, ttl)
+            raise
+        # Another program's value, or one gone since: refused, as at most once wants.
+        return None if first == copy else sanitize(str(first))[:64]
 
     @contextmanager
     def _helped(

@@ -1,7 +1,7 @@
 """A Celery app of ``CB_BURST_N`` jobs (10,000 by default), every one due at ``CB_BURST_AT``:
 one burst, each run written down by its task. ``CB_SLOW_SEND`` (seconds) holds up each
 message this process publishes, so that a replica killed a second into the burst has claimed
-thousands it has not sent."""
+thousands it has not sent; ``CB_BURST_OVERLAP`` is the jobs' ``overlap``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tests.apps import journal
 N = int(os.environ.get("CB_BURST_N", "10000"))
 AT = float(os.environ.get("CB_BURST_AT", "0"))
 SLOW = float(os.environ.get("CB_SLOW_SEND", "0"))
+OVERLAP = os.environ.get("CB_BURST_OVERLAP", "skip")
 
 app = Celery("cbburst", broker=os.environ.get("CB_TEST_BROKER", "redis://127.0.0.1:6379/0"))
 app.conf.update(
@@ -41,5 +42,9 @@ def ran(ctx: JobContext) -> None:
 
 for number in range(N):
     cluster_task(
-        name=f"burst.{number:05d}", every="1h", offset=f"{int(AT) % 3600}s", misfire_grace="2m"
+        name=f"burst.{number:05d}",
+        every="1h",
+        offset=f"{int(AT) % 3600}s",
+        misfire_grace="2m",
+        overlap=OVERLAP,
     )(app.task(name=f"burst.{number:05d}")(ran))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 import redis
 
 from cron_bridge.jobs import Occurrence
+from cron_bridge.stores import RunRecord
 from tests.apps import journal
 from tests.conftest import make_kit
 from tests.e2e.processes import BeatProcess, Worker, command_env, stop_together
@@ -34,24 +36,36 @@ def drained(broker: str, queue: str) -> bool:
         client.close()
 
 
-def test_a_replica_killed_mid_send_of_a_ten_thousand_job_burst_loses_nothing(
-    request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer
-) -> None:
-    """Three beats, 10,000 Celery jobs due at one second; one beat publishes slowly and is
-    SIGKILLed a second into the burst, with thousands claimed and not sent: every one of the
-    10,000 occurrences runs exactly once, those it left taken over by the others."""
+@dataclass
+class Burst:
+    """What a burst left: each occurrence's runs, the records the store kept, who claimed
+    what when the slow beat was killed."""
+
+    expected: set[str]
+    runs: Counter[str]
+    records: list[RunRecord]
+    claimed: Counter[str | None]
+    claimed_by_killed: set[str]
+
+
+def burst(
+    request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer, n: int, **env: str
+) -> Burst:
+    """Three beats, ``n`` Celery jobs due at one second; one beat publishes slowly and is
+    SIGKILLed a second into the burst, with many claimed and not sent."""
     kit = make_kit("redis", request, tmp_path)
     notes = tmp_path / "journal.jsonl"
     queue = f"burst-{tmp_path.name[-12:]}"
     broker = f"redis://127.0.0.1:{redis_server.port}/1"
-    due = float(int(time.time()) + 25)  # the beats import 10,000 tasks first
+    due = float(int(time.time()) + 25)  # the beats import thousands of tasks first
     env = command_env(
         notes,
-        CB_BURST_N=str(N),
+        CB_BURST_N=str(n),
         CB_BURST_AT=str(due),
         CB_TEST_BROKER=broker,
         CB_TEST_QUEUE=queue,
         CRON_BRIDGE_STORE=kit.url,
+        **env,
     )
     app = "tests.apps.burst"
     slow = BeatProcess(
@@ -72,6 +86,10 @@ def test_a_replica_killed_mid_send_of_a_ten_thousand_job_burst_loses_nothing(
     )
     services = [worker, *beats]
     store = kit.open()
+    occurrences = [
+        Occurrence(job=f"burst.{i:05d}", scheduled_at=datetime.fromtimestamp(due, UTC))
+        for i in range(n)
+    ]
     try:
         for service in services:
             service.start()
@@ -79,33 +97,58 @@ def test_a_replica_killed_mid_send_of_a_ten_thousand_job_burst_loses_nothing(
         assert time.time() < due - 1, "the beats took too long to start"
         wait_for(lambda: time.time() >= due + 1.0, 30, "a second into the burst", every=0.01)
         slow.kill()
-        killed = Counter(
-            store.claimed_by_many(
-                [
-                    Occurrence(job=f"burst.{n:05d}", scheduled_at=datetime.fromtimestamp(due, UTC))
-                    for n in range(N)
-                ]
-            )
-        )
-        wait_for(lambda: len(journal.read(notes)) >= N, 240, "every occurrence run", every=1.0)
-        # The copies of what the dead one sent, and the taken over sends, all delivered:
-        # each refused by the worker's guard, none run (counted below).
+        owners = store.claimed_by_many(occurrences)
+        wait_for(lambda: len(journal.read(notes)) >= n, 240, "every occurrence run", every=1.0)
+        # The copies of what the dead one sent, and the taken over sends, all delivered.
         wait_for(lambda: drained(broker, queue), 120, "the queue drained", every=0.5)
     finally:
         stop_together(services, lambda service: 30)
-    runs = Counter(line["occurrence_id"] for line in journal.read(notes))
-    expected = {
-        Occurrence(job=f"burst.{n:05d}", scheduled_at=datetime.fromtimestamp(due, UTC)).id
-        for n in range(N)
-    }
-    assert set(runs) == expected
-    assert max(runs.values()) == 1, runs.most_common(3)
-    records = [r for n in range(N) for r in store.history(f"burst.{n:05d}", 5)]
-    taken = [r for r in records if r.reason == "taken over from beat0-1"]
-    refused = Counter(r.outcome for r in records if r.outcome.startswith("skipped-"))
-    request.node.user_properties.append(("claimed by the killed replica", killed["beat0-1"]))
+    found = Burst(
+        expected={o.id for o in occurrences},
+        runs=Counter(line["occurrence_id"] for line in journal.read(notes)),
+        records=[r for i in range(n) for r in store.history(f"burst.{i:05d}", 5)],
+        claimed=Counter(owners),
+        claimed_by_killed={
+            o.id for o, owner in zip(occurrences, owners, strict=True) if owner == "beat0-1"
+        },
+    )
+    store.close()
+    return found
+
+
+def test_a_replica_killed_mid_send_of_a_ten_thousand_job_burst_loses_nothing(
+    request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """10,000 jobs: every one of the occurrences runs exactly once, those the killed beat
+    left taken over by the others, the copies of what it did send refused by the worker."""
+    found = burst(request, tmp_path, redis_server, N)
+    assert set(found.runs) == found.expected
+    assert max(found.runs.values()) == 1, found.runs.most_common(3)
+    taken = [r for r in found.records if r.reason == "taken over from beat0-1"]
+    refused = Counter(r.outcome for r in found.records if r.outcome.startswith("skipped-"))
+    request.node.user_properties.append(("claimed by the killed replica", found.claimed["beat0-1"]))
     request.node.user_properties.append(("taken over", len(taken)))
     request.node.user_properties.append(("copies refused on the worker", dict(refused)))
-    assert killed["beat0-1"] > 0, killed
+    assert found.claimed["beat0-1"] > 0, found.claimed
     assert len(taken) > 0
-    store.close()
+
+
+def test_opted_in_a_burst_of_unguarded_jobs_loses_nothing_and_doubles_only_the_dead_ones(
+    request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """``CRON_BRIDGE_TAKE_OVER=all`` with jobs nothing on the worker refuses a copy of
+    (``overlap="allow"``): every occurrence runs, those the killed beat left taken over; one
+    runs twice only where the killed beat had claimed it (a send it made before it died,
+    sent again by the replica that took it over), never elsewhere."""
+    found = burst(
+        request, tmp_path, redis_server, 2000, CB_BURST_OVERLAP="allow", CRON_BRIDGE_TAKE_OVER="all"
+    )
+    assert set(found.runs) == found.expected
+    twice = {occurrence for occurrence, count in found.runs.items() if count > 1}
+    assert twice <= found.claimed_by_killed, sorted(twice - found.claimed_by_killed)[:3]
+    assert max(found.runs.values()) <= 2, found.runs.most_common(3)
+    taken = [r for r in found.records if r.reason == "taken over from beat0-1"]
+    request.node.user_properties.append(("claimed by the killed replica", found.claimed["beat0-1"]))
+    request.node.user_properties.append(("taken over", len(taken)))
+    request.node.user_properties.append(("run twice", len(twice)))
+    assert found.claimed["beat0-1"] > 0 and len(taken) > 0

@@ -187,6 +187,7 @@ class ClusterScheduler(Scheduler):  # type: ignore[misc]
             jobs,
             replica_id=self._options.replica_id,
             shutdown_timeout=self._options.shutdown_timeout,
+            take_over=self._options.take_over,
         )
         try:
             self._options.apply_monitor()
