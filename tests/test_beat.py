@@ -403,6 +403,35 @@ def test_a_send_whose_answer_was_lost_goes_again_marked_again_where_copies_are_r
     assert [r.outcome for r in store.history("landed")] == ["enqueued"]
 
 
+def test_a_job_whose_worker_refuses_no_copy_is_not_sent_again_whatever_its_adapter(
+    clock: FakeClock, beats: list[Beat], queue: ListQueue
+) -> None:
+    """``overlap="allow"``: its worker takes no lock and reads no mark, so a copy of a send
+    that failed but landed would run too; its adapter refusing copies of other jobs does not
+    change that. Recorded failed at once, sent once; an ``overlap="skip"`` job beside it in
+    the same batch is sent again."""
+    registry = Registry()
+    cluster_task(every="1m", overlap="allow", registry=registry)(QueueTask("unlocked"))
+    cluster_task(every="1m", registry=registry)(QueueTask("locked"))
+    store = MemoryStore(clock=clock)
+    beat = Beat(store, registry, clock=clock)
+    beats.append(beat)
+    queue.lost_answers = 1
+    beat.start()
+    clock.advance(60)
+    wait_for(
+        lambda: len(store.history("unlocked")) == len(store.history("locked")) == 1,
+        30,
+        "both records",
+        every=0.01,
+    )
+    (failed,) = store.history("unlocked")
+    assert (failed.outcome, failed.reason) == ("failed", NOT_SENT_AGAIN)
+    assert [r.outcome for r in store.history("locked")] == ["enqueued"]
+    sent = Counter(message["job"] for message in queue.sent)
+    assert sent == {"unlocked": 1, "locked": 2}
+
+
 def test_a_sender_with_no_guard_behind_it_never_sends_a_failed_send_again(
     clock: FakeClock, beats: list[Beat], queue: ListQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -299,6 +299,74 @@ def test_a_copy_that_cannot_mark_itself_begun_does_not_run_and_frees_its_lock() 
     assert store.history(job.name) == []
 
 
+class SlowToMark(MemoryStore):
+    """Marking the first copy as begun takes longer than the run's lease (a freeze, a slow
+    store)."""
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        taken = super().acquire(key, owner, ttl)
+        if key.startswith("began:") and owner == "copy-a":
+            time.sleep(1.2)
+        return taken
+
+
+def test_a_copy_marked_begun_whose_handler_never_started_leaves_the_mark_to_another() -> None:
+    """Its lease ran out while it was being marked, so the last look before the handler
+    stops it (aborted, lock-lost): it did not begin, its mark is taken back, and another copy
+    then runs the occurrence."""
+    ran: list[str] = []
+    store = SlowToMark()
+    job = job_of("late.copy", lambda ctx: ran.append(ctx.replica), lock_ttl="1s")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    first = Guard(store, "w1").run(job, occurrence, trigger="queue", copy="copy-a")
+    assert (first.outcome, first.reason, ran) == ("aborted", "lock-lost", [])
+    assert store.holder(f"began:{job.name}:{occurrence.epoch_ms}") is None
+    second = Guard(store, "w2").run(job, occurrence, trigger="queue", copy="copy-b")
+    assert (second.outcome, ran) == ("completed", ["w2"])
+
+
+class MarkAnswerLost(MemoryStore):
+    """Marking a copy as begun is written, and its answer lost (then the store answers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost = 1
+
+    def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+        taken = super().acquire(key, owner, ttl)
+        if key.startswith("began:") and self.lost:
+            self.lost -= 1
+            raise StoreUnavailable("the answer was lost", host="memory")
+        return taken
+
+
+def test_a_copy_that_gave_up_after_its_mark_was_written_does_not_refuse_another() -> None:
+    """The mark was written but its answer lost, and this copy gave up (the store stayed out
+    past its retries): its guard takes the mark back once the store answers, so the copy
+    that comes next runs the occurrence instead of being refused by one that never began.
+    The same copy trying again marks it afresh and runs it once."""
+    ran: list[str] = []
+    store = MarkAnswerLost()
+    job = job_of("lost.mark", lambda ctx: ran.append(ctx.replica))
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    gave_up = Guard(store, "w1")
+    with pytest.raises(StoreUnavailable):
+        gave_up.run(job, occurrence, trigger="queue", copy="copy-a")
+    assert store.holder(f"began:{job.name}:{occurrence.epoch_ms}") == "copy-a"
+    gave_up.flush_releases()  # the store answers again
+    assert store.holder(f"began:{job.name}:{occurrence.epoch_ms}") is None
+    assert Guard(store, "w2").run(job, occurrence, trigger="queue", copy="copy-b").outcome == (
+        "completed"
+    )
+    store.lost = 1
+    again = Guard(store, "w3")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT + timedelta(minutes=1))
+    with pytest.raises(StoreUnavailable):
+        again.run(job, occurrence, trigger="queue", copy="copy-c")
+    assert again.run(job, occurrence, trigger="queue", copy="copy-c").outcome == "completed"
+    assert ran == ["w2", "w3"]
+
+
 # The attempt: the handler's call and how it ended.
 
 
@@ -473,7 +541,7 @@ def test_a_completed_queue_delivery_is_marked_before_its_lock_is_freed() -> None
     assert store.acquire(*lock, job.lock_ttl)
     store.sent.clear()
     completed = record_maker(job, occurrence, trigger="queue")(outcome="completed")
-    Guard(store, "r1")._hand_back(occurrence, "queue", lock, job.lock_ttl, completed)
+    Guard(store, "r1")._hand_back(occurrence, True, lock, job.lock_ttl, completed)
     assert store.sent == [f"acquire done:{job.name}:{occurrence.epoch_ms}", f"release {lock[0]}"]
     assert store.finished(occurrence) and store.holder(lock[0]) is None
 
@@ -488,7 +556,7 @@ def test_a_lock_whose_mark_failed_stays_held_until_the_mark_is_written() -> None
     assert store.acquire(*lock, job.lock_ttl)
     completed = record_maker(job, occurrence, trigger="queue")(outcome="completed")
     guard = Guard(store, "r1")
-    guard._hand_back(occurrence, "queue", lock, job.lock_ttl, completed)
+    guard._hand_back(occurrence, True, lock, job.lock_ttl, completed)
     assert store.failures == 0  # the mark was asked for, and refused
 
     def freed() -> bool:
@@ -511,7 +579,7 @@ def test_any_other_run_frees_its_lock_without_a_mark(trigger: Trigger, outcome: 
     assert store.acquire(*lock, job.lock_ttl)
     store.sent.clear()
     ended = record_maker(job, occurrence, trigger=trigger)(outcome=outcome)
-    Guard(store, "r1")._hand_back(occurrence, trigger, lock, job.lock_ttl, ended)
+    Guard(store, "r1")._hand_back(occurrence, trigger == "queue", lock, job.lock_ttl, ended)
     assert store.sent == [f"release {lock[0]}"]
     assert not store.finished(occurrence) and store.holder(lock[0]) is None
 

@@ -24,6 +24,7 @@ from cron_bridge.beat.takeover import TakeOver
 from cron_bridge.clock import SystemClock
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Occurrence
+from cron_bridge.plumbing.keys import lock_key, lock_owner
 from cron_bridge.stores import MemoryStore, RunRecord
 from cron_bridge.stores.base import PENDING_LEASE
 from cron_bridge.testing import FakeClock
@@ -629,3 +630,176 @@ def test_an_inline_send_whose_history_holds_only_a_skip_is_run_by_its_taker(
     clock.advance(60)
     wait_for(lambda: seen, 30, "the run taken over", every=0.01)
     assert [ctx.occurrence_id for ctx in seen] == [occurrence.id]
+
+
+# A job that may run an occurrence more than once (attempts > 1): its claimer's death in an
+# attempt leaves the next attempt to the replica that takes the claim over.
+
+
+def failed_attempt(job: Any, occurrence: Occurrence, attempt: int) -> RunRecord:
+    return RunRecord(
+        job=job.name,
+        occurrence_id=occurrence.id,
+        outcome="failed",
+        trigger="schedule",
+        replica="dead",
+        started_at=MINUTE,
+        attempt=attempt,
+        error="RuntimeError: the ledger is locked",
+    )
+
+
+def test_a_retryable_inline_run_whose_claimer_died_in_it_is_attempted_again_by_another(
+    clock: FakeClock, beats: list[Beat]
+) -> None:
+    """attempts=3: the claimer failed its first attempt and died in the second, its lock
+    still held. The replica that takes the claim over counts that one too (the lock names
+    the occurrence), waits for the lock until it expires, then makes attempt 3."""
+    job, seen = inline_job("retry.inline", attempts=3, lock_ttl="2m", misfire_grace="30s")
+    store = MemoryStore(clock=clock)
+    occurrence = Occurrence(job=job.name, scheduled_at=MINUTE)
+    clock.advance(50)
+    assert store.claim_many([occurrence], "dead", pending=[True])
+    store.record(failed_attempt(job, occurrence, 1))
+    dead_run = lock_owner("dead", occurrence.id, "0badc0de")
+    assert store.acquire_fenced(lock_key(job.name), dead_run, timedelta(minutes=2))
+    beat = Beat(store, [job], clock=clock, replica_id="alive")
+    beats.append(beat)
+    beat.start()
+    clock.advance(10)  # due, and the claimer's lease has run out: taken over
+    wait_for(lambda: beat._takeover.taken == 1, 30, "the takeover", every=0.01)
+    time.sleep(0.3)  # what would start now would be a run beside the dead one's lock
+    assert seen == []
+    clock.advance(120)  # the dead run's lock expires
+    wait_for(lambda: seen, 30, "the next attempt", every=0.01)
+
+    def of_it() -> list[tuple[str, int, str]]:
+        records = store.history(job.name, 50)
+        return [(r.outcome, r.attempt, r.replica) for r in records if r.occurrence_id == key]
+
+    key = occurrence.id
+    wait_for(lambda: len(of_it()) == 2, 30, "its record", every=0.01)
+    assert [(ctx.replica, ctx.attempt) for ctx in seen if ctx.occurrence_id == key] == [
+        ("alive", 3)
+    ]
+    assert of_it() == [("completed", 3, "alive"), ("failed", 1, "dead")]
+    assert store.finished(occurrence)  # marked, so that a slow claimer's attempt finds it
+    assert store.settle_many([occurrence], "dead") == [False]  # settled by the taker
+
+
+@pytest.mark.parametrize("ended", ["completed", "all attempts"])
+def test_a_retryable_inline_run_that_ended_is_not_attempted_again(
+    ended: str, clock: FakeClock, beats: list[Beat]
+) -> None:
+    """Its history says it completed, or made every attempt: the taker settles it and runs
+    nothing."""
+    job, seen = inline_job("ended.inline", attempts=2)
+    store = MemoryStore(clock=clock)
+    occurrence = Occurrence(job=job.name, scheduled_at=MINUTE)
+    clock.advance(50)
+    assert store.claim_many([occurrence], "dead", pending=[True])
+    store.record(failed_attempt(job, occurrence, 1))
+    last = failed_attempt(job, occurrence, 2)
+    store.record(replace(last, outcome="completed", error=None) if ended == "completed" else last)
+    beat = Beat(store, [job], clock=clock, replica_id="alive")
+    beats.append(beat)
+    beat.start()
+    clock.advance(10)
+    wait_for(lambda: beat._takeover.taken == 1, 30, "the takeover", every=0.01)
+    wait_for(lambda: store.settle_many([occurrence], "dead") == [False], 30, "settled", every=0.01)
+    assert seen == [] and len(store.history(job.name)) == 2
+
+
+def test_a_slow_claimer_and_its_taker_run_a_retryable_occurrence_once(
+    clock: FakeClock, beats: list[Beat], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claimer's handler is running when its lease runs out (its renewals stopped
+    getting through) and another replica takes the claim over: the taker waits behind the
+    run's lock, finds the completion mark once it completes, and runs nothing; the
+    claimer's settle afterwards is told the taker holds it."""
+    release = threading.Event()
+    occurrence = Occurrence(job="slow.retry", scheduled_at=MINUTE)
+    ran: list[str] = []
+
+    def slow(ctx: JobContext) -> None:
+        if ctx.occurrence_id == occurrence.id:
+            ran.append(ctx.replica)
+            release.wait(30)
+
+    job = declare(
+        "slow.retry", every="1m", target="inline", handler=slow, attempts=2, lock_ttl="5m"
+    )
+    store = MemoryStore(clock=clock)
+    claimer = Beat(store, [job], clock=clock, replica_id="claimer")
+    beats.append(claimer)
+    claimer.start()
+    clock.advance(60)
+    wait_for(lambda: ran == ["claimer"], 30, "the claimer's run", every=0.01)
+    # Its renewals stop getting through, and so do its own looks for expired leases (one
+    # would lease its own run back to it: slow, not dead).
+    claimer._dispatcher.pending.stop()
+    monkeypatch.setattr(claimer._takeover, "maybe_scan", lambda: None)
+    taker = Beat(store, [job], clock=clock, replica_id="taker")
+    beats.append(taker)
+    taker.start()
+    # The next minute wakes the taker's loop: the lease has run out, and so has the
+    # occurrence's misfire_grace; its attempt began, so its next attempt is owed all the same.
+    clock.advance(60)
+    wait_for(lambda: taker._takeover.taken >= 1, 30, "the takeover", every=0.01)
+    time.sleep(0.3)
+    assert ran == ["claimer"]  # the taker waits behind the run's lock
+    release.set()
+
+    def outcomes() -> list[tuple[str, str]]:
+        records = store.history(job.name, 50)
+        return [(r.outcome, r.replica) for r in records if r.occurrence_id == occurrence.id]
+
+    wait_for(
+        lambda: outcomes() == [("skipped-completed", "taker"), ("completed", "claimer")],
+        30,
+        "the taker's look at the mark",
+        every=0.01,
+    )
+    assert ran == ["claimer"]
+    assert store.settle_many([occurrence], "claimer") == [False]
+
+
+class SettleBlips(MemoryStore):
+    """A memory store whose first settle after a send is not answered."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.blips = 1
+        self.settled: list[str] = []  # who settled, once answered
+
+    def settle_many(
+        self, occurrences: Sequence[Occurrence], owner: str, **options: Any
+    ) -> list[bool]:
+        if options.get("keep") is not None:
+            return super().settle_many(occurrences, owner, **options)
+        if self.blips:
+            self.blips -= 1
+            raise StoreUnavailable("blip", host="memory")
+        answers = super().settle_many(occurrences, owner, **options)
+        self.settled.append(owner)
+        return answers
+
+
+def test_a_settle_the_store_did_not_answer_is_asked_again_not_left_to_a_takeover(
+    clock: FakeClock, beats: list[Beat], queue: ListQueue
+) -> None:
+    """Sent, and its settle not answered: the claimer asks again until the store answers,
+    so no replica (itself included) takes the send over and sends it a second time."""
+    registry = Registry()
+    cluster_task(every="1m", registry=registry)(QueueTask("blipped"))
+    store = SettleBlips(clock=clock)
+    beat = Beat(store, registry, clock=clock, replica_id="claimer")
+    beats.append(beat)
+    beat.start()
+    clock.advance(60)
+    wait_for(lambda: store.settled == ["claimer"], 30, "the settle asked again", every=0.01)
+    assert store.blips == 0
+    occurrence = Occurrence(job="blipped", scheduled_at=MINUTE)
+    clock.advance(PENDING_LEASE.total_seconds() + 1)
+    assert store.take_over("other") == []
+    assert [m["occurrence_id"] for m in queue.sent] == [occurrence.id]

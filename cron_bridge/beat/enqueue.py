@@ -1,7 +1,8 @@
 """Enqueues: claimed occurrences sent to their queues, grouped per adapter, one producer span
 each whose context travels in the message; a failed send is tried again within the job's
 ``misfire_grace`` (and marked ``again``, so an adapter can refuse a duplicate), unless nothing
-would refuse a second copy (a drop-in sender's unguarded task): it may have landed."""
+would refuse a second copy (a drop-in sender's unguarded task, an ``overlap="allow"`` job):
+it may have landed."""
 
 from __future__ import annotations
 
@@ -124,9 +125,12 @@ class Enqueuer:
                 carriers = [spans[id(item)].carrier() for item in group]
                 sent = self._send(name, group, carriers, again=again)
                 sent_at = self.clock.now()
-                resendable = self._resend_all or _refuses_copies(name)
                 plain = PLAIN_TASK if _plain(name) else None
                 for item, error in zip(group, sent, strict=True):
+                    # Sent again only where a copy that did land is refused: by the job, not
+                    # only its adapter (an overlap="allow" job's worker takes no lock and reads
+                    # no mark), unless the team opted in to at least once.
+                    resendable = self._resend_all or takes_over(item.job) or _unknown(name)
                     if error is None:
                         taken = item.taken_from
                         reason = plain if taken is None else f"taken over from {taken}"
@@ -219,17 +223,18 @@ def _plain(adapter_name: str) -> bool:
         return False
 
 
-def _refuses_copies(adapter_name: str) -> bool:
-    """Whether a second copy of what the adapter sends is refused (``Adapter.refuses_copies``)."""
-    try:
-        return get_adapter(adapter_name).refuses_copies
-    except ConfigError:  # no such adapter: nothing was sent, sending again is safe
-        return True
-
-
 TAKE_OVER = ("refused", "all")
 """What a replica takes over (``Beat(take_over=...)``): the sends of jobs whose second copy
 the worker refuses, or (opted in) every cluster job's, a plain task's too."""
+
+
+def _unknown(adapter_name: str) -> bool:
+    """Whether no adapter of this name is installed: nothing was sent, sending again is safe."""
+    try:
+        get_adapter(adapter_name)
+    except ConfigError:
+        return True
+    return False
 
 
 def takes_over(job: Job, *, unrefused: bool = False) -> bool:

@@ -71,7 +71,11 @@ class InFlight:
         # they wait (cron_bridge.beat.pending); its own takeover leaves them to it.
         self.pending = PendingSends(store, replica, health=health)
         self._inline = InlineRunner(
-            self._guard, records=records, health=health, settle=self.pending.settle_one
+            self._guard,
+            records=records,
+            health=health,
+            settle=self.pending.settle_one,
+            taken=self.pending.taken,
         )
         self._enqueuer = Enqueuer(
             replica,

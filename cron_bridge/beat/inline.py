@@ -34,11 +34,13 @@ class InlineRunner:
         records: Records,
         health: StoreHealth,
         settle: Callable[[Planned], bool] | None = None,
+        taken: Callable[[Planned], bool] | None = None,
     ) -> None:
         self._guard = guard
         self._records = records
         self._health = health
         self._settle = settle or (lambda item: True)
+        self._taken = taken or (lambda item: False)
         self._lock = threading.Lock()
         self._running_local: set[str] = set()
 
@@ -64,15 +66,37 @@ class InlineRunner:
 
         The occurrence is claimed, so no other replica will run it: when the store cannot be
         asked for the overlap lock, asking again is tried within the job's ``misfire_grace``.
-        Returns None when it never could (the occurrence did not run).
+        Returns None when it never could (the occurrence did not run). A resumable run
+        (``resumable``) keeps its claim pending through its attempts, for another replica to
+        make the next should this one die.
         """
+        if resumable(item):
+            try:
+                return self._attempts(item, signal, resumable=True)
+            finally:
+                self._settle_after(item, signal)
+        return self._attempts(item, signal)
+
+    def _attempts(
+        self, item: Planned, signal: AbortSignal, *, resumable: bool = False
+    ) -> RunRecord | None:
         job = item.job
         give_up_at = time.monotonic() + job.misfire_grace.total_seconds()
         wait = STORE_RETRY_FIRST
         record = None
-        attempt = 1
-        settled = not item.pending
+        attempt = item.attempt
+        # A resumable run's claim stays pending (renewed) through its attempts and is
+        # settled after them: a replica that dies in one leaves the next to another.
+        settled = not item.pending or resumable
         while attempt <= job.attempts:
+            if resumable and self._taken(item):
+                log.info(
+                    "%s: attempt %d is not made on this replica: another took the occurrence "
+                    "over (its lease ran out) and makes it",
+                    item.occurrence.id,
+                    attempt,
+                )
+                return record
             try:
                 if not settled:
                     # Its claim is pending: settled before it starts, so that of this replica
@@ -92,7 +116,12 @@ class InlineRunner:
                         "%s settled on %s: its run begins", item.occurrence.id, self._guard.replica
                     )
                 record = self._guard.run(
-                    job, item.occurrence, trigger=item.trigger, attempt=attempt, signal=signal
+                    job,
+                    item.occurrence,
+                    trigger=item.trigger,
+                    attempt=attempt,
+                    signal=signal,
+                    resumable=resumable,
                 )
             except StoreUnavailable as exc:
                 self._health.failed(exc)
@@ -116,3 +145,25 @@ class InlineRunner:
                 return record
             attempt += 1
         return record
+
+    def _settle_after(self, item: Planned, signal: AbortSignal) -> None:
+        """Settle a resumable run's claim once its attempts are over, so that no replica
+        takes it over; not one stopped by a shutdown (a live replica makes its next attempt
+        once the lease runs out), nor when the store does not answer (one that takes it over
+        then reads in the history how it ended)."""
+        if signal.aborted:
+            return
+        try:
+            self._settle(item)
+        except StoreUnavailable as exc:
+            self._health.failed(exc)
+
+
+def resumable(item: Planned) -> bool:
+    """Whether another replica makes the next attempt of ``item`` should this one die in it:
+    an inline run pending its send whose job may run an occurrence more than once
+    (``attempts > 1``) and takes the overlap lock, so that two attempts never overlap and a
+    completed one is marked. Any other inline run settles its claim before it starts: one
+    that began is not run again."""
+    job = item.job
+    return item.pending and job.attempts > 1 and job.overlap == "skip" and job.is_cluster

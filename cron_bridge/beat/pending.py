@@ -6,7 +6,9 @@ its last (a send that blocks, a retry's backoff, a pool busy with other runs: sl
 dead; a burst sent within that costs no renewal at all), and learns
 which another replica took over all the same (its lease ran out while this process was
 frozen or the store was out of reach): those are the other's to send, and are not sent or
-run here.
+run here. A settle the store did not answer is asked again by the same thread until it does
+(and a takeover by this replica leaves those to it): a send made here is not sent again by
+another replica only because the store blinked.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class PendingSends:
         self._lock = threading.Lock()
         self._held: dict[str, tuple[Planned, float]] = {}  # id: item, when last leased
         self._taken: set[str] = set()  # held, and found taken over by another replica
+        self._unsettled: dict[str, Planned] = {}  # sent here; the settle not answered yet
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -51,12 +54,16 @@ class PendingSends:
             return []
         with self._lock:
             self._held.update(held)
-            if self._thread is None and not self._stop.is_set():
-                self._thread = threading.Thread(
-                    target=self._renew, name="cron-bridge-renew", daemon=True
-                )
-                self._thread.start()
+            self._start()
         return list(held)
+
+    def _start(self) -> None:
+        """Start the renewing thread, once (called holding the lock)."""
+        if self._thread is None and not self._stop.is_set():
+            self._thread = threading.Thread(
+                target=self._renew, name="cron-bridge-renew", daemon=True
+            )
+            self._thread.start()
 
     def done(self, ids: Sequence[str]) -> None:
         """No longer held: sent and settled, run, or given up."""
@@ -75,6 +82,8 @@ class PendingSends:
         """A takeover by this replica leased ``occurrence_id`` to it again: whether it still
         holds it (then it is its own again, and what holds it sends it)."""
         with self._lock:
+            if occurrence_id in self._unsettled:
+                return True  # sent here: its settle is asked again
             if occurrence_id not in self._held:
                 return False
             item, _ = self._held[occurrence_id]
@@ -98,9 +107,13 @@ class PendingSends:
             self._store.settle_many([item.occurrence for item in items], self._replica)
         except StoreUnavailable as exc:
             self._health.failed(exc)
+            with self._lock:
+                self._unsettled.update((item.occurrence.id, item) for item in items)
+                self._start()
             log.warning(
-                "could not settle %d sent occurrence(s), from %s: another replica may send "
-                "them again (a copy the worker refuses): %s",
+                "could not settle %d sent occurrence(s), from %s; asking again until the "
+                "store answers (should this replica stop first, another may send them "
+                "again): %s",
                 len(items),
                 items[0].occurrence.id,
                 exc,
@@ -121,8 +134,30 @@ class PendingSends:
     def stop(self) -> None:
         self._stop.set()
 
+    def _settle_again(self) -> None:
+        """Ask again to settle what was sent here and not settled (the store did not answer)."""
+        with self._lock:
+            items = list(self._unsettled.values())
+        if not items:
+            return
+        try:
+            self._store.settle_many([item.occurrence for item in items], self._replica)
+        except StoreUnavailable as exc:
+            self._health.failed(exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - a store's own bug: said, asked again
+            log.error(
+                "settling %d sent occurrence(s) failed:\n%s", len(items), logged_traceback(exc)
+            )
+            return
+        with self._lock:
+            for item in items:
+                self._unsettled.pop(item.occurrence.id, None)
+        log.info("settled %d sent occurrence(s) once the store answered", len(items))
+
     def _renew(self) -> None:
         while not self._stop.wait(RENEW_EVERY):
+            self._settle_again()
             due = time.monotonic() - RENEW_AFTER
             with self._lock:
                 held = [

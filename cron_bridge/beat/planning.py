@@ -30,6 +30,8 @@ class Planned:
             is sent, or right before an inline run starts (which does not start when another
             replica took it over).
         taken_from: the replica whose pending send this one took over (``beat.takeover``).
+        attempt: the first attempt to make: past those the history counts, for a retryable
+            inline run taken over from a replica that died in it.
     """
 
     job: Job
@@ -39,6 +41,7 @@ class Planned:
     reason: str | None = None
     pending: bool = False
     taken_from: str | None = None
+    attempt: int = 1
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -13,17 +13,20 @@ recorded ``missed``, not run.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from cron_bridge.beat.enqueue import takes_over
 from cron_bridge.beat.in_flight import InFlight
+from cron_bridge.beat.inline import resumable
 from cron_bridge.beat.planning import Planned
 from cron_bridge.beat.store_health import Records, StoreHealth
 from cron_bridge.clock import Clock
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
-from cron_bridge.plumbing.keys import parse_claim_key
+from cron_bridge.plumbing.keys import lock_key, parse_claim_key, parse_lock_owner
 from cron_bridge.schedules import EPOCH
 from cron_bridge.stores import Store
 from cron_bridge.stores.records import RunRecord
@@ -90,30 +93,77 @@ class TakeOver:
         that lost its last writes (a crash before they reached its disk) can bring back a
         pending send its claimer had settled and run: an inline run has no completion mark
         to refuse it, so its job's history is read first (a queue target's copy meets the
-        worker's mark)."""
+        worker's mark). A resumable one (``inline.resumable``: its job may make more than
+        one attempt) whose claimer died in its attempts is run from the next attempt the
+        history does not name, unless one completed or none is left."""
         inline = {item.job.name for item in items if item.job.target == "inline"}
         if not inline:
             return items, []
-        seen: set[str] = set()
+        made: Counter[str] = Counter()  # attempts whose handler started, by occurrence
+        completed: set[str] = set()
         try:
             for name in sorted(inline):
-                seen.update(
-                    r.occurrence_id
-                    for r in self.store.history(name, HISTORY_LOOKED)
-                    if r.outcome in RAN  # a manual run's skipped-claimed is not a run
-                )
+                for r in self.store.history(name, HISTORY_LOOKED):
+                    if r.outcome in RAN:  # a manual run's skipped-claimed is not a run
+                        made[r.occurrence_id] += 1
+                        if r.outcome == "completed":
+                            completed.add(r.occurrence_id)
         except StoreUnavailable as exc:
             # Not settled: taken over again once their lease runs out and the store answers.
             self._health.failed(exc)
             return [item for item in items if item.job.name not in inline], []
-        ran = [item.occurrence for item in items if item.occurrence.id in seen]
-        for occurrence in ran:
-            log.warning(
-                "%s was pending its send, and its history says it ran: not run again (the "
-                "store lost its settle)",
-                occurrence.id,
-            )
-        return [item for item in items if item.occurrence.id not in seen], ran
+        to_run: list[Planned] = []
+        ran: list[Occurrence] = []
+        for item in items:
+            key = item.occurrence.id
+            if item.job.target != "inline" or (not made[key] and not resumable(item)):
+                to_run.append(item)
+            elif resumable(item) and key not in completed:
+                # The attempt its claimer died in wrote no record: counted when its lock,
+                # not yet expired, still names the occurrence.
+                died_in = self._running(item)
+                if died_in is None:
+                    continue  # not known now: taken over again once its lease runs out
+                attempt = made[key] + 1 + died_in
+                if attempt > item.job.attempts:
+                    log.warning("%s: its claimer died in its last attempt; none is left", key)
+                    ran.append(item.occurrence)
+                    continue
+                log.warning(
+                    "%s: its claimer died in its attempts; attempt %d is made here", key, attempt
+                )
+                to_run.append(replace(item, attempt=attempt))
+            else:
+                log.warning(
+                    "%s was pending its send, and its history says it ran: not run again",
+                    key,
+                )
+                ran.append(item.occurrence)
+        return to_run, ran
+
+    def _running(self, item: Planned) -> bool | None:
+        """Whether the job's lock names the occurrence of ``item`` (a run of it that its
+        replica died in, or is still making); None when the store does not answer."""
+        try:
+            holder = parse_lock_owner(self.store.holder(lock_key(item.job.name)))
+        except StoreUnavailable as exc:
+            self._health.failed(exc)
+            return None
+        return holder is not None and holder[1] == item.occurrence.id
+
+    def _began(self, item: Planned) -> bool | None:
+        """Whether an attempt of a resumable run began (its claimer died in its attempts, or
+        is slow): its job's lock names the occurrence, or its history does; then its next
+        attempt is owed whatever its ``misfire_grace``. None when the store does not answer."""
+        running = self._running(item)
+        if running is not False:
+            return running
+        try:
+            records = self.store.history(item.job.name, HISTORY_LOOKED)
+        except StoreUnavailable as exc:
+            self._health.failed(exc)
+            return None
+        return any(r.occurrence_id == item.occurrence.id and r.outcome in RAN for r in records)
 
     def handle(self, taken: Sequence[tuple[str, str]]) -> None:
         """Dispatch what was taken over; record and settle what cannot be."""
@@ -168,7 +218,11 @@ class TakeOver:
                 records.append(self._records.of(item, "failed", reason=reason))
                 dropped.append(occurrence)
                 continue
-            if now > occurrence.scheduled_at + job.misfire_grace:
+            late = now > occurrence.scheduled_at + job.misfire_grace
+            began = late and resumable(item) and self._began(item)
+            if began is None:
+                continue  # not known now: taken over again once its lease runs out
+            if late and not began:
                 reason = (
                     f"claimed by {owner}, which did not send it; taken over past "
                     f"misfire_grace ({job.misfire_grace})"

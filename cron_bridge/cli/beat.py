@@ -22,6 +22,7 @@ from cron_bridge.cli.common import (
     open_store,
     store_option,
 )
+from cron_bridge.errors import ConfigError
 from cron_bridge.http.apps import asgi_app
 from cron_bridge.http.serve import HttpServer, serve
 from cron_bridge.jobs import Job
@@ -106,7 +107,9 @@ _OPTIONS = [
     click.option(
         "--take-over",
         envvar="CRON_BRIDGE_TAKE_OVER",
-        type=click.Choice(TAKE_OVER),
+        # Checked by the beat, not a click.Choice: one line naming the option, as for every
+        # other bad value, not click's usage text with the value echoed whole.
+        metavar="|".join(TAKE_OVER),
         default="refused",
         show_default=True,
         help="What a replica sends in place of one that claimed it and died before sending: "
@@ -166,6 +169,12 @@ def run_beat(
     forwarded_allow_ips: str = options["forwarded_allow_ips"]
     metrics_bind: str | None = options["metrics_bind"]
     with one_line_errors():
+        if options["take_over"] not in TAKE_OVER:  # before the app is imported: at once
+            raise ConfigError(
+                f"expected one of {', '.join(TAKE_OVER)}",
+                option="--take-over",
+                value=str(options["take_over"])[:40],
+            )
         if http_bind:
             source = click.get_current_context().get_parameter_source("secret")
             if secret and source == click.core.ParameterSource.COMMANDLINE:

@@ -79,6 +79,7 @@ class Guard:
         call: Callable[[JobContext], Any] | None = None,
         parent: Mapping[str, str] | None = None,
         copy: str | None = None,
+        resumable: bool = False,
     ) -> RunRecord:
         """Run one attempt and record it; never raises for a handler's failure.
 
@@ -95,6 +96,11 @@ class Guard:
             copy: the name of the message's copy (``Dispatch.copy``): once a copy of the
                 occurrence began its run, another copy is refused (``skipped-claimed``),
                 while this copy's own redeliveries and retries run as before.
+            resumable: another replica may run this occurrence's next attempt should this one
+                die in it (an inline job with ``attempts > 1``): the completion mark is read
+                before and under the lock and written when the run completes, as for a queue
+                delivery, and a lock held by a run of this same occurrence (its replica died
+                in it, or is slow) is waited for, up to ``lock_ttl`` or ``misfire_grace``.
 
         Returns:
             The record: ``completed``, ``failed``, ``aborted``, ``skipped-overlap``, or
@@ -111,7 +117,7 @@ class Guard:
             job, occurrence, trigger=trigger, replica=self.replica, attempt=attempt, parent=parent
         ) as span:
             record = self._run(
-                job, occurrence, trigger, attempt, signal or AbortSignal(), call, copy
+                job, occurrence, trigger, attempt, signal or AbortSignal(), call, copy, resumable
             )
             span.set_outcome(record.outcome, record.error)
         return record
@@ -125,6 +131,7 @@ class Guard:
         signal: AbortSignal,
         call: Callable[[JobContext], Any] | None,
         copy: str | None = None,
+        resumable: bool = False,
     ) -> RunRecord:
         started = self.clock.now()
         # The owner names the run, so a skipped-overlap record can say who holds the lock.
@@ -139,7 +146,9 @@ class Guard:
             attempt=attempt,
         )
         try:
-            lease, refused = self._admit(job, occurrence, trigger, attempt, lock, signal, copy)
+            lease, refused = self._admit(
+                job, occurrence, trigger, attempt, lock, signal, copy, resumable
+            )
         except FenceUnreadable as exc:  # this job's counter only: the store is not down
             lease, refused = None, ("failed", str(exc))
         if refused is not None:
@@ -153,6 +162,10 @@ class Guard:
             ctx = _context(job, occurrence, trigger, attempt, self.replica, signal, token)
             with self._helped(job, lock, lease, signal):
                 ended = _attempt(job, occurrence, ctx, call, made)
+            if not ended.started and lease is not None and trigger == "queue" and copy:
+                # Its lease ran out before the handler: marked as the copy that began, it did
+                # not begin. The mark goes before the lock, so that another copy may run.
+                self._unmark(occurrence, copy)
         except BaseException:
             # What the attempt does not record (a cancelled task's CancelledError, a
             # GeneratorExit) goes on as raised, but never keeps the lock past the run.
@@ -160,7 +173,8 @@ class Guard:
                 self._release(*lock, job.lock_ttl)
             raise
         if lease is not None:
-            self._hand_back(occurrence, trigger, lock, job.lock_ttl, ended.record)
+            marks = trigger == "queue" or resumable
+            self._hand_back(occurrence, marks, lock, job.lock_ttl, ended.record)
         self._report(job, ended)
         if ended.escaping is not None:
             raise ended.escaping
@@ -175,6 +189,7 @@ class Guard:
         lock: tuple[str, str],
         signal: AbortSignal,
         copy: str | None = None,
+        resumable: bool = False,
     ) -> tuple[Lease | None, tuple[Outcome, str | None] | None]:
         """Whether the run starts: the lease of the overlap lock ``(key, owner)`` when the job
         takes one (None when it does not), or the outcome and reason of a run that does not.
@@ -186,7 +201,8 @@ class Guard:
         if job.overlap != "skip" or not job.is_cluster:
             return None, None
         key, owner = lock
-        if trigger == "queue" and self._finished(occurrence):
+        marks = trigger == "queue" or resumable  # its occurrence may come again: the mark
+        if marks and self._finished(occurrence):
             # A redelivery of an occurrence that completed, seen before the lock is asked for:
             # taking the lock only to read the mark would make a later occurrence, due that
             # moment, skip behind it.
@@ -199,28 +215,35 @@ class Guard:
         token = self._acquire(key, owner, job.lock_ttl)
         if token is None:
             holder = self._holder(key)
-            if attempt == 1 or (holder is not None and holder[1] == occurrence.id):
+            itself = holder is not None and holder[1] == occurrence.id
+            if resumable and itself:
+                # A run of this very occurrence on a replica that died in it (or is slow):
+                # waited for until its lock is freed or expires, then the mark says whether
+                # it completed (its attempt is owed otherwise).
+                pass
+            elif attempt == 1 or itself:
                 # A first attempt behind another run is what overlap="skip" skips; a
                 # redelivery while this very occurrence runs must not run it beside itself.
                 return None, ("skipped-overlap", _held_by(holder))
             # A retry the queue brought back while a later occurrence holds the lock: it is
             # owed its attempt, so it waits for the lock within misfire_grace.
+            patience = max(job.misfire_grace, job.lock_ttl) if itself else job.misfire_grace
             taken_at, token, holder = self._wait_for_lock(
-                job, occurrence, attempt, lock, holder, signal
+                job, occurrence, attempt, lock, holder, signal, patience
             )
             if taken_at is None:
                 yielded_to = "another run" if holder is None else f"{holder[1]} on {holder[0]}"
                 reason = f"attempt {attempt} yielded to {yielded_to}"
                 if not signal.aborted:
-                    grace = job.misfire_grace.total_seconds()
-                    reason += f", which held the lock past misfire_grace ({grace:g}s)"
+                    waited = "misfire_grace" if patience == job.misfire_grace else "lock_ttl"
+                    reason += f", which held the lock past {waited} ({patience.total_seconds():g}s)"
                 log.warning("%s: %s", occurrence.id, reason)
                 return None, ("skipped-overlap", reason)
             sent_at = taken_at
         with self._held_lock:
             self._held[owner] = key
         lease = Lease(job.lock_ttl, sent_at, token=token or None)  # 0: a store without tokens
-        if trigger == "queue" and self._finished(occurrence):
+        if marks and self._finished(occurrence):
             # A redelivery (lost ack, visibility timeout, a requeue after a worker's heartbeat)
             # of an occurrence that completed: acknowledged, never run again. Checked under
             # the lock, which a completing run frees only after writing its mark.
@@ -247,11 +270,15 @@ class Guard:
                 take that either) and the run does not start.
         """
         key = began_key(occurrence.job, occurrence.epoch_ms)
+        self._releaser.cancel(key, copy)  # an earlier try's, unanswered: marked again here
         try:
             if self.store.acquire(key, copy, CLAIM_TTL):
                 return None
             first = self.store.holder(key)
         except StoreUnavailable:
+            # It may have been marked all the same: taken back once the store answers (this
+            # copy's next try marks it again), so that a copy that never began refuses none.
+            self._releaser.later(key, copy, CLAIM_TTL.total_seconds())
             self._release(*lock, ttl)
             raise
         # Another program's value, or one gone since: refused, as at most once wants.
@@ -285,19 +312,21 @@ class Guard:
     def _hand_back(
         self,
         occurrence: Occurrence,
-        trigger: Trigger,
+        marks: bool,
         lock: tuple[str, str],
         ttl: timedelta,
         record: RunRecord,
     ) -> None:
-        """Free the overlap lock of a run that ended; a completed queue delivery's only once
-        its completion mark is written, so that a redelivery that takes the lock next sees it.
+        """Free the overlap lock of a run that ended; with ``marks``, a completed one's only
+        once its completion mark is written, so that a run of the occurrence that takes the
+        lock next sees it.
 
-        Only a queue delivery can come again (a redelivery), and only a delivery of a job that
-        takes the lock reads the mark (before it asks for the lock, and again once it holds
-        it): only such runs write it; any other run just frees its lock.
+        Only a queue delivery (a redelivery) or a resumable inline run (another replica's
+        next attempt) can come again, and only such runs of a job that takes the lock read
+        the mark (before they ask for the lock, and again once they hold it): only they write
+        it; any other run just frees its lock.
         """
-        if trigger == "queue" and record.outcome == "completed":
+        if marks and record.outcome == "completed":
             self._finish(occurrence, lock)
         else:
             self._release(*lock, ttl)
@@ -342,18 +371,19 @@ class Guard:
         lock: tuple[str, str],
         holder: tuple[str, str] | None,
         signal: AbortSignal,
+        patience: timedelta,
     ) -> tuple[float | None, int | None, tuple[str, str] | None]:
-        """Ask for the lock again, with backoff, until it is taken or ``misfire_grace`` has
+        """Ask for the lock again, with backoff, until it is taken or ``patience`` has
         passed (or the run is aborted, as when its beat shuts down). Returns when the request
         that took it was sent (None when none did), its fencing token and the last holder
         seen."""
         key, owner = lock
-        give_up_at = time.monotonic() + job.misfire_grace.total_seconds()
+        give_up_at = time.monotonic() + patience.total_seconds()
         log.info(
             "%s: attempt %d waits up to %s for the lock (%s)",
             occurrence.id,
             attempt,
-            job.misfire_grace,
+            patience,
             _held_by(holder) or "held",
         )
         wait = LOCK_POLL_FIRST
@@ -401,6 +431,15 @@ class Guard:
                 exc,
             )
             self._releaser.finish_later(occurrence, lock)
+
+    def _unmark(self, occurrence: Occurrence, copy: str) -> None:
+        """Take back the began mark of ``copy``, whose handler did not start."""
+        key = began_key(occurrence.job, occurrence.epoch_ms)
+        try:
+            self.store.release(key, copy)
+        except StoreUnavailable as exc:
+            log.warning("could not unmark %s as begun; trying again: %s", occurrence.id, exc)
+            self._releaser.later(key, copy, CLAIM_TTL.total_seconds())
 
     def _holder(self, key: str) -> tuple[str, str] | None:
         """The replica and occurrence holding the lock, when its owner can be read."""
@@ -515,6 +554,7 @@ class _Attempt:
     retried: bool = False  # the queue library scheduled the next try itself (QueueRetry)
     watch: _Watch | None = None  # the monitor's check-in, once the handler started
     escaping: BaseException | None = None  # a sys.exit() or KeyboardInterrupt, raised again
+    started: bool = True  # False: aborted at the last look, the handler never called
 
 
 def _attempt(
@@ -533,7 +573,7 @@ def _attempt(
         # The last look before the handler: the lease ran out since the request was sent
         # (frozen or starved while the lock was taken, the completion mark read, the helpers
         # started), so the lock may be someone else's. It does not start.
-        return _Attempt(made(outcome="aborted", reason=signal.reason), began)
+        return _Attempt(made(outcome="aborted", reason=signal.reason), began, started=False)
     return _call(job, occurrence, ctx, call, made, began)
 
 

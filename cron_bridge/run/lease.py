@@ -147,6 +147,12 @@ class Releaser:
             f"mark {occurrence.id} completed, then release {lock[0]}",
         )
 
+    def cancel(self, key: str, owner: str) -> None:
+        """Drop what is pending for ``key`` held by ``owner`` (its owner takes it again now).
+        Waits for a send in progress: nothing pending for it is done after this returns."""
+        with self._sending, self._lock:
+            self._pending.pop((key, owner), None)
+
     def pending(self) -> int:
         """How many are still to be done."""
         with self._lock:

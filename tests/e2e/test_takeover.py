@@ -152,3 +152,44 @@ def test_opted_in_a_burst_of_unguarded_jobs_loses_nothing_and_doubles_only_the_d
     request.node.user_properties.append(("taken over", len(taken)))
     request.node.user_properties.append(("run twice", len(twice)))
     assert found.claimed["beat0-1"] > 0 and len(taken) > 0
+
+
+def test_a_replica_killed_in_a_retryable_inline_run_leaves_its_next_attempt_to_another(
+    request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """An inline job with attempts=2: the beat running its first attempt is SIGKILLed in it.
+    The other beat takes the claim over once its lease runs out, counts the attempt the dead
+    one made (its lock, not yet expired, names the occurrence), waits for that lock to expire
+    (lock_ttl 10 s, past the job's 5 s misfire_grace), and makes attempt 2; nothing else runs
+    it."""
+    kit = make_kit("redis", request, tmp_path)
+    notes = tmp_path / "journal.jsonl"
+    due = float(int(time.time()) + 12)
+    env = command_env(notes, CB_RETRIED_AT=str(due), CRON_BRIDGE_STORE=kit.url)
+    beats = [
+        BeatProcess(f"beat{i}", tmp_path, env, app="tests.apps.retried", store_url=kit.url)
+        for i in range(2)
+    ]
+    store = kit.open()
+    try:
+        for beat in beats:
+            beat.start()
+        wait_for(lambda: len(store.replicas()) >= 2, 60, "two live replicas")
+        wait_for(lambda: journal.read(notes), 60, "the first attempt", every=0.05)
+        (first,) = journal.read(notes)
+        runner = next(b for b in beats if first["replica"] == f"{b.name}-1")
+        runner.kill()
+        wait_for(lambda: len(journal.read(notes)) >= 3, 60, "the next attempt", every=0.1)
+        time.sleep(1)  # anything more it would have written
+    finally:
+        stop_together(beats, lambda service: 30)
+    lines = [(line["event"], line["attempt"], line["replica"]) for line in journal.read(notes)]
+    other = next(b for b in beats if b is not runner)
+    assert lines == [
+        ("start", 1, first["replica"]),
+        ("start", 2, f"{other.name}-1"),
+        ("end", 2, f"{other.name}-1"),
+    ]
+    (record,) = [r for r in store.history("retried.run") if r.attempt == 2]
+    assert (record.outcome, record.replica) == ("completed", f"{other.name}-1")
+    store.close()
