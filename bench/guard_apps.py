@@ -2,7 +2,8 @@
 
 Both bodies append their finishing time to a Redis list, so the difference between the two is
 what the guard costs: the overlap lock (acquire, heartbeat thread, release), the context and
-the run record.
+the run record; and, for the guarded task sent as the beat sends it (``ctx.trigger ==
+"queue"``, its own list ``sent``), the completion mark read and written.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ def finished(kind: str) -> None:
     _done.rpush(f"{QUEUE}:{kind}", time.time())
 
 
+def finished_guarded(ctx: Any) -> None:
+    finished("sent" if ctx.trigger == "queue" else "guarded")
+
+
 if LIB == "celery":
     from celery import Celery
 
@@ -44,7 +49,7 @@ if LIB == "celery":
     @cluster_task(every="1h", on_demand=True)
     @app.task(name="guard.guarded")
     def guarded(ctx: Any) -> None:
-        finished("guarded")
+        finished_guarded(ctx)
 
 elif LIB == "dramatiq":
     import dramatiq
@@ -59,7 +64,7 @@ elif LIB == "dramatiq":
     @cluster_task(every="1h", on_demand=True)
     @dramatiq.actor(actor_name="guard.guarded", queue_name=QUEUE)
     def guarded(ctx: Any) -> None:
-        finished("guarded")
+        finished_guarded(ctx)
 
 else:
 
@@ -68,4 +73,4 @@ else:
 
     @cluster_task(every="1h", on_demand=True, queue=QUEUE)
     def guarded(ctx: Any) -> None:
-        finished("guarded")
+        finished_guarded(ctx)

@@ -22,11 +22,16 @@ from tests.servers import RedisServer
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+# The checkout whose cron-bridge the beats and workers run (``BENCH_TREE``: another commit's,
+# to measure before and after a change with the same harness); this one by default.
+TREE = Path(os.environ.get("BENCH_TREE") or REPO).resolve()
+PACKAGES = ("", "adapters/celery", "adapters/rq", "adapters/dramatiq")
 
 
 def env(**values: str) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "CRON_BRIDGE_"))}
-    base["PYTHONPATH"] = str(REPO)
+    # Ahead of the editable installs of this checkout: the core and the adapters of TREE.
+    base["PYTHONPATH"] = os.pathsep.join(str(TREE / package) for package in PACKAGES)
     base.update(values)
     return base
 
@@ -60,7 +65,7 @@ class Proc:
             self.process = subprocess.Popen(
                 self.argv,
                 env=self.environ,
-                cwd=REPO,
+                cwd=TREE,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -361,6 +361,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
             "",
         ]
     parts += _imports_section(results)
+    parts += _takeover_section(results)
     notes = Path(__file__).with_name("NOTES.md")
     if notes.exists():
         parts += [notes.read_text().strip(), ""]
@@ -632,6 +633,73 @@ def _scale_section(results: dict[str, Any], before: dict[str, Any]) -> list[str]
         f"window after {join['share_s']} s. Occurrences each replica enqueued in the run: "
         + " / ".join(str(n) for n in join["enqueued_per_replica"])
         + " (the fourth joined 10 s after the others started).",
+        "",
+    ]
+
+
+def _takeover_section(results: dict[str, Any]) -> list[str]:
+    found = results.get("takeover")
+    if not found:
+        return []
+    rows = []
+    for label, t in found.items():
+        floor, one, three, guard = t["floor_us"], t["one"], t["three"], t["guard"]
+        one_floor = floor * 10000 / 1000
+        three_floor = one_floor / 2  # 2 cores: at most 2 replicas send at once
+        one_cpu, three_cpu = sum(one["burst_cpu_s"]), sum(three["burst_cpu_s"])
+        rows.append(
+            [
+                label,
+                round(floor),
+                f"{one['p99_ms']:,.0f}",
+                f"{one['p99_ms'] / one_floor:.2f}",
+                f"{one_cpu:.2f}",
+                f"{sum(one['cpu_s']):.2f}",
+                f"{three['p99_ms']:,.0f}",
+                f"{three['p99_ms'] / three_floor:.2f}",
+                f"{three_cpu:.2f}",
+                f"{three_cpu / one_cpu:.2f}",
+                guard["bare_ms"],
+                guard["guarded_ms"],
+                guard.get("sent_ms", ""),
+                guard.get("sent_overhead_ms", ""),
+            ]
+        )
+    return [
+        "## Takeover: before and after (issue 39)",
+        "",
+        _measured(results, "takeover"),
+        "",
+        "The same harness on two checkouts, back to back: the beats and workers of the checkout"
+        " `BENCH_TREE` names (this one when unset), one row each, measured with "
+        "`BENCH_TREE=<checkout> make bench 'BENCH_ARGS=--only takeover --label <row>'` (the "
+        "before row's checkout given this harness's `bench/` files). Celery's floor (µs per "
+        "message, median of five), a burst of 10,000 Celery jobs on 1 and on 3 replicas (each "
+        "the run with the median p99 of three; p99 ÷ floor as in the burst table; burst CPU: "
+        "all replicas, from 0.3 s before it was due until the last message; beat CPU: the whole"
+        " run, import included), and the guard on a warm Celery worker, one task at a time: the"
+        " task called directly (`guarded`) and sent as the beat sends it (`sent`: the "
+        "completion mark read and written, and from the takeover on the began mark).",
+        "",
+        _table(
+            [
+                "commit",
+                "floor µs",
+                "R=1 p99 ms",
+                "p99 ÷ floor",
+                "burst CPU s",
+                "beat CPU s",
+                "R=3 p99 ms",
+                "p99 ÷ floor",
+                "burst CPU s (sum)",
+                "R=3 ÷ R=1 CPU",
+                "bare ms",
+                "guarded ms",
+                "sent ms",
+                "sent overhead ms",
+            ],
+            rows,
+        ),
         "",
     ]
 

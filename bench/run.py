@@ -28,7 +28,7 @@ from typing import Any
 import psutil
 import redis
 
-from bench.harness import BIN, REPO, AtDue, Proc, Sniffer, env, quantile, redis_server
+from bench.harness import BIN, REPO, TREE, AtDue, Proc, Sniffer, env, quantile, redis_server
 
 Result = dict[str, Any]
 QUEUE_KEYS = {
@@ -541,8 +541,14 @@ def main() -> None:
         "schedules",
         "tenants",
         "imports",
+        "takeover",
     ]
     parser.add_argument("--only", choices=sections, action="append")
+    parser.add_argument(
+        "--label",
+        default=None,
+        help="what the takeover section calls this run (default: the commit of BENCH_TREE)",
+    )
     args = parser.parse_args()
     only = set(args.only or sections)
     sizes = [100, 1000] if args.quick else [100, 1000, 10000]
@@ -641,6 +647,9 @@ def main() -> None:
                 guard_overhead(lib, broker, _fresh(store)) for lib in ("celery", "rq", "dramatiq")
             ]
             print("guard", results["guard"], flush=True)
+        if "takeover" in only:
+            results["takeover"] = {args.label or _commit(TREE): takeover_costs(store, broker)}
+            print("takeover", results["takeover"], flush=True)
     if "wait" in only:
         from bench.wait import wait_cost
 
@@ -679,16 +688,54 @@ def main() -> None:
                 "schedules",
                 "tenants",
                 "imports",
+                "takeover",
             )
             if name in results
         }
     )
+    if "takeover" in results:  # one entry per tree measured, kept side by side
+        results["takeover"] = {**previous.get("takeover", {}), **results["takeover"]}
     previous.update(results)
     out.write_text(json.dumps(previous, indent=2) + "\n")
     from bench.report import write_report
 
     write_report(previous, REPO / "docs" / "benchmarks.md")
     print(f"wrote {out.relative_to(REPO)} and docs/benchmarks.md")
+
+
+def takeover_costs(store: str, broker: str) -> dict[str, Any]:
+    """What issue 39 reads before and after the takeover, on the beats and workers of
+    ``BENCH_TREE``: Celery's floor (median of five), a burst of 10,000 Celery jobs on 1 and
+    on 3 replicas (each the median p99 of three), and the guard's cost per run on a warm
+    Celery worker, called directly and sent as the beat sends it."""
+    from bench.guard import guard_overhead
+
+    runs = floor_runs("celery", broker)
+    return {
+        "commit": _commit(TREE),
+        "floor_us": statistics.median(runs),
+        "floor_runs_us": runs,
+        "one": repeated_burst("celery", 10000, 1, store, broker),
+        "three": repeated_burst("celery", 10000, 3, store, broker),
+        "guard": guard_overhead("celery", broker, _fresh(store)),
+    }
+
+
+def _commit(tree: Path) -> str:
+    """The short commit ``tree`` is checked out at, with ``+`` when it has changes."""
+    head = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return (head or "?") + ("+" if dirty else "")
 
 
 def _fresh(store: str) -> str:

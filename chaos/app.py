@@ -5,7 +5,10 @@ the queue ``chaos`` of ``CHAOS_QUEUE`` (``rq``, the default, ``celery`` or ``dra
 Redis broker from ``CHAOS_BROKER``, for RQ also ``RQ_REDIS_URL``), each run taking a few
 hundred milliseconds (seeded from the occurrence), so overlap locks are held while replicas
 and workers die and freeze around them. Each line carries the monotonic time too: the
-replicas whose wall clock is set off (libfaketime) share it with the checker.
+replicas whose wall clock is set off (libfaketime) share it with the checker. Besides the
+handlers' ``start`` and ``end`` lines, the journal gets the guard's ``settled`` (a run's
+lock released: ``Settled``) and the beat's ``began`` (an inline claim settled right before
+its run: ``Began``), read from their log lines.
 """
 
 from __future__ import annotations
@@ -70,6 +73,32 @@ class Settled(logging.Handler):
 
 
 logging.getLogger("cron_bridge.run.guard").addHandler(Settled(logging.INFO))
+
+
+class Began(logging.Handler):
+    """Writes when a beat settled an inline occurrence's pending claim, right before its
+    run (``X settled on R: its run begins``): from then on no replica takes it over, so a
+    claimer killed between this line and the handler's start loses it as the guarantee
+    allows; without this line, a loss to a killed claimer is one the takeover should have
+    prevented."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        words = record.getMessage().split(" ")
+        if len(words) < 4 or words[1:3] != ["settled", "on"]:
+            return
+        journal(
+            {
+                "event": "began",
+                "occurrence_id": words[0],
+                "replica": words[3].rstrip(":"),
+                "mono": time.monotonic(),
+            }
+        )
+
+
+_inline = logging.getLogger("cron_bridge.beat.inline")
+_inline.addHandler(Began(logging.DEBUG))
+_inline.setLevel(logging.DEBUG)
 
 
 def handler(ctx: JobContext) -> None:

@@ -26,6 +26,9 @@ BROKER_ERROR = re.compile(
     r"^failed on [\w.-]+: \w*(Connection\w*|Timeout|Operational|Loading)"
     r"Error: "
 )
+# How soon after the store answers again a finished run's release that it did not take is sent
+# (the releaser's retries, at most a second apart), with a margin for a loaded machine.
+RELEASED_WITHIN = 1.5
 # The runner's lease: the TTL less its margin, counted from before the acquire request (so
 # before the handler wrote its start line).
 LEASE = LOCK_TTL - min(LOCK_TTL / 10, MARGIN_MAX)
@@ -35,7 +38,7 @@ ALLOWED = (
     "missed",  # late beyond misfire_grace, or coalesced on purpose
     "aborted",  # lock-lost (a frozen runner), shutdown
     "skipped-overlap",  # behind a run still holding the lock (one that died or froze in it)
-    "claimed by",  # claimed by a replica that died or froze before it ran it
+    # "claimed by": only with a ``began`` line, see ``allowed``
     "failed on",  # the store (or the broker) was down past misfire_grace
 )
 
@@ -60,21 +63,25 @@ def allowed(
     faults: list[float] | None = None,
     broker_faults: list[float] | None = None,
     fetches_cut: list[float] | None = None,
+    began: set[str] | None = None,
 ) -> bool:
     """Whether the guarantee allows this loss: a claim lost only with a replica that died or
-    froze; a message only with a worker killed after it was enqueued, or the broker crashed
-    then (``fetches_cut``: when; what becomes of a fetch it cut is in chaos/brokers.py); a
-    failure only for the store, or for the broker's connection error while it was down or
-    paused (its retries within ``misfire_grace`` from then); a skip only behind a run
-    holding its lock at that moment (``runs``: from when its attempt began, the lock asked
-    for, until its guard settled it, see ``holding``), one on a replica or worker that died
-    or froze in it, or one that had ended when the store failed (its lock's release is tried
-    again, and the lock expires within ``lock_ttl``); the rest as the audit names them.
-    ``at`` (monotonic) is when the store last recorded something of the occurrence;
-    ``faults`` and ``broker_faults`` when the store's and the broker's own faults began and
-    ended (monotonic, in pairs)."""
+    froze after it settled the claim for its inline run (``began``: the replicas that said
+    so), since one that died before is taken over; a message only with a worker killed after
+    it was enqueued, or the broker crashed then (``fetches_cut``: when; what becomes of a
+    fetch it cut is in chaos/brokers.py); a failure only for the store, or for the broker's
+    connection error while it was down or paused (its retries within ``misfire_grace`` from
+    then); a skip only behind a run holding its lock at that moment (``runs``: from when its
+    attempt began, the lock asked for, until its guard settled it, see ``holding``), one on a
+    replica or worker that died or froze in it, or one that had ended when the store failed,
+    within ``RELEASED_WITHIN`` of the store's last fault before the skip (the release is sent
+    when the store answers again: a lock never outlives its run by more than the outage);
+    the rest as the audit names them. ``at`` (monotonic) is when the store last recorded
+    something of the occurrence; ``faults`` and ``broker_faults`` when the store's and the
+    broker's own faults began and ended (monotonic, in pairs)."""
     if why.startswith("claimed by "):
-        return touched(why.removeprefix("claimed by ").split(",")[0], disrupted)
+        claimer = why.removeprefix("claimed by ").split(",")[0]
+        return touched(claimer, disrupted) and claimer in (began or set())
     if why.startswith("enqueued by "):  # RQ does not redeliver the job of a killed worker
         return at is not None and (
             any(
@@ -100,11 +107,13 @@ def allowed(
         going = run is not None and at is not None and run[0] - 0.5 <= at <= run[1] + 0.5
         # Behind a lock its run could not release: the store failed around the run's end,
         # and the skip came before the lock expired.
+        around = [f for f in faults or () if run is not None and run[1] - LOCK_TTL <= f]
         held_up = (
             run is not None
             and at is not None
             and run[1] <= at <= run[1] + LOCK_TTL + 0.5
-            and any(run[1] - LOCK_TTL <= f <= at for f in faults or ())
+            and any(f <= at for f in around)
+            and at <= max(f for f in around if f <= at) + RELEASED_WITHIN
         )
         # Behind a run that was going, or late because the skipper (or the holder) froze.
         return going or held_up or touched(replica, disrupted) or touched(skipper, disrupted)
@@ -122,6 +131,8 @@ class Findings:
     # Run again after the worker running it died in it: the queue's redelivery, at least once
     # on the worker side (docs/guarantee.md, "When a worker dies mid-run"); by who died.
     rerun: dict[str, str] = field(default_factory=dict)
+    # Sent or run by a replica that took the claim over from one that died or froze first.
+    taken_over: int = 0
 
     @property
     def ok(self) -> bool:
@@ -154,6 +165,10 @@ def check(
     ends = {
         (line["occurrence_id"], line["replica"]): line for line in lines if line["event"] == "end"
     }
+    to_run: dict[str, set[str]] = defaultdict(set)  # the replicas that settled it to run it
+    for line in lines:
+        if line["event"] == "began":
+            to_run[str(line["occurrence_id"])].add(str(line["replica"]))
     for line in lines:
         if line["event"] != "start":
             continue
@@ -182,6 +197,7 @@ def check(
     for job in jobs:
         for record in store.history(job, store.history_limit):
             kept[record.occurrence_id].append(record)
+            found.taken_over += (record.reason or "").startswith("taken over from ")
     # A run holds its lock from some moment after its attempt began (the acquire's request
     # goes out then, and a slow store answers it late) until its guard released it: a skip
     # behind it is judged against that, not against its handler's lines only.
@@ -210,7 +226,15 @@ def check(
                     (r.started_at.timestamp() + to_monotonic for r in records), default=None
                 )
                 if allowed(
-                    why, disrupted, by_occurrence, tried, killed, faults, broker_faults, fetches_cut
+                    why,
+                    disrupted,
+                    by_occurrence,
+                    tried,
+                    killed,
+                    faults,
+                    broker_faults,
+                    fetches_cut,
+                    to_run.get(occurrence.id),
                 ):
                     found.allowed[occurrence.id] = why
                 else:

@@ -317,7 +317,8 @@ def report(found: Findings) -> None:
         f"duplicates {len(found.duplicates)}, overlaps {len(found.overlaps)}, "
         f"lost as the guarantee allows {len(found.allowed)}, "
         f"lost otherwise {len(found.not_allowed)}, "
-        f"run again after their worker died in them {len(found.rerun)}"
+        f"run again after their worker died in them {len(found.rerun)}, "
+        f"taken over from a replica that died or froze first {found.taken_over}"
     )
     kinds: dict[str, int] = {}
     for why in found.allowed.values():

@@ -1,5 +1,6 @@
 """The chaos run's judge on the losses it allows: a skip behind a lock its finished run could
-not release only when the store failed around the run's end, and only until the lock expires;
+not release only when the store failed around the run's end, and only until the store answers
+again; a claim lost with its claimer only once it settled it to run it inline;
 a skip behind a run that was still releasing its lock; a send failed only for the broker's
 connection error while it was down; a message lost only with a worker killed or the broker
 crashed after it was sent; a second run only as a redelivery after its worker died in the
@@ -16,7 +17,15 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from chaos.check import LOCK_TTL, MISFIRE_GRACE, allowed, check, died_in, holding
+from chaos.check import (
+    LOCK_TTL,
+    MISFIRE_GRACE,
+    RELEASED_WITHIN,
+    allowed,
+    check,
+    died_in,
+    holding,
+)
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import MemoryStore, RunRecord
 
@@ -35,6 +44,28 @@ def test_a_skip_behind_a_finished_run_is_allowed_only_when_the_store_failed_as_i
     assert not allowed(WHY, set(), RUNS, 101.8, {}, faults=[102.0])  # after the skip
     late = 101.0 + LOCK_TTL + 1.0  # the lock had expired by then whatever the store did
     assert not allowed(WHY, set(), RUNS, late, {}, faults=[100.9])
+
+
+def test_a_skip_behind_a_finished_run_is_allowed_only_until_the_store_answers_again() -> None:
+    """A lock never outlives its run by more than the store's outage: once the store is back
+    (its last fault before the skip), the release is sent within RELEASED_WITHIN; a skip
+    later than that is behind a lock nobody holds, a loss the guarantee does not allow."""
+    assert allowed(WHY, set(), RUNS, 101.8, {}, faults=[100.5, 100.9])
+    assert allowed(WHY, set(), RUNS, 100.9 + RELEASED_WITHIN, {}, faults=[100.5, 100.9])
+    assert not allowed(WHY, set(), RUNS, 101.0 + RELEASED_WITHIN, {}, faults=[99.0, 99.4])
+
+
+CLAIMED = "claimed by beat0-1, which did not record it"
+
+
+def test_a_claim_lost_with_its_claimer_is_allowed_only_once_it_settled_it_to_run() -> None:
+    """A claimer that dies before it sends (or starts) what it claimed leaves it to be taken
+    over: its loss is not allowed. Only one that settled an inline claim (``began``) and died
+    before the handler's start loses it as the guarantee allows."""
+    assert allowed(CLAIMED, {"beat0-1"}, {}, None, {"beat0-1": 100.0}, began={"beat0-1"})
+    assert not allowed(CLAIMED, {"beat0-1"}, {}, None, {"beat0-1": 100.0}, began=set())
+    assert not allowed(CLAIMED, {"beat0-1"}, {}, None, {"beat0-1": 100.0}, began={"beat1-1"})
+    assert not allowed(CLAIMED, set(), {}, None, {}, began={"beat0-1"})  # alive: a bug
 
 
 def test_a_skip_behind_a_run_still_going_is_allowed_as_before() -> None:
