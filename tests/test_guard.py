@@ -305,7 +305,7 @@ class SlowToMark(MemoryStore):
 
     def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
         taken = super().acquire(key, owner, ttl)
-        if key.startswith("began:") and owner == "copy-a":
+        if key.startswith("began:") and owner.startswith("copy-a|"):
             time.sleep(1.2)
         return taken
 
@@ -352,7 +352,7 @@ def test_a_copy_that_gave_up_after_its_mark_was_written_does_not_refuse_another(
     gave_up = Guard(store, "w1")
     with pytest.raises(StoreUnavailable):
         gave_up.run(job, occurrence, trigger="queue", copy="copy-a")
-    assert store.holder(f"began:{job.name}:{occurrence.epoch_ms}") == "copy-a"
+    assert str(store.holder(f"began:{job.name}:{occurrence.epoch_ms}")).startswith("copy-a|")
     gave_up.flush_releases()  # the store answers again
     assert store.holder(f"began:{job.name}:{occurrence.epoch_ms}") is None
     assert Guard(store, "w2").run(job, occurrence, trigger="queue", copy="copy-b").outcome == (
@@ -365,6 +365,92 @@ def test_a_copy_that_gave_up_after_its_mark_was_written_does_not_refuse_another(
         again.run(job, occurrence, trigger="queue", copy="copy-c")
     assert again.run(job, occurrence, trigger="queue", copy="copy-c").outcome == "completed"
     assert ran == ["w2", "w3"]
+
+
+class SlowToReadTheMark(MemoryStore):
+    """Reading who marked the occurrence begun takes longer than a run's lease, once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow = False
+
+    def holder(self, key: str) -> str | None:
+        if key.startswith("began:") and self.slow:
+            self.slow = False
+            time.sleep(1.2)
+        return super().holder(key)
+
+
+def test_a_retry_that_never_started_leaves_its_copys_mark_to_it() -> None:
+    """Copy a began (and failed); its retry finds the mark its first try made, and its lease
+    runs out before the handler: the mark stays copy a's, since a try of it began, so copy b
+    is still refused."""
+    ran: list[int] = []
+
+    def failing(ctx: JobContext) -> None:
+        ran.append(ctx.attempt)
+        raise RuntimeError("the ledger is locked")
+
+    store = SlowToReadTheMark()
+    job = job_of("retried.copy", failing, lock_ttl="1s", attempts=3)
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    guard = Guard(store, "w1")
+    assert guard.run(job, occurrence, trigger="queue", copy="copy-a").outcome == "failed"
+    store.slow = True
+    late = guard.run(job, occurrence, trigger="queue", attempt=2, copy="copy-a")
+    assert (late.outcome, late.reason, ran) == ("aborted", "lock-lost", [1])
+    other = Guard(store, "w2").run(job, occurrence, trigger="queue", copy="copy-b")
+    assert other.outcome == "skipped-claimed" and ran == [1]
+
+
+def test_a_resumable_runs_lock_is_kept_by_a_stop_that_releases_the_others() -> None:
+    """A stop releases the locks of runs still going whose handlers ignored the abort, but
+    not a resumable run's: another replica that takes its claim over waits behind it
+    instead of running beside it. The run frees it when it ends, marked completed."""
+    release = threading.Event()
+    store = MemoryStore()
+    job = job_of("stubborn.job", lambda ctx: release.wait(30), attempts=2, lock_ttl="3s")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    guard = Guard(store, "r1")
+    ended: list[RunRecord] = []
+    thread = threading.Thread(
+        target=lambda: ended.append(guard.run(job, occurrence, trigger="schedule", resumable=True))
+    )
+    thread.start()
+    wait_for(lambda: store.holder(lock_key(job.name)) is not None, 10, "the run's lock")
+    guard.release_all()
+    assert store.holder(lock_key(job.name)) is not None
+    release.set()
+    thread.join(10)
+    assert [r.outcome for r in ended] == ["completed"]
+    assert store.holder(lock_key(job.name)) is None and store.finished(occurrence)
+
+
+def test_a_resumed_attempt_waits_behind_its_own_occurrences_run_as_long_as_it_goes() -> None:
+    """The taker's attempt waits past its patience (misfire_grace, lock_ttl) while a run of
+    its own occurrence holds the lock (a claimer only cut off, still running): that run's
+    end decides, here completed, so the attempt is refused by the mark, not yielded."""
+    store = MemoryStore()
+    job = job_of("long.attempt", attempts=2, lock_ttl="1s", misfire_grace="1s")
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    running = (lock_key(job.name), lock_owner("claimer", occurrence.id, "feedface"))
+    assert store.acquire(*running, timedelta(seconds=1))
+    stop = threading.Event()
+
+    def heartbeat() -> None:  # the claimer's run, going for 2.5 s, then completed
+        until = time.monotonic() + 2.5
+        while time.monotonic() < until and not stop.wait(0.2):
+            store.extend(*running, timedelta(seconds=1))
+        store.finish(occurrence, running)
+
+    beating = threading.Thread(target=heartbeat)
+    beating.start()
+    record = Guard(store, "taker").run(
+        job, occurrence, trigger="schedule", attempt=2, resumable=True
+    )
+    stop.set()
+    beating.join(10)
+    assert record.outcome == "skipped-completed", (record.outcome, record.reason)
 
 
 # The attempt: the handler's call and how it ended.

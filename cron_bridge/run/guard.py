@@ -65,6 +65,10 @@ class Guard:
         self.clock = clock or SystemClock()
         self._held: dict[str, str] = {}
         self._held_lock = threading.Lock()
+        # The began mark each run's try wrote (by lock owner), taken back if its handler does
+        # not start; and the runs whose lock stays theirs while they run (``resumable``).
+        self._marks: dict[str, str] = {}
+        self._resumable: set[str] = set()
         self._releaser = releaser or Releaser(self.store.release, self.store.finish)
         self._recorder = recorder or Recorder(store)
 
@@ -162,10 +166,13 @@ class Guard:
             ctx = _context(job, occurrence, trigger, attempt, self.replica, signal, token)
             with self._helped(job, lock, lease, signal):
                 ended = _attempt(job, occurrence, ctx, call, made)
-            if not ended.started and lease is not None and trigger == "queue" and copy:
-                # Its lease ran out before the handler: marked as the copy that began, it did
-                # not begin. The mark goes before the lock, so that another copy may run.
-                self._unmark(occurrence, copy)
+            with self._held_lock:
+                marked = self._marks.pop(lock[1], None)
+            if marked is not None and not ended.started:
+                # Its lease ran out before the handler: marked by this try as the copy that
+                # began, it did not begin. The mark goes before the lock, so that another copy
+                # may run.
+                self._unmark(occurrence, marked)
         except BaseException:
             # What the attempt does not record (a cancelled task's CancelledError, a
             # GeneratorExit) goes on as raised, but never keeps the lock past the run.
@@ -229,7 +236,7 @@ class Guard:
             # owed its attempt, so it waits for the lock within misfire_grace.
             patience = max(job.misfire_grace, job.lock_ttl) if itself else job.misfire_grace
             taken_at, token, holder = self._wait_for_lock(
-                job, occurrence, attempt, lock, holder, signal, patience
+                job, occurrence, attempt, lock, holder, signal, patience, itself
             )
             if taken_at is None:
                 yielded_to = "another run" if holder is None else f"{holder[1]} on {holder[0]}"
@@ -249,8 +256,14 @@ class Guard:
             # the lock, which a completing run frees only after writing its mark.
             self._release(key, owner, job.lock_ttl)
             return None, ("skipped-completed", None)
+        if resumable:
+            with self._held_lock:
+                self._resumable.add(owner)
         if trigger == "queue" and copy is not None:
-            first = self._first_copy(occurrence, copy, lock, job.lock_ttl)
+            first, marked = self._first_copy(occurrence, copy, lock, job.lock_ttl)
+            if marked is not None:
+                with self._held_lock:
+                    self._marks[owner] = marked
             if first is not None:
                 # Another copy of the message (the claimer's, beside a takeover's or a
                 # resend's) began this occurrence: however that run ended, it was its run.
@@ -260,29 +273,37 @@ class Guard:
 
     def _first_copy(
         self, occurrence: Occurrence, copy: str, lock: tuple[str, str], ttl: timedelta
-    ) -> str | None:
+    ) -> tuple[str | None, str | None]:
         """Mark ``copy`` as the copy of ``occurrence``'s message that began, unless another
-        did: None when this one is (or was: its redelivery, its retry), else the other's name.
-        Asked under the overlap lock, which the run holds.
+        did. Returns the other copy's name (None when this one is, or was: its redelivery,
+        its retry) and the mark this try wrote (``<copy>|<nonce>``, None when it wrote none).
+        Asked under the overlap lock, which the run holds: no other copy marks meanwhile.
+
+        Each try writes a mark of its own, and takes back (its handler did not start, or the
+        store did not answer) only a mark it made where there was none: a mark an earlier try
+        of the copy made is left as it is, since that try may have begun.
 
         Raises:
             StoreUnavailable: not known; the lock is released (later, when the store cannot
                 take that either) and the run does not start.
         """
         key = began_key(occurrence.job, occurrence.epoch_ms)
-        self._releaser.cancel(key, copy)  # an earlier try's, unanswered: marked again here
+        mine = f"{copy}|{uuid.uuid4().hex[:8]}"
+        self._releaser.cancel(key, f"{copy}|")  # this process's takebacks of earlier tries
         try:
-            if self.store.acquire(key, copy, CLAIM_TTL):
-                return None
+            if self.store.acquire(key, mine, CLAIM_TTL):
+                return None, mine
             first = self.store.holder(key)
         except StoreUnavailable:
             # It may have been marked all the same: taken back once the store answers (this
             # copy's next try marks it again), so that a copy that never began refuses none.
-            self._releaser.later(key, copy, CLAIM_TTL.total_seconds())
+            self._releaser.later(key, mine, CLAIM_TTL.total_seconds())
             self._release(*lock, ttl)
             raise
-        # Another program's value, or one gone since: refused, as at most once wants.
-        return None if first == copy else sanitize(str(first))[:64]
+        if first is not None and first.partition("|")[0] == copy:
+            return None, None  # an earlier try of this copy's: its redelivery, its retry
+        # Another copy's, or another program's value: refused, as at most once wants.
+        return sanitize(str(first).partition("|")[0])[:64], None
 
     @contextmanager
     def _helped(
@@ -372,11 +393,12 @@ class Guard:
         holder: tuple[str, str] | None,
         signal: AbortSignal,
         patience: timedelta,
+        behind_itself: bool = False,
     ) -> tuple[float | None, int | None, tuple[str, str] | None]:
         """Ask for the lock again, with backoff, until it is taken or ``patience`` has
-        passed (or the run is aborted, as when its beat shuts down). Returns when the request
-        that took it was sent (None when none did), its fencing token and the last holder
-        seen."""
+        passed (or the run is aborted, as when its beat shuts down); ``behind_itself``, for
+        as long as a run of this same occurrence holds it. Returns when the request that took
+        it was sent (None when none did), its fencing token and the last holder seen."""
         key, owner = lock
         give_up_at = time.monotonic() + patience.total_seconds()
         log.info(
@@ -394,7 +416,12 @@ class Guard:
                 return sent_at, token, holder
             holder = self._holder(key) or holder
             if time.monotonic() >= give_up_at:
-                break
+                if not behind_itself or holder is None or holder[1] != occurrence.id:
+                    break
+                # A resumable run behind a run of its own occurrence that is still going (its
+                # heartbeat keeps the lock; a dead one's expires within lock_ttl): its end
+                # decides, completed (the mark) or not (this attempt is owed).
+                give_up_at = time.monotonic() + patience.total_seconds()
             wait = min(wait * 2, LOCK_POLL_MAX)
         return None, None, holder
 
@@ -420,6 +447,8 @@ class Guard:
     def _finish(self, occurrence: Occurrence, lock: tuple[str, str]) -> None:
         with self._held_lock:
             self._held.pop(lock[1], None)
+            self._resumable.discard(lock[1])
+            self._marks.pop(lock[1], None)
         try:
             self.store.finish(occurrence, lock)
         except StoreUnavailable as exc:
@@ -432,14 +461,14 @@ class Guard:
             )
             self._releaser.finish_later(occurrence, lock)
 
-    def _unmark(self, occurrence: Occurrence, copy: str) -> None:
-        """Take back the began mark of ``copy``, whose handler did not start."""
+    def _unmark(self, occurrence: Occurrence, marked: str) -> None:
+        """Take back the began mark ``marked`` a try wrote, whose handler did not start."""
         key = began_key(occurrence.job, occurrence.epoch_ms)
         try:
-            self.store.release(key, copy)
+            self.store.release(key, marked)
         except StoreUnavailable as exc:
             log.warning("could not unmark %s as begun; trying again: %s", occurrence.id, exc)
-            self._releaser.later(key, copy, CLAIM_TTL.total_seconds())
+            self._releaser.later(key, marked, CLAIM_TTL.total_seconds())
 
     def _holder(self, key: str) -> tuple[str, str] | None:
         """The replica and occurrence holding the lock, when its owner can be read."""
@@ -449,15 +478,20 @@ class Guard:
             return None
 
     def release_all(self) -> None:
-        """Release the locks of runs still going (their handlers ignored an abort)."""
+        """Release the locks of runs still going (their handlers ignored an abort), but a
+        resumable run's: another replica that takes its claim over makes its next attempt
+        once the lock is freed (the run ended, marked if it completed) or expired, never
+        beside it."""
         with self._held_lock:
-            held = list(self._held.items())
+            held = [(o, k) for o, k in self._held.items() if o not in self._resumable]
         for owner, key in held:
             self._release(key, owner)
 
     def _release(self, key: str, owner: str, ttl: timedelta | None = None) -> None:
         with self._held_lock:
             self._held.pop(owner, None)
+            self._resumable.discard(owner)
+            self._marks.pop(owner, None)
         try:
             self.store.release(key, owner)
         except StoreUnavailable as exc:

@@ -147,11 +147,13 @@ class Releaser:
             f"mark {occurrence.id} completed, then release {lock[0]}",
         )
 
-    def cancel(self, key: str, owner: str) -> None:
-        """Drop what is pending for ``key`` held by ``owner`` (its owner takes it again now).
-        Waits for a send in progress: nothing pending for it is done after this returns."""
+    def cancel(self, key: str, owners: str) -> None:
+        """Drop what is pending for ``key`` held by an owner that starts with ``owners`` (its
+        owner takes it again now). Waits for a send in progress: nothing pending for them is
+        done after this returns."""
         with self._sending, self._lock:
-            self._pending.pop((key, owner), None)
+            for pending in [p for p in self._pending if p[0] == key and p[1].startswith(owners)]:
+                del self._pending[pending]
 
     def pending(self) -> int:
         """How many are still to be done."""
