@@ -49,10 +49,16 @@ class Burst:
 
 
 def burst(
-    request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer, n: int, **env: str
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    redis_server: RedisServer,
+    n: int,
+    slow: float = 0.002,
+    **env: str,
 ) -> Burst:
-    """Three beats, ``n`` Celery jobs due at one second; one beat publishes slowly and is
-    SIGKILLed a second into the burst, with many claimed and not sent."""
+    """Three beats, ``n`` Celery jobs due at one second; one beat publishes slowly (``slow``
+    seconds a message) and is SIGKILLed a second into the burst, with many claimed and not
+    sent: its share takes several seconds to send."""
     kit = make_kit("redis", request, tmp_path)
     notes = tmp_path / "journal.jsonl"
     queue = f"burst-{tmp_path.name[-12:]}"
@@ -69,7 +75,7 @@ def burst(
     )
     app = "tests.apps.burst"
     slow = BeatProcess(
-        "beat0", tmp_path, {**env, "CB_SLOW_SEND": "0.002"}, app=app, store_url=kit.url
+        "beat0", tmp_path, {**env, "CB_SLOW_SEND": str(slow)}, app=app, store_url=kit.url
     )
     beats = [slow] + [
         BeatProcess(f"beat{i}", tmp_path, env, app=app, store_url=kit.url) for i in (1, 2)
@@ -140,8 +146,16 @@ def test_opted_in_a_burst_of_unguarded_jobs_loses_nothing_and_doubles_only_the_d
     (``overlap="allow"``): every occurrence runs, those the killed beat left taken over; one
     runs twice only where the killed beat had claimed it (a send it made before it died,
     sent again by the replica that took it over), never elsewhere."""
+    # 2,000 jobs, about 670 the slow beat's: 10 ms a message, so that it dies with hundreds
+    # unsent whatever the machine's load (at 2 ms it could send them all within the second).
     found = burst(
-        request, tmp_path, redis_server, 2000, CB_BURST_OVERLAP="allow", CRON_BRIDGE_TAKE_OVER="all"
+        request,
+        tmp_path,
+        redis_server,
+        2000,
+        slow=0.01,
+        CB_BURST_OVERLAP="allow",
+        CRON_BRIDGE_TAKE_OVER="all",
     )
     assert set(found.runs) == found.expected
     twice = {occurrence for occurrence, count in found.runs.items() if count > 1}
