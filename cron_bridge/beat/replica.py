@@ -38,7 +38,6 @@ from cron_bridge.jobs import Job, declare
 from cron_bridge.options import CommonOptions, check_names
 from cron_bridge.plumbing.identity import check_replica_id, make_replica_id
 from cron_bridge.registry import Registry, default_registry
-from cron_bridge.run.recording import LOGGED_EACH
 from cron_bridge.schedules import parse_duration
 from cron_bridge.stores import Store, store_from_url
 
@@ -448,31 +447,13 @@ class Beat:
         except StoreUnavailable as exc:
             self._health.failed(exc)
             return
-        if found is None:
-            return
-        changed, gone = found
-        each = len(changed) + len(gone) <= LOGGED_EACH  # at start, thousands: one line
-        for name in gone & self._from_store:
-            self.remove(name)
-            self._from_store.discard(name)
-            if each:
-                log.info("stored schedule %s removed", name)
-        for name, job in changed.items():
-            if name in self._timers and name not in self._from_store:
-                log.warning(
-                    "stored schedule %s is not run: a job declared in code has its name", name
-                )
-                continue
-            self.replace(job)
-            self._from_store.add(name)
-            if each:
-                log.info("stored schedule %s: %s", name, job.schedule.describe())
-        if not each:
-            log.info(
-                "%d stored schedule(s) scheduled or changed, %d removed; %d in all",
-                len(changed),
-                len(gone),
-                len(self._from_store),
+        if found is not None:
+            self._from_store = self._stored.apply(
+                *found,
+                self._from_store,
+                declared=self._timers.__contains__,
+                replace=self.replace,
+                remove=self.remove,
             )
 
     def _fire(self, due: list[tuple[Job, datetime]], now: datetime) -> None:

@@ -23,6 +23,7 @@ from cron_bridge.control.schedules import (
 )
 from cron_bridge.jobs import NAME_PATTERN, Job
 from cron_bridge.plumbing import inbound
+from cron_bridge.run.recording import LOGGED_EACH
 from cron_bridge.stores.base import Store
 
 __all__ = ["FULL_EVERY", "StoredSync"]
@@ -68,6 +69,45 @@ class StoredSync:
         # The loop wakes by the beat's clock, this counts on the monotonic one: a wake a hair
         # early must not wait a whole interval more.
         return now >= self._next - 0.02
+
+    @staticmethod
+    def apply(
+        changed: dict[str, Job],
+        gone: set[str],
+        scheduled: set[str],
+        *,
+        declared: Callable[[str], bool],
+        replace: Callable[[Job], None],
+        remove: Callable[[str], object],
+    ) -> set[str]:
+        """Schedule what ``poll`` found stored or changed, drop what was removed, given the
+        names ``scheduled`` from the store so far; the names scheduled from the store now. A
+        stored schedule named like a job declared in code is left out, with a warning."""
+        scheduled = set(scheduled)
+        each = len(changed) + len(gone) <= LOGGED_EACH  # at start, thousands: one line
+        for name in gone & scheduled:
+            remove(name)
+            scheduled.discard(name)
+            if each:
+                log.info("stored schedule %s removed", name)
+        for name, job in changed.items():
+            if declared(name) and name not in scheduled:
+                log.warning(
+                    "stored schedule %s is not run: a job declared in code has its name", name
+                )
+                continue
+            replace(job)
+            scheduled.add(name)
+            if each:
+                log.info("stored schedule %s: %s", name, job.schedule.describe())
+        if not each:
+            log.info(
+                "%d stored schedule(s) scheduled or changed, %d removed; %d in all",
+                len(changed),
+                len(gone),
+                len(scheduled),
+            )
+        return scheduled
 
     def poll(self, now: float) -> tuple[dict[str, Job], set[str]] | None:
         """The stored jobs to (re)schedule and the names to drop since the last look; None
