@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import dramatiq
 import pytest
 from celery import Celery
 from dramatiq.brokers.stub import StubBroker
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from redis import Redis
 from rq import Queue
 
@@ -127,3 +130,49 @@ def test_the_senders_of_other_schedulers_take_no_cluster_task() -> None:
         "periodiq",
         "rq-cron",
     }
+
+
+HANDLERS = {
+    "plain": lambda ctx, account, day=None: None,
+    "star": lambda ctx, *ids, dry_run=False: None,
+    "keywords": lambda ctx, *, region, **more: None,
+    "positional_only": lambda ctx, account, /, day=None: None,
+    "bare": lambda ctx: None,
+}
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    handler=st.sampled_from(sorted(HANDLERS)),
+    calls=st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            st.sets(st.sampled_from(["account", "day", "ids", "dry_run", "region", "x"])),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_a_celery_tasks_argument_check_answers_as_binding_does_on_every_call(
+    handler: str, calls: list[tuple[int, set[str]]]
+) -> None:
+    """Celery checks a call's arguments on every ``apply_async``; the check the adapter puts
+    there (the handler's signature less its ``ctx``) remembers its answer per shape of call
+    (how many positional arguments, which keywords) and answers each call, again and again,
+    exactly as ``inspect.Signature.bind`` on that signature does."""
+    from cron_bridge_celery.adapter import _header_without_ctx
+
+    run = HANDLERS[handler]
+    check = _header_without_ctx(run)
+    signature = inspect.signature(run)
+    without_ctx = signature.replace(parameters=list(signature.parameters.values())[1:])
+    for count, names in calls * 2:
+        args, kwargs = tuple(range(count)), dict.fromkeys(names, 1)
+        try:
+            without_ctx.bind(*args, **kwargs)
+        except TypeError as exc:
+            with pytest.raises(TypeError) as raised:
+                check(*args, **kwargs)
+            assert str(raised.value) == str(exc)
+        else:
+            check(*args, **kwargs)

@@ -26,7 +26,7 @@ from cron_bridge.plumbing.outbound import logged_traceback, sanitize
 from cron_bridge.run.attempt import _abort_after, _Attempt, _attempt, _context, _start
 from cron_bridge.run.lease import Lease, Releaser
 from cron_bridge.run.recording import Recorder
-from cron_bridge.stores.base import Store
+from cron_bridge.stores.base import Admission, Store
 from cron_bridge.stores.records import Outcome, RunRecord
 
 __all__ = ["Guard"]
@@ -205,20 +205,32 @@ class Guard:
         if job.overlap != "skip" or not job.is_cluster:
             return None, None
         key, owner = lock
-        marks = trigger == "queue" or resumable  # its occurrence may come again: the mark
-        if marks and self._finished(occurrence):
-            # A redelivery of an occurrence that completed, seen before the lock is asked for:
-            # taking the lock only to read the mark would make a later occurrence, due that
-            # moment, skip behind it.
-            return None, ("skipped-completed", None)
+        # A queue delivery (a redelivery) or a resumable run's next attempt may come after its
+        # occurrence completed: the completion mark refuses it. A queue delivery that names
+        # its copy marks it as the copy that began, unless another did (its run, however it
+        # ended, was the occurrence's). Both are read where the lock is taken: a completing
+        # run frees its lock only after writing its mark, and a copy marks only while it
+        # holds the lock.
+        unless = occurrence if trigger == "queue" or resumable else None
+        began = None
+        if trigger == "queue" and copy is not None:
+            # Each try writes a mark of its own (<copy>|<nonce>) and takes back, when its
+            # handler does not start, only a mark it made where there was none: a mark an
+            # earlier try of the copy made is left as it is, since that try may have begun.
+            began = (
+                began_key(occurrence.job, occurrence.epoch_ms),
+                f"{copy}|{uuid.uuid4().hex[:8]}",
+            )
         # What a finished run could not write while the store was down is written first: the
         # release of its lock (so this job's next run is not skipped behind it) and its
         # completion mark (so a copy of its message is refused).
         self._releaser.flush()
+        if began is not None:
+            self._releaser.cancel(began[0], f"{copy}|")  # this process's takebacks of earlier tries
         sent_at = time.monotonic()  # the lease counts from before the request
-        token = self._acquire(key, owner, job.lock_ttl)
-        if token is None:
-            holder = self._holder(key)
+        admitted = self._ask(lock, job.lock_ttl, unless, began)
+        if admitted.outcome == "held":
+            holder = parse_lock_owner(admitted.holder)
             itself = holder is not None and holder[1] == occurrence.id
             if resumable and itself:
                 # A run of this very occurrence on a replica that died in it (or is slow):
@@ -232,8 +244,17 @@ class Guard:
             # A retry the queue brought back while a later occurrence holds the lock: it is
             # owed its attempt, so it waits for the lock within misfire_grace.
             patience = max(job.misfire_grace, job.lock_ttl) if itself else job.misfire_grace
-            taken_at, token, holder = self._wait_for_lock(
-                job, occurrence, attempt, lock, holder, signal, patience, itself
+            taken_at, admitted, holder = self._wait_for_lock(
+                occurrence,
+                attempt,
+                lock,
+                job.lock_ttl,
+                holder,
+                signal,
+                patience,
+                itself,
+                unless,
+                began,
             )
             if taken_at is None:
                 yielded_to = "another run" if holder is None else f"{holder[1]} on {holder[0]}"
@@ -244,63 +265,44 @@ class Guard:
                 log.warning("%s: %s", occurrence.id, reason)
                 return None, ("skipped-overlap", reason)
             sent_at = taken_at
+        if admitted.outcome == "completed":
+            # A redelivery (lost ack, visibility timeout, a requeue after a worker's heartbeat)
+            # of an occurrence that completed: acknowledged, never run again.
+            return None, ("skipped-completed", None)
+        if admitted.outcome == "began":
+            # Another copy of the message (the claimer's, beside a takeover's or a resend's)
+            # began this occurrence: however that run ended, it was its run. Another
+            # program's value there refuses too, as at most once wants.
+            first = sanitize(str(admitted.holder).partition("|")[0])[:64]
+            return None, ("skipped-claimed", f"another copy of its message began ({first})")
         with self._held_lock:
             self._held[owner] = key
-        lease = Lease(job.lock_ttl, sent_at, token=token or None)  # 0: a store without tokens
-        if marks and self._finished(occurrence):
-            # A redelivery (lost ack, visibility timeout, a requeue after a worker's heartbeat)
-            # of an occurrence that completed: acknowledged, never run again. Checked under
-            # the lock, which a completing run frees only after writing its mark.
-            self._release(key, owner, job.lock_ttl)
-            return None, ("skipped-completed", None)
-        if resumable:
-            with self._held_lock:
+            if resumable:
                 self._resumable.add(owner)
-        if trigger == "queue" and copy is not None:
-            first, marked = self._first_copy(occurrence, copy, lock, job.lock_ttl)
-            if marked is not None:
-                with self._held_lock:
-                    self._marks[owner] = marked
-            if first is not None:
-                # Another copy of the message (the claimer's, beside a takeover's or a
-                # resend's) began this occurrence: however that run ended, it was its run.
-                self._release(key, owner, job.lock_ttl)
-                return None, ("skipped-claimed", f"another copy of its message began ({first})")
-        return lease, None
+            if admitted.marked and began is not None:
+                self._marks[owner] = began[1]
+        return Lease(job.lock_ttl, sent_at, token=admitted.token or None), None  # 0: no tokens
 
-    def _first_copy(
-        self, occurrence: Occurrence, copy: str, lock: tuple[str, str], ttl: timedelta
-    ) -> tuple[str | None, str | None]:
-        """Mark ``copy`` as the copy of ``occurrence``'s message that began, unless another
-        did. Returns the other copy's name (None when this one is, or was: its redelivery,
-        its retry) and the mark this try wrote (``<copy>|<nonce>``, None when it wrote none).
-        Asked under the overlap lock, which the run holds: no other copy marks meanwhile.
-
-        Each try writes a mark of its own, and takes back (its handler did not start, or the
-        store did not answer) only a mark it made where there was none: a mark an earlier try
-        of the copy made is left as it is, since that try may have begun.
-
-        Raises:
-            StoreUnavailable: not known; the lock is released (later, when the store cannot
-                take that either) and the run does not start.
-        """
-        key = began_key(occurrence.job, occurrence.epoch_ms)
-        mine = f"{copy}|{uuid.uuid4().hex[:8]}"
-        self._releaser.cancel(key, f"{copy}|")  # this process's takebacks of earlier tries
+    def _ask(
+        self,
+        lock: tuple[str, str],
+        ttl: timedelta,
+        unless: Occurrence | None,
+        began: tuple[str, str] | None,
+    ) -> Admission:
+        """``Store.admit``; when the store does not answer, it may still have taken the lock
+        for ``lock``'s owner, whose run will never start, and written the began mark: both
+        are taken back as a finished run's lock is released (``Releaser``), first thing
+        before the next attempt asks, so the attempt does not skip behind a lock of its own
+        that nobody holds, and a copy that never began refuses no other (this copy's next
+        try marks it again)."""
         try:
-            if self.store.acquire(key, mine, CLAIM_TTL):
-                return None, mine
-            first = self.store.holder(key)
+            return self.store.admit(*lock, ttl, unless_completed=unless, began=began)
         except StoreUnavailable:
-            # It may have been marked all the same: taken back once the store answers (this
-            # copy's next try marks it again), so that a copy that never began refuses none.
-            self._releaser.later(key, mine, CLAIM_TTL.total_seconds())
-            self._release(*lock, ttl)
+            self._releaser.later(*lock, ttl.total_seconds())
+            if began is not None:
+                self._releaser.later(*began, CLAIM_TTL.total_seconds())
             raise
-        if first is not None and first.partition("|")[0] == copy:
-            return None, None  # an earlier try of this copy's: its redelivery, its retry
-        # Another copy's, or another program's value: refused, as at most once wants.
-        return sanitize(str(first).partition("|")[0])[:64], None
 
     @contextmanager
     def _helped(
@@ -341,8 +343,8 @@ class Guard:
 
         Only a queue delivery (a redelivery) or a resumable inline run (another replica's
         next attempt) can come again, and only such runs of a job that takes the lock read
-        the mark (before they ask for the lock, and again once they hold it): only they write
-        it; any other run just frees its lock.
+        the mark (where they ask for the lock, ``Store.admit``): only they write it; any
+        other run just frees its lock.
         """
         if marks and record.outcome == "completed":
             self._finish(occurrence, lock)
@@ -383,20 +385,22 @@ class Guard:
 
     def _wait_for_lock(
         self,
-        job: Job,
         occurrence: Occurrence,
         attempt: int,
         lock: tuple[str, str],
+        ttl: timedelta,
         holder: tuple[str, str] | None,
         signal: AbortSignal,
         patience: timedelta,
-        behind_itself: bool = False,
-    ) -> tuple[float | None, int | None, tuple[str, str] | None]:
-        """Ask for the lock again, with backoff, until it is taken or ``patience`` has
-        passed (or the run is aborted, as when its beat shuts down); ``behind_itself``, for
-        as long as a run of this same occurrence holds it. Returns when the request that took
-        it was sent (None when none did), its fencing token and the last holder seen."""
-        key, owner = lock
+        behind_itself: bool,
+        unless: Occurrence | None,
+        began: tuple[str, str] | None,
+    ) -> tuple[float | None, Admission, tuple[str, str] | None]:
+        """Ask for the lock again (``_ask``), with backoff, until it is taken or refused or
+        ``patience`` has passed (or the run is aborted, as when its beat shuts down);
+        ``behind_itself``, for as long as a run of this same occurrence holds it. Returns
+        when the request that took it was sent (None when none did), the last answer and
+        the last holder seen."""
         give_up_at = time.monotonic() + patience.total_seconds()
         log.info(
             "%s: attempt %d waits up to %s for the lock (%s)",
@@ -406,12 +410,13 @@ class Guard:
             _held_by(holder) or "held",
         )
         wait = LOCK_POLL_FIRST
+        admitted = Admission("held")
         while not signal.wait(min(wait, max(0.0, give_up_at - time.monotonic()))):
             sent_at = time.monotonic()
-            token = self._acquire(key, owner, job.lock_ttl)
-            if token is not None:
-                return sent_at, token, holder
-            holder = self._holder(key) or holder
+            admitted = self._ask(lock, ttl, unless, began)
+            if admitted.outcome != "held":
+                return sent_at, admitted, holder
+            holder = parse_lock_owner(admitted.holder) or holder
             if time.monotonic() >= give_up_at:
                 if not behind_itself or holder is None or holder[1] != occurrence.id:
                     break
@@ -420,26 +425,7 @@ class Guard:
                 # decides, completed (the mark) or not (this attempt is owed).
                 give_up_at = time.monotonic() + patience.total_seconds()
             wait = min(wait * 2, LOCK_POLL_MAX)
-        return None, None, holder
-
-    def _acquire(self, key: str, owner: str, ttl: timedelta) -> int | None:
-        """``acquire_fenced``; when the store does not answer, it may still have taken the
-        lock for ``owner``, whose run will never start: that lock is released as a finished
-        run's would be (``Releaser``), first thing before the next attempt asks, so the
-        attempt does not skip behind a lock of its own that nobody holds."""
-        try:
-            return self.store.acquire_fenced(key, owner, ttl)
-        except StoreUnavailable:
-            self._releaser.later(key, owner, ttl.total_seconds())
-            raise
-
-    def _finished(self, occurrence: Occurrence) -> bool:
-        try:
-            return self.store.finished(occurrence)
-        except StoreUnavailable as exc:
-            # Not knowing is not a reason to lose the run: at least once on the worker side.
-            log.warning("could not ask whether %s completed; running it: %s", occurrence.id, exc)
-            return False
+        return None, admitted, holder
 
     def _finish(self, occurrence: Occurrence, lock: tuple[str, str]) -> None:
         with self._held_lock:
@@ -466,13 +452,6 @@ class Guard:
         except StoreUnavailable as exc:
             log.warning("could not unmark %s as begun; trying again: %s", occurrence.id, exc)
             self._releaser.later(key, marked, CLAIM_TTL.total_seconds())
-
-    def _holder(self, key: str) -> tuple[str, str] | None:
-        """The replica and occurrence holding the lock, when its owner can be read."""
-        try:
-            return parse_lock_owner(self.store.holder(key))
-        except StoreUnavailable:
-            return None
 
     def release_all(self) -> None:
         """Release the locks of runs still going (their handlers ignored an abort), but a

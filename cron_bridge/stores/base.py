@@ -17,7 +17,9 @@ A store holds five kinds of state:
   from it and never reset, that grows with every time it is taken.
 - **completion marks** ``done:<job>:<epoch ms>``: written when a queue delivery completes,
   before its lock is freed, and kept as long as the claim (``finish``), so that a second
-  delivery of the message is acknowledged, never run (``finished``).
+  delivery of the message is acknowledged, never run (``finished``); and **began marks**
+  ``began:<job>:<epoch ms>``: the copy of an occurrence's message whose run began. A run asks
+  for its lock and reads and writes these marks in one step (``admit``).
 - **records**: per job, the last claimed occurrence and the run history; and the live
   replicas from their heartbeats.
 - **controls**: operator and shared state, one JSON text per key within a group: the paused
@@ -41,20 +43,51 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import ClassVar, Literal, Self
 
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import keys
 from cron_bridge.stores.records import CONTROLS_BYTES, CONTROLS_MAX, ReplicaInfo, RunRecord
 
-__all__ = ["PENDING_LEASE", "TAKE_OVER_MOST", "Store", "StoreStats", "done_key", "ttl_ms"]
+__all__ = [
+    "PENDING_LEASE",
+    "TAKE_OVER_MOST",
+    "Admission",
+    "Store",
+    "StoreStats",
+    "done_key",
+    "ttl_ms",
+]
 
 log = logging.getLogger(__name__)
 
 PENDING_LEASE = timedelta(seconds=4)  # how long a claim waits for its claimer's send
 TAKE_OVER_MOST = 1000  # pending claims one take_over call takes at most
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What ``Store.admit`` found.
+
+    Attributes:
+        outcome: ``taken`` (the lock is the caller's now), ``held`` (by someone else, or by a
+            key of another program), ``completed`` (the occurrence's completion mark is
+            there: nothing was taken) or ``began`` (another copy's began mark is there:
+            nothing was taken).
+        token: ``taken``: the fencing token (0 from a store that keeps none).
+        holder: ``held``: the lock's owner; ``began``: the mark's value. None when there was
+            none to read (expired in between, or of another type).
+        marked: ``taken`` with a began mark asked for: whether this call wrote it (False
+            when an earlier try of the same copy had).
+    """
+
+    outcome: Literal["taken", "held", "completed", "began"]
+    token: int = 0
+    holder: str | None = None
+    marked: bool = False
 
 
 class StoreStats:
@@ -210,6 +243,50 @@ class Store(ABC):
     def finished(self, occurrence: Occurrence) -> bool:
         """Whether a run of ``occurrence`` completed (``finish``)."""
         return self.holder(done_key(occurrence)) is not None
+
+    def admit(
+        self,
+        key: str,
+        owner: str,
+        ttl: timedelta,
+        *,
+        unless_completed: Occurrence | None = None,
+        began: tuple[str, str] | None = None,
+    ) -> Admission:
+        """Take the overlap lock ``key`` for ``owner`` with its fencing token
+        (``acquire_fenced``), unless ``unless_completed``'s completion mark is there, or
+        ``began`` (``(mark key, "<copy>|<nonce>")``) finds another copy's began mark; with
+        ``began``, the lock is taken together with the mark (kept for ``CLAIM_TTL``) unless
+        an earlier try of the same copy wrote it.
+
+        As one atomic step where the store can (Redis: one script, one round trip); here,
+        the steps one after another, the marks read again under the lock: a completing run
+        writes its mark before it frees the lock, and a copy marks only while it holds it.
+        A refusal leaves the lock as it found it (here: taken, then released again).
+
+        Raises:
+            StoreUnavailable: it is not known what was taken: the caller releases the lock
+                and takes back the mark (``owner`` and the mark's value are its own).
+            FenceUnreadable: the lock's counter holds what no token can follow (nothing taken).
+        """
+        if unless_completed is not None and self.finished(unless_completed):
+            return Admission("completed")
+        token = self.acquire_fenced(key, owner, ttl)
+        if token is None:
+            return Admission("held", holder=self.holder(key))
+        if unless_completed is not None and self.finished(unless_completed):
+            self.release(key, owner)  # marked between the two reads: its run completed
+            return Admission("completed")
+        if began is None:
+            return Admission("taken", token=token)
+        mark, mine = began
+        if self.acquire(mark, mine, CLAIM_TTL):
+            return Admission("taken", token=token, marked=True)
+        first = self.holder(mark)
+        if first is not None and first.partition("|")[0] == mine.partition("|")[0]:
+            return Admission("taken", token=token)  # an earlier try of this copy's
+        self.release(key, owner)
+        return Admission("began", holder=first)
 
     @abstractmethod
     def holder(self, key: str) -> str | None:

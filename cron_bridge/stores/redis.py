@@ -33,7 +33,14 @@ from cron_bridge.errors import ConfigError, FenceUnreadable, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store, ttl_ms
+from cron_bridge.stores.base import (
+    PENDING_LEASE,
+    TAKE_OVER_MOST,
+    Admission,
+    Store,
+    done_key,
+    ttl_ms,
+)
 from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
@@ -415,6 +422,72 @@ class RedisStore(Store):
             raise FenceUnreadable(key, f"a value that is no counter ({keys[1]})")
         return int(token)
 
+    def admit(
+        self,
+        key: str,
+        owner: str,
+        ttl: timedelta,
+        *,
+        unless_completed: Occurrence | None = None,
+        began: tuple[str, str] | None = None,
+    ) -> Admission:
+        """One script, one round trip, where the lock and the occurrence's marks share a
+        slot (one server, or a prefix with a hash tag of its own); else the steps of
+        ``Store.admit``."""
+        if self._cluster and not hash_tag(self.prefix):
+            return super().admit(key, owner, ttl, unless_completed=unless_completed, began=began)
+        lock = self._key(key)
+        done = lock if unless_completed is None else self._key(done_key(unless_completed))
+        mark, mine = (lock, "") if began is None else (self._key(began[0]), began[1])
+        keys = [lock, fence_key(self.prefix, key), done, mark]
+        args = [
+            owner,
+            ttl_ms(ttl),
+            "0" if unless_completed is None else "1",
+            mine,
+            mine.partition("|")[0],
+            ttl_ms(CLAIM_TTL),
+        ]
+
+        def work(client: Client) -> Any:
+            reply = self._link.run_script(client, "admit", keys, args)
+            refused = isinstance(reply, list) and len(reply) == 3 and reply[0] in REFUSED
+            if refused and reply[2] not in (b"string", "string"):
+                # Another program's key of another type: said once, never an outage.
+                named = lock if reply[0] in (b"held", "held") else mark
+                self._link.unusable(client, [named], "string")
+            return reply
+
+        return self._admitted(key, began, self._link.call(work))
+
+    def _admitted(self, key: str, began: tuple[str, str] | None, reply: Any) -> Admission:
+        """The script's reply, checked: anything else is the server's fault, said as such."""
+        if reply == -1:
+            raise FenceUnreadable(
+                key, f"a value that is no counter ({fence_key(self.prefix, key)})"
+            )
+        if not isinstance(reply, list) or not reply:
+            raise StoreUnavailable(f"redis: the admit script answered {str(reply)[:80]!r}")
+        outcome = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+        if outcome == "completed":
+            return Admission("completed")
+        if outcome in ("held", "began") and len(reply) == 3:
+            named = key if outcome == "held" else (began or (key, ""))[0]
+            value = inbound.text(reply[1], "claims and locks", named) if reply[1] else None
+            return Admission(outcome, holder=value)  # type: ignore[arg-type]
+        if outcome == "taken" and len(reply) == 3 and isinstance(reply[1], int) and reply[1] >= 1:
+            return Admission("taken", token=reply[1], marked=reply[2] == 1)
+        raise StoreUnavailable(f"redis: the admit script answered {str(reply)[:80]!r}")
+
+    def finish(self, occurrence: Occurrence, lock: tuple[str, str] | None = None) -> None:
+        """The mark, and the lock freed after it, in one script where they share a slot."""
+        if lock is None or (self._cluster and not hash_tag(self.prefix)):
+            super().finish(occurrence, lock)
+            return
+        keys = [self._key(done_key(occurrence)), self._key(lock[0])]
+        args = [ttl_ms(CLAIM_TTL), lock[1]]
+        self._link.call(lambda client: self._link.run_script(client, "finish", keys, args))
+
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
         name, args = self._key(key), [owner, ttl_ms(ttl)]
         return bool(
@@ -554,6 +627,9 @@ def _offset(raw: bytes | None) -> float | None:
         return None if raw is None or len(raw) > 40 else float(raw)
     except ValueError:
         return None
+
+
+REFUSED = (b"held", "held", b"began", "began")  # admit.lua's refusals that name a key's type
 
 
 def fence_key(prefix: str, key: str) -> str:

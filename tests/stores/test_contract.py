@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 import pytest
 
 from cron_bridge.jobs import Occurrence
-from cron_bridge.plumbing.keys import lock_key
+from cron_bridge.plumbing.keys import began_key, lock_key
 from cron_bridge.stores import RunRecord, Store, store_from_url
+from cron_bridge.stores.base import Admission
 from tests.conftest import StoreKit, store_kinds
 from tests.waiting import wait_for
 
@@ -322,6 +323,69 @@ def test_a_finished_occurrence_is_marked_before_its_lock_is_freed(store: Store) 
     assert store.holder(lock_key("billing.close-day")) is None
     store.finish(done)  # a second mark is harmless
     assert store.finished(done)
+
+
+def test_a_run_is_admitted_unless_its_occurrence_completed_or_another_copy_began(
+    store: Store,
+) -> None:
+    """``admit`` takes the lock with a token and marks the copy that began; it refuses,
+    taking nothing, behind a held lock (naming its holder), after a completion, and for a
+    second copy (naming the first's mark); an earlier try of the same copy is admitted
+    without writing the mark again."""
+    key, done, later = (
+        lock_key("ledger.post"),
+        occ("ledger.post"),
+        occ("ledger.post", T0 + timedelta(minutes=1)),
+    )
+    ttl = timedelta(seconds=30)
+    mark = began_key(done.job, done.epoch_ms)
+    first = store.admit(key, "w1", ttl, unless_completed=done, began=(mark, "copy-a|1"))
+    assert (first.outcome, first.marked) == ("taken", True) and first.token >= 0, first
+    assert store.holder(mark) == "copy-a|1"
+    held = store.admit(key, "w2", ttl, unless_completed=done, began=(mark, "copy-b|1"))
+    assert held == Admission("held", holder="w1"), held
+    assert store.release(key, "w1")
+    other = store.admit(key, "w2", ttl, unless_completed=done, began=(mark, "copy-b|2"))
+    assert other == Admission("began", holder="copy-a|1"), other
+    assert store.holder(key) is None and store.holder(mark) == "copy-a|1"
+    again = store.admit(key, "w3", ttl, unless_completed=done, began=(mark, "copy-a|2"))
+    assert (again.outcome, again.marked) == ("taken", False), again
+    assert again.token > first.token or again.token == first.token == 0, (first, again)
+    store.finish(done, (key, "w3"))
+    assert store.holder(key) is None and store.finished(done)
+    for began in (None, (mark, "copy-a|3"), (mark, "copy-c|1")):
+        assert store.admit(key, "w4", ttl, unless_completed=done, began=began) == Admission(
+            "completed"
+        )
+    assert store.holder(key) is None
+    # Another occurrence of the job, and a run that asks for no mark: the lock alone.
+    plain = store.admit(key, "w5", ttl, unless_completed=later)
+    assert (plain.outcome, plain.marked) == ("taken", False) and store.holder(key) == "w5"
+    assert store.admit(key, "w6", ttl) == Admission("held", holder="w5")
+
+
+def test_sixteen_copies_of_one_message_race_and_one_is_admitted(kit: StoreKit) -> None:
+    """Of 16 copies of one occurrence's message admitted at once, exactly one takes the
+    lock and marks itself; the others are refused, none of them admitted after it either."""
+    key, done = lock_key("ledger.race"), occ("ledger.race")
+    mark = began_key(done.job, done.epoch_ms)
+    results = race(
+        kit,
+        lambda store, owner: store.admit(
+            key, owner, timedelta(seconds=30), unless_completed=done, began=(mark, f"{owner}|n")
+        ),
+    )
+    won = [r for r in results if r.outcome == "taken"]
+    assert len(results) == 16 and len(won) == 1 and won[0].marked, results
+    assert {r.outcome for r in results} <= {"taken", "held", "began"}, results
+    store = kit.open()
+    holder = store.holder(key)
+    assert holder is not None and store.holder(mark) == f"{holder}|n"
+    assert store.release(key, holder)
+    late = store.admit(
+        key, "late", timedelta(seconds=30), unless_completed=done, began=(mark, "late|n")
+    )
+    assert late == Admission("began", holder=f"{holder}|n"), late
 
 
 def test_a_heartbeat_reads_the_stores_clock_and_keeps_the_replicas_offset(kit: StoreKit) -> None:

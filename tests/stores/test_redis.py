@@ -14,7 +14,7 @@ from redis.crc import key_slot
 
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
-from cron_bridge.plumbing.keys import lock_key
+from cron_bridge.plumbing.keys import began_key, lock_key
 from cron_bridge.stores import store_from_url
 from cron_bridge.stores.redis import RedisStore, fence_key
 from tests.servers import RedisServer
@@ -103,3 +103,40 @@ def test_a_prefix_that_would_split_a_lock_from_its_counter_is_refused_on_a_clust
             store_from_url(f"{redis_cluster.url}?prefix={quote(prefix)}")
         assert raised.value.option == "prefix" and raised.value.value == prefix
     store_from_url(f"{redis_cluster.url}?prefix={quote('{cb}:')}").close()
+
+
+@pytest.mark.parametrize("cluster", [False, True])
+def test_a_delivery_is_admitted_and_finished_in_one_round_trip_each(
+    cluster: bool, redis_server: RedisServer, redis_cluster: Any
+) -> None:
+    """The lock, its token and both marks in one script, and the completion mark with the
+    lock's release in another, where they share a slot: one server, or a cluster under a
+    prefix with a hash tag of its own. A cluster without one takes the steps one by one."""
+    for url, trips in (
+        (
+            (f"{redis_cluster.url}?prefix={quote('{cb-one}:')}", 1),
+            (f"{redis_cluster.url}?prefix=cb-steps:", None),
+        )
+        if cluster
+        else ((f"{redis_server.url}?prefix=cb-one:", 1),)
+    ):
+        store: Any = store_from_url(url)
+        try:
+            done = Occurrence(job="ledger.post", scheduled_at=datetime(2026, 1, 1, tzinfo=UTC))
+            key, mark = lock_key(done.job), began_key(done.job, done.epoch_ms)
+            before = store.stats.round_trips
+            taken = store.admit(
+                key, "w1", timedelta(seconds=30), unless_completed=done, began=(mark, "a|1")
+            )
+            admitted = store.stats.round_trips - before
+            assert taken.outcome == "taken" and taken.marked and taken.token >= 1, taken
+            before = store.stats.round_trips
+            store.finish(done, (key, "w1"))
+            finished = store.stats.round_trips - before
+            assert store.finished(done) and store.holder(key) is None
+            if trips is not None:
+                assert (admitted, finished) == (1, 1), (url, admitted, finished)
+            else:
+                assert admitted > 1 and finished > 1, (url, admitted, finished)
+        finally:
+            store.close()

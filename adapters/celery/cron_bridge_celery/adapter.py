@@ -277,8 +277,28 @@ def _header_without_ctx(run: Any) -> Any:
         return lambda *args, **kwargs: None
     parameters = list(signature.parameters.values())[1:]
     without_ctx = signature.replace(parameters=parameters)
+    # What binding says depends only on how many positional arguments come and which
+    # keywords: asked once per shape (a beat sends each job's with the same kwargs), not on
+    # every message.
+    checked: dict[tuple[int, frozenset[str]], str | None] = {}
 
     def check(*args: Any, **kwargs: Any) -> None:
-        without_ctx.bind(*args, **kwargs)
+        shape = (len(args), frozenset(kwargs))
+        refused = checked.get(shape, "")
+        if refused == "":  # not asked yet (a refusal's text is never empty)
+            try:
+                without_ctx.bind(*args, **kwargs)
+            except TypeError as exc:
+                refused = str(exc) or "arguments the task does not take"
+            else:
+                refused = None
+            if len(checked) >= SHAPES_KEPT:
+                checked.clear()
+            checked[shape] = refused
+        if refused is not None:
+            raise TypeError(refused)
 
     return check
+
+
+SHAPES_KEPT = 64  # argument shapes a task's check remembers
