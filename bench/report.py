@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -641,67 +642,93 @@ def _takeover_section(results: dict[str, Any]) -> list[str]:
     found = results.get("takeover")
     if not found:
         return []
-    rows = []
-    for label, t in found.items():
-        floor, one, three, guard = t["floor_us"], t["one"], t["three"], t["guard"]
-        one_floor = floor * 10000 / 1000
-        three_floor = one_floor / 2  # 2 cores: at most 2 replicas send at once
-        one_cpu, three_cpu = sum(one["burst_cpu_s"]), sum(three["burst_cpu_s"])
-        rows.append(
-            [
-                label,
-                round(floor),
-                f"{one['p99_ms']:,.0f}",
-                f"{one['p99_ms'] / one_floor:.2f}",
-                f"{one_cpu:.2f}",
-                f"{sum(one['cpu_s']):.2f}",
-                f"{three['p99_ms']:,.0f}",
-                f"{three['p99_ms'] / three_floor:.2f}",
-                f"{three_cpu:.2f}",
-                f"{three_cpu / one_cpu:.2f}",
-                guard["bare_ms"],
-                guard["guarded_ms"],
-                guard.get("sent_ms", ""),
-                guard.get("sent_overhead_ms", ""),
-            ]
-        )
+    figures = {label: _takeover_figures(t) for label, t in found.items()}
+    runs: dict[str, list[list[float]]] = {}
+    for label, values in figures.items():  # "<tree> #<run>": the runs of one tree
+        runs.setdefault(label.split(" #")[0], []).append(values)
+    columns = [
+        "floor µs",
+        "R=1 p99 ms",
+        "p99 ÷ floor",
+        "burst CPU s",
+        "beat CPU s",
+        "R=3 p99 ms",
+        "p99 ÷ floor",
+        "burst CPU s (sum)",
+        "R=3 ÷ R=1 CPU",
+        "bare ms",
+        "guarded ms",
+        "sent ms",
+        "sent overhead ms",
+    ]
+    medians = [
+        [f"{tree} ({len(each)} run{'s' if len(each) > 1 else ''})"]
+        + [
+            _takeover_cell(i, statistics.median(column))
+            for i, column in enumerate(zip(*each, strict=True))
+        ]
+        for tree, each in runs.items()
+    ]
+    every = [
+        [label] + [_takeover_cell(i, value) for i, value in enumerate(values)]
+        for label, values in figures.items()
+    ]
     return [
         "## Takeover: before and after (issue 39)",
         "",
         _measured(results, "takeover"),
         "",
-        "The same harness on two checkouts, back to back: the beats and workers of the checkout"
-        " `BENCH_TREE` names (this one when unset), one row each, measured with "
-        "`BENCH_TREE=<checkout> make bench 'BENCH_ARGS=--only takeover --label <row>'` (the "
-        "before row's checkout given this harness's `bench/` files). Celery's floor (µs per "
-        "message, median of five), a burst of 10,000 Celery jobs on 1 and on 3 replicas (each "
-        "the run with the median p99 of three; p99 ÷ floor as in the burst table; burst CPU: "
-        "all replicas, from 0.3 s before it was due until the last message; beat CPU: the whole"
-        " run, import included), and the guard on a warm Celery worker, one task at a time: the"
-        " task called directly (`guarded`) and sent as the beat sends it (`sent`: the "
-        "completion mark read and written, and from the takeover on the began mark).",
+        "The same harness on several checkouts: the beats and workers of the checkout"
+        " `BENCH_TREE` names (this one when unset), measured with "
+        "`BENCH_TREE=<checkout> make bench 'BENCH_ARGS=--only takeover --label \"<tree> #<run>\"'`"
+        " (an older checkout given this harness's `bench/` files), the trees taken in turn, "
+        "run after run. Celery's floor (µs per message, median of five), a burst of 10,000 "
+        "Celery jobs on 1 and on 3 replicas (each the run with the median p99 of three; p99 ÷ "
+        "floor as in the burst table; burst CPU: all replicas, from 0.3 s before it was due "
+        "until the last message; beat CPU: the whole run, import included), and the guard on a "
+        "warm Celery worker, one task at a time: the task called directly (`guarded`) and sent "
+        "as the beat sends it (`sent`: the completion mark read and written, and from the "
+        "takeover on the began mark). The first table is each tree's median over its runs, "
+        "figure by figure; the second, every run.",
         "",
-        _table(
-            [
-                "commit",
-                "floor µs",
-                "R=1 p99 ms",
-                "p99 ÷ floor",
-                "burst CPU s",
-                "beat CPU s",
-                "R=3 p99 ms",
-                "p99 ÷ floor",
-                "burst CPU s (sum)",
-                "R=3 ÷ R=1 CPU",
-                "bare ms",
-                "guarded ms",
-                "sent ms",
-                "sent overhead ms",
-            ],
-            rows,
-        ),
+        _table(["tree", *columns], medians),
+        "",
+        _table(["run", *columns], every),
         "",
     ]
+
+
+def _takeover_figures(t: dict[str, Any]) -> list[float]:
+    """One takeover run's figures, in the section's column order."""
+    floor, one, three, guard = t["floor_us"], t["one"], t["three"], t["guard"]
+    one_floor = floor * 10000 / 1000
+    three_floor = one_floor / 2  # 2 cores: at most 2 replicas send at once
+    one_cpu, three_cpu = sum(one["burst_cpu_s"]), sum(three["burst_cpu_s"])
+    return [
+        floor,
+        one["p99_ms"],
+        one["p99_ms"] / one_floor,
+        one_cpu,
+        sum(one["cpu_s"]),
+        three["p99_ms"],
+        three["p99_ms"] / three_floor,
+        three_cpu,
+        three_cpu / one_cpu,
+        guard["bare_ms"],
+        guard["guarded_ms"],
+        guard.get("sent_ms", float("nan")),
+        guard.get("sent_overhead_ms", float("nan")),
+    ]
+
+
+def _takeover_cell(column: int, value: float) -> str:
+    if column == 0:
+        return f"{value:.0f}"
+    if column in (1, 5):
+        return f"{value:,.0f}"
+    if column >= 9:
+        return f"{value:.3f}"
+    return f"{value:.2f}"
 
 
 def _tenants_section(results: dict[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ from cron_bridge.context import AbortSignal, Trigger
 from cron_bridge.errors import QueueRetry, StoreUnavailable
 from cron_bridge.jobs import Job, Occurrence
 from cron_bridge.monitors import CheckIn
-from cron_bridge.plumbing.keys import lock_key, lock_owner
+from cron_bridge.plumbing.keys import began_key, lock_key, lock_owner
 from cron_bridge.run.guard import Guard, _Attempt, _attempt, _context
 from cron_bridge.run.lease import Lease
 from cron_bridge.schedules import Schedule
@@ -277,6 +277,60 @@ def test_of_two_copies_of_a_message_the_one_that_began_runs_and_the_other_is_ref
     # A message from a beat naming no copy is told apart by the completion mark only.
     assert guard.run(job, occurrence, trigger="queue").outcome == "failed"
     assert ran == [1, 1, 2, 1]
+
+
+def test_a_copy_that_gave_up_while_the_store_was_down_leaves_no_began_mark() -> None:
+    """Its first try's mark was written and the answer lost; its second try, asking again
+    while the store is still down, must not drop the first's takeback: once the store
+    answers, the mark is taken back, and another copy runs the occurrence (found by the
+    review of ``Store.admit``: the takeback was dropped before the store was asked)."""
+
+    class Lossy(MemoryStore):
+        mode = "ok"  # "lose": the began mark is written, its answer lost, then all is down
+
+        def _gate(self) -> None:
+            if self.mode == "down":
+                raise StoreUnavailable("down", host="memory")
+
+        def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
+            self._gate()
+            taken = super().acquire(key, owner, ttl)
+            if self.mode == "lose" and key.startswith("began:"):
+                self.mode = "down"
+                raise StoreUnavailable("the answer was lost", host="memory")
+            return taken
+
+        def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
+            self._gate()
+            return super().acquire_fenced(key, owner, ttl)
+
+        def release(self, key: str, owner: str) -> bool:
+            self._gate()
+            return super().release(key, owner)
+
+        def holder(self, key: str) -> str | None:
+            self._gate()
+            return super().holder(key)
+
+        def record_many(self, records: Any) -> None:
+            self._gate()
+            super().record_many(records)
+
+    ran: list[str] = []
+    job = job_of("gave.up", lambda ctx: ran.append(ctx.replica))
+    occurrence = Occurrence(job=job.name, scheduled_at=AT)
+    store = Lossy()
+    guard = Guard(store, "w1")
+    store.mode = "lose"
+    for _ in range(2):  # the try whose answer was lost, then the next, still down
+        with pytest.raises(StoreUnavailable):
+            guard.run(job, occurrence, trigger="queue", copy="copy-a")
+    store.mode = "ok"  # copy-a gives up; the store answers again
+    mark = began_key(job.name, occurrence.epoch_ms)
+    wait_for(lambda: store.holder(mark) is None, 5, "the mark taken back")
+    wait_for(lambda: store.holder(lock_key(job.name)) is None, 5, "the lock freed")
+    other = Guard(store, "w2").run(job, occurrence, trigger="queue", copy="copy-b")
+    assert (other.outcome, ran) == ("completed", ["w2"]), (other, ran)
 
 
 def test_a_copy_that_cannot_mark_itself_begun_does_not_run_and_frees_its_lock() -> None:

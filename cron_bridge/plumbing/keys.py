@@ -52,6 +52,26 @@ def began_key(job: str, epoch_ms: int) -> str:
     return f"began:{job}:{epoch_ms}"
 
 
+DONE = "completed"  # what a completion mark holds; any other value marks nothing
+NONCE = 8  # hex digits after ``<copy>|`` in a began mark: one per try of the copy
+
+
+def began_mark(copy: str, nonce: str) -> str:
+    """A began mark's value for one try of ``copy``: ``<copy>|<nonce>``."""
+    return f"{copy}|{nonce}"
+
+
+def began_by(mark: str, copy: str) -> bool:
+    """Whether the began mark ``mark`` is one a try of ``copy`` wrote: ``<copy>|`` and
+    ``NONCE`` lowercase hex digits, nothing else (``lua/admit.lua`` asks the same)."""
+    nonce = mark[len(copy) + 1 :]
+    return (
+        mark.startswith(copy + "|")
+        and len(nonce) == NONCE
+        and all(c in "0123456789abcdef" for c in nonce)
+    )
+
+
 def catch_up_key(job: str, epoch_ms: int) -> str:
     """The claim of the one catch-up run of a paused occurrence: ``catchup:<job>:<epoch ms>``."""
     return f"catchup:{job}:{epoch_ms}"

@@ -21,7 +21,14 @@ from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.context import AbortSignal, JobContext, Trigger
 from cron_bridge.errors import FenceUnreadable, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Job, Occurrence
-from cron_bridge.plumbing.keys import began_key, lock_key, lock_owner, parse_lock_owner
+from cron_bridge.plumbing.keys import (
+    NONCE,
+    began_key,
+    began_mark,
+    lock_key,
+    lock_owner,
+    parse_lock_owner,
+)
 from cron_bridge.plumbing.outbound import logged_traceback, sanitize
 from cron_bridge.run.attempt import _abort_after, _Attempt, _attempt, _context, _start
 from cron_bridge.run.lease import Lease, Releaser
@@ -204,7 +211,6 @@ class Guard:
         # Instance-scope jobs overlap-check in their own process only (the beat does that).
         if job.overlap != "skip" or not job.is_cluster:
             return None, None
-        key, owner = lock
         # A queue delivery (a redelivery) or a resumable run's next attempt may come after its
         # occurrence completed: the completion mark refuses it. A queue delivery that names
         # its copy marks it as the copy that began, unless another did (its run, however it
@@ -219,14 +225,13 @@ class Guard:
             # earlier try of the copy made is left as it is, since that try may have begun.
             began = (
                 began_key(occurrence.job, occurrence.epoch_ms),
-                f"{copy}|{uuid.uuid4().hex[:8]}",
+                began_mark(copy, uuid.uuid4().hex[:NONCE]),
             )
         # What a finished run could not write while the store was down is written first: the
         # release of its lock (so this job's next run is not skipped behind it) and its
         # completion mark (so a copy of its message is refused).
         self._releaser.flush()
-        if began is not None:
-            self._releaser.cancel(began[0], f"{copy}|")  # this process's takebacks of earlier tries
+        key, owner = lock
         sent_at = time.monotonic()  # the lease counts from before the request
         admitted = self._ask(lock, job.lock_ttl, unless, began)
         if admitted.outcome == "held":
@@ -273,7 +278,7 @@ class Guard:
             # Another copy of the message (the claimer's, beside a takeover's or a resend's)
             # began this occurrence: however that run ended, it was its run. Another
             # program's value there refuses too, as at most once wants.
-            first = sanitize(str(admitted.holder).partition("|")[0])[:64]
+            first = sanitize((admitted.holder or "").partition("|")[0])[:64] or "unknown"
             return None, ("skipped-claimed", f"another copy of its message began ({first})")
         with self._held_lock:
             self._held[owner] = key
@@ -296,13 +301,24 @@ class Guard:
         before the next attempt asks, so the attempt does not skip behind a lock of its own
         that nobody holds, and a copy that never began refuses no other (this copy's next
         try marks it again)."""
+        # This process's takebacks of earlier tries' marks are held back while this try asks:
+        # one that finds its copy's mark runs under it. They are given back unless it takes
+        # the lock, so that a mark whose handler never began is still taken back.
+        held = [] if began is None else self._releaser.cancel(began[0], _copy_of(began[1]))
         try:
-            return self.store.admit(*lock, ttl, unless_completed=unless, began=began)
+            admitted = self.store.admit(*lock, ttl, unless_completed=unless, began=began)
         except StoreUnavailable:
+            self._releaser.restore(held)
             self._releaser.later(*lock, ttl.total_seconds())
             if began is not None:
                 self._releaser.later(*began, CLAIM_TTL.total_seconds())
             raise
+        except BaseException:
+            self._releaser.restore(held)
+            raise
+        if admitted.outcome != "taken":
+            self._releaser.restore(held)
+        return admitted
 
     @contextmanager
     def _helped(
@@ -521,6 +537,11 @@ class Guard:
 
 LOCK_POLL_FIRST = 0.25  # seconds before a held-back retry asks for the lock again; doubled
 LOCK_POLL_MAX = 1.0
+
+
+def _copy_of(mark: str) -> str:
+    """``<copy>|``: what every began mark of one copy starts with."""
+    return mark.partition("|")[0] + "|"
 
 
 def _held_by(holder: tuple[str, str] | None) -> str | None:

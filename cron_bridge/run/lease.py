@@ -147,13 +147,24 @@ class Releaser:
             f"mark {occurrence.id} completed, then release {lock[0]}",
         )
 
-    def cancel(self, key: str, owners: str) -> None:
-        """Drop what is pending for ``key`` held by an owner that starts with ``owners`` (its
-        owner takes it again now). Waits for a send in progress: nothing pending for them is
-        done after this returns."""
+    def cancel(self, key: str, owners: str) -> Held:
+        """Hold back what is pending for ``key`` held by an owner that starts with
+        ``owners`` (its owner may take it again now). Waits for a send in progress: nothing
+        held back is done after this returns, unless given back (``restore``) when the
+        owner did not take it after all."""
         with self._sending, self._lock:
-            for pending in [p for p in self._pending if p[0] == key and p[1].startswith(owners)]:
-                del self._pending[pending]
+            held = [p for p in self._pending if p[0] == key and p[1].startswith(owners)]
+            return [(pending, self._pending.pop(pending)) for pending in held]
+
+    def restore(self, held: Held) -> None:
+        """Put back what ``cancel`` held back (what is pending again for the same lock
+        meanwhile is kept instead), and try it as before."""
+        if not held:
+            return
+        with self._lock:
+            for lock, item in held:
+                self._pending.setdefault(lock, item)
+        self._add_thread()
 
     def pending(self) -> int:
         """How many are still to be done."""
@@ -179,6 +190,11 @@ class Releaser:
                 oldest = next(iter(self._pending))
                 log.warning("too many releases pending; dropping %s (it expires)", oldest[0])
                 del self._pending[oldest]
+        self._add_thread()
+
+    def _add_thread(self) -> None:
+        """Start the thread that tries what is pending, unless it runs."""
+        with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._retry, name="cron-bridge-release", daemon=True
@@ -219,6 +235,9 @@ class Releaser:
         with self._lock:
             if self._pending.get(lock) is item:
                 del self._pending[lock]
+
+
+Held = list[tuple[tuple[str, str], "_Pending"]]  # what ``Releaser.cancel`` held back
 
 
 @dataclass(frozen=True, slots=True)

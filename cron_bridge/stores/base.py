@@ -236,13 +236,14 @@ class Store(ABC):
         Raises:
             StoreUnavailable: neither was done, or only the mark was (the lock then expires).
         """
-        self.acquire(done_key(occurrence), "completed", CLAIM_TTL)
+        self.acquire(done_key(occurrence), keys.DONE, CLAIM_TTL)
         if lock is not None:
             self.release(*lock)
 
     def finished(self, occurrence: Occurrence) -> bool:
-        """Whether a run of ``occurrence`` completed (``finish``)."""
-        return self.holder(done_key(occurrence)) is not None
+        """Whether a run of ``occurrence`` completed (``finish``): its mark holds
+        ``completed``; another program's value there marks nothing."""
+        return self.holder(done_key(occurrence)) == keys.DONE
 
     def admit(
         self,
@@ -254,10 +255,11 @@ class Store(ABC):
         began: tuple[str, str] | None = None,
     ) -> Admission:
         """Take the overlap lock ``key`` for ``owner`` with its fencing token
-        (``acquire_fenced``), unless ``unless_completed``'s completion mark is there, or
-        ``began`` (``(mark key, "<copy>|<nonce>")``) finds another copy's began mark; with
-        ``began``, the lock is taken together with the mark (kept for ``CLAIM_TTL``) unless
-        an earlier try of the same copy wrote it.
+        (``acquire_fenced``), unless ``unless_completed``'s completion mark is there
+        (``finished``), or ``began`` (``(mark key, keys.began_mark(copy, nonce))``) finds a
+        began mark that no try of the same copy wrote (``keys.began_by``; another program's
+        value refuses too); with ``began``, the lock is taken together with the mark (kept
+        for ``CLAIM_TTL``) unless an earlier try of the same copy wrote it.
 
         As one atomic step where the store can (Redis: one script, one round trip); here,
         the steps one after another, the marks read again under the lock: a completing run
@@ -283,7 +285,7 @@ class Store(ABC):
         if self.acquire(mark, mine, CLAIM_TTL):
             return Admission("taken", token=token, marked=True)
         first = self.holder(mark)
-        if first is not None and first.partition("|")[0] == mine.partition("|")[0]:
+        if first is not None and keys.began_by(first, mine.partition("|")[0]):
             return Admission("taken", token=token)  # an earlier try of this copy's
         self.release(key, owner)
         return Admission("began", holder=first)

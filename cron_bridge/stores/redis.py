@@ -451,11 +451,14 @@ class RedisStore(Store):
 
         def work(client: Client) -> Any:
             reply = self._link.run_script(client, "admit", keys, args)
-            refused = isinstance(reply, list) and len(reply) == 3 and reply[0] in REFUSED
-            if refused and reply[2] not in (b"string", "string"):
+            if isinstance(reply, list) and len(reply) == 4:
                 # Another program's key of another type: said once, never an outage.
-                named = lock if reply[0] in (b"held", "held") else mark
-                self._link.unusable(client, [named], "string")
+                if reply[0] in (b"held", "held") and reply[2] not in (b"string", "string"):
+                    self._link.unusable(client, [lock], "string")
+                if reply[0] in (b"began", "began") and reply[2] not in (b"string", "string"):
+                    self._link.unusable(client, [mark], "string")
+                if reply[3]:  # a completion mark of another type marks nothing
+                    self._link.unusable(client, [done], "string")
             return reply
 
         return self._admitted(key, began, self._link.call(work))
@@ -471,11 +474,11 @@ class RedisStore(Store):
         outcome = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
         if outcome == "completed":
             return Admission("completed")
-        if outcome in ("held", "began") and len(reply) == 3:
+        if outcome in ("held", "began") and len(reply) == 4:
             named = key if outcome == "held" else (began or (key, ""))[0]
-            value = inbound.text(reply[1], "claims and locks", named) if reply[1] else None
+            value = None if reply[1] is None else inbound.text(reply[1], "claims and locks", named)
             return Admission(outcome, holder=value)  # type: ignore[arg-type]
-        if outcome == "taken" and len(reply) == 3 and isinstance(reply[1], int) and reply[1] >= 1:
+        if outcome == "taken" and len(reply) == 4 and isinstance(reply[1], int) and reply[1] >= 1:
             return Admission("taken", token=reply[1], marked=reply[2] == 1)
         raise StoreUnavailable(f"redis: the admit script answered {str(reply)[:80]!r}")
 
@@ -627,9 +630,6 @@ def _offset(raw: bytes | None) -> float | None:
         return None if raw is None or len(raw) > 40 else float(raw)
     except ValueError:
         return None
-
-
-REFUSED = (b"held", "held", b"began", "began")  # admit.lua's refusals that name a key's type
 
 
 def fence_key(prefix: str, key: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 from cron_bridge.jobs import Occurrence
 from cron_bridge.plumbing.keys import began_key, lock_key
 from cron_bridge.stores import RunRecord, Store, store_from_url
-from cron_bridge.stores.base import Admission
+from cron_bridge.stores.base import Admission, done_key
 from tests.conftest import StoreKit, store_kinds
 from tests.waiting import wait_for
 
@@ -339,21 +339,21 @@ def test_a_run_is_admitted_unless_its_occurrence_completed_or_another_copy_began
     )
     ttl = timedelta(seconds=30)
     mark = began_key(done.job, done.epoch_ms)
-    first = store.admit(key, "w1", ttl, unless_completed=done, began=(mark, "copy-a|1"))
+    first = store.admit(key, "w1", ttl, unless_completed=done, began=(mark, "copy-a|00000001"))
     assert (first.outcome, first.marked) == ("taken", True) and first.token >= 0, first
-    assert store.holder(mark) == "copy-a|1"
-    held = store.admit(key, "w2", ttl, unless_completed=done, began=(mark, "copy-b|1"))
+    assert store.holder(mark) == "copy-a|00000001"
+    held = store.admit(key, "w2", ttl, unless_completed=done, began=(mark, "copy-b|00000001"))
     assert held == Admission("held", holder="w1"), held
     assert store.release(key, "w1")
-    other = store.admit(key, "w2", ttl, unless_completed=done, began=(mark, "copy-b|2"))
-    assert other == Admission("began", holder="copy-a|1"), other
-    assert store.holder(key) is None and store.holder(mark) == "copy-a|1"
-    again = store.admit(key, "w3", ttl, unless_completed=done, began=(mark, "copy-a|2"))
+    other = store.admit(key, "w2", ttl, unless_completed=done, began=(mark, "copy-b|00000002"))
+    assert other == Admission("began", holder="copy-a|00000001"), other
+    assert store.holder(key) is None and store.holder(mark) == "copy-a|00000001"
+    again = store.admit(key, "w3", ttl, unless_completed=done, began=(mark, "copy-a|00000002"))
     assert (again.outcome, again.marked) == ("taken", False), again
     assert again.token > first.token or again.token == first.token == 0, (first, again)
     store.finish(done, (key, "w3"))
     assert store.holder(key) is None and store.finished(done)
-    for began in (None, (mark, "copy-a|3"), (mark, "copy-c|1")):
+    for began in (None, (mark, "copy-a|00000003"), (mark, "copy-c|00000001")):
         assert store.admit(key, "w4", ttl, unless_completed=done, began=began) == Admission(
             "completed"
         )
@@ -364,6 +364,24 @@ def test_a_run_is_admitted_unless_its_occurrence_completed_or_another_copy_began
     assert store.admit(key, "w6", ttl) == Admission("held", holder="w5")
 
 
+def test_only_the_stores_own_marks_refuse_a_run(store: Store) -> None:
+    """A completion mark counts only as ``completed`` and a began mark is a copy's own only
+    as ``<copy>|`` and 8 lowercase hex digits: what another program left there (any other
+    text) refuses a copy as another copy's mark would, and marks nothing completed."""
+    key, done = lock_key("ledger.post"), occ("ledger.post")
+    mark, ttl = began_key(done.job, done.epoch_ms), timedelta(seconds=30)
+    assert store.acquire(done_key(done), "x", ttl)
+    assert not store.finished(done)
+    for left in ("copy-a|0123ABCD", "copy-a|0123abcd!", "copy-a", "copy-a|", "x"):
+        assert store.acquire(mark, left, ttl)
+        refused = store.admit(key, "w1", ttl, unless_completed=done, began=(mark, "copy-a|1"))
+        assert refused == Admission("began", holder=left), (left, refused)
+        assert store.holder(key) is None and store.release(mark, left)
+    assert store.acquire(mark, "copy-a|0123abcd", ttl)
+    own = store.admit(key, "w1", ttl, unless_completed=done, began=(mark, "copy-a|89abcdef"))
+    assert (own.outcome, own.marked) == ("taken", False), own
+
+
 def test_sixteen_copies_of_one_message_race_and_one_is_admitted(kit: StoreKit) -> None:
     """Of 16 copies of one occurrence's message admitted at once, exactly one takes the
     lock and marks itself; the others are refused, none of them admitted after it either."""
@@ -372,7 +390,11 @@ def test_sixteen_copies_of_one_message_race_and_one_is_admitted(kit: StoreKit) -
     results = race(
         kit,
         lambda store, owner: store.admit(
-            key, owner, timedelta(seconds=30), unless_completed=done, began=(mark, f"{owner}|n")
+            key,
+            owner,
+            timedelta(seconds=30),
+            unless_completed=done,
+            began=(mark, f"{owner}|0000000a"),
         ),
     )
     won = [r for r in results if r.outcome == "taken"]
@@ -380,12 +402,12 @@ def test_sixteen_copies_of_one_message_race_and_one_is_admitted(kit: StoreKit) -
     assert {r.outcome for r in results} <= {"taken", "held", "began"}, results
     store = kit.open()
     holder = store.holder(key)
-    assert holder is not None and store.holder(mark) == f"{holder}|n"
+    assert holder is not None and store.holder(mark) == f"{holder}|0000000a"
     assert store.release(key, holder)
     late = store.admit(
-        key, "late", timedelta(seconds=30), unless_completed=done, began=(mark, "late|n")
+        key, "late", timedelta(seconds=30), unless_completed=done, began=(mark, "late|0000000a")
     )
-    assert late == Admission("began", holder=f"{holder}|n"), late
+    assert late == Admission("began", holder=f"{holder}|0000000a"), late
 
 
 def test_a_heartbeat_reads_the_stores_clock_and_keeps_the_replicas_offset(kit: StoreKit) -> None:

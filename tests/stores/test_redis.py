@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 import redis
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
 from cron_bridge.plumbing.keys import began_key, lock_key
-from cron_bridge.stores import store_from_url
+from cron_bridge.stores import Store, store_from_url
+from cron_bridge.stores.base import done_key
 from cron_bridge.stores.redis import RedisStore, fence_key
 from tests.servers import RedisServer
 
@@ -140,3 +142,122 @@ def test_a_delivery_is_admitted_and_finished_in_one_round_trip_each(
                 assert admitted > 1 and finished > 1, (url, admitted, finished)
         finally:
             store.close()
+
+
+# The script against the steps one after another (``Store.admit``/``Store.finish``, what a
+# cluster without a hash-tagged prefix takes), on the same calls and the same contents.
+OCC = Occurrence(job="ledger.post", scheduled_at=datetime(2026, 1, 1, tzinfo=UTC))
+KEY, MARK = lock_key(OCC.job), began_key(OCC.job, OCC.epoch_ms)
+TTL = timedelta(seconds=30)
+
+calls = st.one_of(
+    st.tuples(
+        st.just("admit"),
+        st.sampled_from(["w0", "w1", "w2"]),
+        st.booleans(),  # unless_completed
+        st.one_of(st.none(), st.tuples(st.sampled_from(["ca", "cb", "cc"]), st.integers(0, 3))),
+    ),
+    st.tuples(st.just("finish"), st.sampled_from(["w0", "w1", "w2"])),
+    st.tuples(st.just("release"), st.sampled_from(["w0", "w1", "w2"])),
+    st.tuples(st.just("unmark"), st.sampled_from(["ca", "cb", "cc"]), st.integers(0, 3)),
+)
+
+
+def _apply(store: Any, steps: list[Any], composed: bool) -> list[Any]:
+    """What each call answered and what the keys held after it; the tokens taken grow."""
+    seen: list[Any] = []
+    tokens: list[int] = []
+    admit = Store.admit if composed else type(store).admit
+    finish = Store.finish if composed else type(store).finish
+    for step in steps:
+        if step[0] == "admit":
+            _, owner, unless, began = step
+            mark = None if began is None else (MARK, f"{began[0]}|{began[1]:08x}")
+            got = admit(
+                store, KEY, owner, TTL, unless_completed=OCC if unless else None, began=mark
+            )
+            tokens += [got.token] if got.outcome == "taken" else []
+            seen.append((got.outcome, got.holder, got.marked))
+        elif step[0] == "finish":
+            seen.append(finish(store, OCC, (KEY, step[1])))
+        elif step[0] == "release":
+            seen.append(store.release(KEY, step[1]))
+        else:
+            seen.append(store.release(MARK, f"{step[1]}|{step[2]:08x}"))
+        seen.append((store.holder(KEY), store.holder(MARK), store.finished(OCC)))
+    assert tokens == sorted(set(tokens)), tokens
+    return seen
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(steps=st.lists(calls, min_size=1, max_size=12))
+def test_the_admit_script_answers_as_the_steps_one_after_another(
+    steps: list[Any], redis_server: RedisServer
+) -> None:
+    """Generated sequences of admits (with and without marks, of three copies), finishes,
+    releases and takebacks: the one-script Redis store, the same store taking the steps one
+    after another and the memory store answer alike at every step, and the tokens grow."""
+    answers = {"memory": _apply(store_from_url("memory://"), steps, composed=False)}
+    for name, composed in (("script", False), ("steps", True)):
+        store = store_from_url(f"{redis_server.url}?prefix=ad{uuid.uuid4().hex[:10]}:")
+        try:
+            answers[name] = _apply(store, steps, composed)
+        finally:
+            store.close()
+    assert answers["script"] == answers["memory"] == answers["steps"], (steps, answers)
+
+
+HOSTILE = [
+    ("string", b"ca|\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8"),  # the copy's, not UTF-8 after it
+    ("string", b"ca|0123abcd!"),  # the copy's, and more
+    ("string", b"ca|0123ABCD"),
+    ("string", b"ca"),
+    ("string", b"\xff\xfe"),
+    ("string", b"ca|" + b"0" * (1 << 20)),  # past what a reader takes
+    ("string", b""),
+    ("string", b"completed"),
+    ("string", b"x"),
+    ("hash", b"x"),
+    ("list", b"x"),
+]
+
+
+@pytest.mark.parametrize("where", ["done", "began", "lock", "counter"])
+@pytest.mark.parametrize(("kind", "value"), HOSTILE)
+def test_another_programs_values_are_judged_alike_by_the_script_and_the_steps(
+    where: str, kind: str, value: bytes, redis_server: RedisServer
+) -> None:
+    """Whatever another program left in the completion mark, the began mark, the lock or its
+    counter (any bytes, any type), the script and the steps one after another answer alike:
+    a completion mark counts only as ``completed``, a began mark is this copy's only as
+    ``<copy>|`` and 8 lowercase hex digits, and a counter no token can follow fails the run
+    before the mark is read."""
+    answers = {}
+    for name, composed in (("script", False), ("steps", True)):
+        store: Any = store_from_url(f"{redis_server.url}?prefix=ah{uuid.uuid4().hex[:10]}:")
+        target = {
+            "done": done_key(OCC),
+            "began": MARK,
+            "lock": KEY,
+            "counter": fence_key(store.prefix, KEY)[len(store.prefix) :],
+        }[where]
+        client = redis.Redis.from_url(redis_server.url)
+        name_of = (store.prefix + target).encode()
+        if kind == "string":
+            client.set(name_of, value)
+        elif kind == "hash":
+            client.hset(name_of, "x", value)
+        else:
+            client.rpush(name_of, value)
+        if where == "counter":
+            client.set(store.prefix + MARK, b"cb|00000000")  # another copy's, too
+        client.close()
+        admit = Store.admit if composed else type(store).admit
+        try:
+            got = admit(store, KEY, "w9", TTL, unless_completed=OCC, began=(MARK, "ca|0000ffff"))
+            answers[name] = (got.outcome, (got.holder or "")[:20], got.marked)
+        except Exception as exc:
+            answers[name] = ("raised", type(exc).__name__)
+        finally:
+            store.close()
+    assert answers["script"] == answers["steps"], (where, kind, value[:12], answers)

@@ -277,26 +277,19 @@ def _header_without_ctx(run: Any) -> Any:
         return lambda *args, **kwargs: None
     parameters = list(signature.parameters.values())[1:]
     without_ctx = signature.replace(parameters=parameters)
-    # What binding says depends only on how many positional arguments come and which
-    # keywords: asked once per shape (a beat sends each job's with the same kwargs), not on
-    # every message.
-    checked: dict[tuple[int, frozenset[str]], str | None] = {}
+    # Whether binding accepts a call depends only on how many positional arguments come and
+    # which keywords: a shape accepted once is not bound again (a beat sends each job's
+    # with the same kwargs); a refusal is bound each time, for its own text.
+    accepted: set[tuple[int, frozenset[str]]] = set()
 
     def check(*args: Any, **kwargs: Any) -> None:
         shape = (len(args), frozenset(kwargs))
-        refused = checked.get(shape, "")
-        if refused == "":  # not asked yet (a refusal's text is never empty)
-            try:
-                without_ctx.bind(*args, **kwargs)
-            except TypeError as exc:
-                refused = str(exc) or "arguments the task does not take"
-            else:
-                refused = None
-            if len(checked) >= SHAPES_KEPT:
-                checked.clear()
-            checked[shape] = refused
-        if refused is not None:
-            raise TypeError(refused)
+        if shape in accepted:
+            return
+        without_ctx.bind(*args, **kwargs)
+        if len(accepted) >= SHAPES_KEPT:
+            accepted.clear()
+        accepted.add(shape)
 
     return check
 
