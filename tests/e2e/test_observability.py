@@ -115,19 +115,25 @@ def test_metrics_scraped_from_running_beats_count_runs_by_outcome(tmp_path: Path
     try:
         wait_until_live(url, 3)
 
+        scraped: list[Any] = []
+
         def counted() -> bool:
-            """Each replica lost a claim and the three completed 5 runs of each job: a
-            replica ahead of the others on a loaded machine may win every claim for a while."""
-            seen = [scrape(port)[0] for port in ports]
+            """Each replica lost a claim and the three completed 5 runs of each job (a
+            replica ahead of the others on a loaded machine may win every claim for a
+            while), in scrapes a moment apart: one replica behind the others (a slow
+            scrape, a beat that has not asked for the latest claims yet) is scraped again."""
+            scraped[:] = [scrape(port) for port in ports]
             done: Counter[str] = Counter()
-            for replica in seen:
+            lost: Counter[str] = Counter()
+            for replica, _ in scraped:
                 for (job, outcome), value in replica.items():
                     done[job] += int(value) if outcome == "completed" else 0
-            lost = all(any(o == "skipped-claimed" for _, o in replica) for replica in seen)
-            return lost and len(done) == 3 and min(done.values()) >= 5
+                    lost[job] += int(value) if outcome == "skipped-claimed" else 0
+            each = all(any(o == "skipped-claimed" for _, o in r) for r, _ in scraped)
+            apart = all(abs(lost[job] - 2 * done[job]) <= 3 for job in done)
+            return each and apart and len(done) == 3 and min(done.values()) >= 5
 
-        waited(counted, 60, every=0.5)  # asserted on below, from what is scraped then
-        scraped = [scrape(port) for port in ports]
+        waited(counted, 60, every=0.5)  # asserted on below, from the last scrapes
         for beat in beats:
             beat.terminate()
     finally:
