@@ -194,7 +194,10 @@ def test_the_closing_sentry_check_in_is_flushed_off_the_run_thread() -> None:
             assert in_flight() >= 1
             within(5, settle)
         finally:
-            sentry_sdk.init(shutdown_timeout=0)  # no DSN: the client off again
+            # No DSN: the client off again; and no integrations, which sentry-sdk installs
+            # for the whole process (its RQ one adds trace headers to every job's meta, seen
+            # by a later test in this worker).
+            sentry_sdk.init(default_integrations=False, shutdown_timeout=0)
 
 
 def test_a_job_whose_ping_fails_still_runs_every_attempt(caplog: pytest.LogCaptureFixture) -> None:
