@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from cron_bridge.errors import ConfigError, FenceUnreadable, StoreUnavailable
+from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
@@ -38,7 +38,6 @@ from cron_bridge.stores.base import (
     TAKE_OVER_MOST,
     Admission,
     Store,
-    done_key,
     ttl_ms,
 )
 from cron_bridge.stores.records import (
@@ -59,12 +58,13 @@ from cron_bridge.stores.redis_pending import PendingSends, hash_tag
 
 try:
     from cron_bridge.stores.redis_link import Client, RedisLink, lua_source, raw
+    from cron_bridge.stores.redis_locks import RedisLocks, fence_key
     from cron_bridge.stores.redis_types import LastReads, warn_wrong_type
     from cron_bridge.stores.redis_wait import Unconfirmed, claim_waiting
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError('the Redis store needs redis-py: pip install "cron-bridge[redis]"') from exc
 
-__all__ = ["RedisStore"]
+__all__ = ["RedisStore", "fence_key"]
 
 log = logging.getLogger(__name__)
 _ONE_MS = timedelta(milliseconds=1)
@@ -117,6 +117,7 @@ class RedisStore(Store):
         self._cluster = self._link.cluster
         self._host = self._link.host
         self._sends = PendingSends(self._link, self.prefix)  # claims pending their send
+        self._locks = RedisLocks(self._link, self.prefix)  # locks and the marks of a run
         if (
             self._cluster
             and ("{" in self.prefix or "}" in self.prefix)
@@ -405,22 +406,10 @@ class RedisStore(Store):
         return last_claimed_times(pairs, "last claimed")
 
     def acquire(self, key: str, owner: str, ttl: timedelta) -> bool:
-        return bool(
-            self._link.call(
-                lambda client: client.set(self._key(key), owner, nx=True, px=ttl_ms(ttl))
-            )
-        )
+        return self._locks.acquire(key, owner, ttl)
 
     def acquire_fenced(self, key: str, owner: str, ttl: timedelta) -> int | None:
-        keys, args = [self._key(key), fence_key(self.prefix, key)], [owner, ttl_ms(ttl)]
-        token = self._link.call(
-            lambda client: self._link.run_script(client, "acquire_fenced", keys, args)
-        )
-        if token is None:
-            return None
-        if int(token) < 1:
-            raise FenceUnreadable(key, f"a value that is no counter ({keys[1]})")
-        return int(token)
+        return self._locks.acquire_fenced(key, owner, ttl)
 
     def admit(
         self,
@@ -434,84 +423,22 @@ class RedisStore(Store):
         """One script, one round trip, where the lock and the occurrence's marks share a
         slot (one server, or a prefix with a hash tag of its own); else the steps of
         ``Store.admit``."""
-        if self._cluster and not hash_tag(self.prefix):
+        if not self._locks.one_slot:
             return super().admit(key, owner, ttl, unless_completed=unless_completed, began=began)
-        lock = self._key(key)
-        done = lock if unless_completed is None else self._key(done_key(unless_completed))
-        mark, mine = (lock, "") if began is None else (self._key(began[0]), began[1])
-        keys = [lock, fence_key(self.prefix, key), done, mark]
-        args = [
-            owner,
-            ttl_ms(ttl),
-            "0" if unless_completed is None else "1",
-            mine,
-            mine.partition("|")[0],
-            ttl_ms(CLAIM_TTL),
-        ]
-
-        def work(client: Client) -> Any:
-            reply = self._link.run_script(client, "admit", keys, args)
-            if isinstance(reply, list) and len(reply) == 4:
-                # Another program's key of another type: said once, never an outage.
-                if reply[0] in (b"held", "held") and reply[2] not in (b"string", "string"):
-                    self._link.unusable(client, [lock], "string")
-                if reply[0] in (b"began", "began") and reply[2] not in (b"string", "string"):
-                    self._link.unusable(client, [mark], "string")
-                if reply[3]:  # a completion mark of another type marks nothing
-                    self._link.unusable(client, [done], "string")
-            return reply
-
-        return self._admitted(key, began, self._link.call(work))
-
-    def _admitted(self, key: str, began: tuple[str, str] | None, reply: Any) -> Admission:
-        """The script's reply, checked: anything else is the server's fault, said as such."""
-        if reply == -1:
-            raise FenceUnreadable(
-                key, f"a value that is no counter ({fence_key(self.prefix, key)})"
-            )
-        if not isinstance(reply, list) or not reply:
-            raise StoreUnavailable(f"redis: the admit script answered {str(reply)[:80]!r}")
-        outcome = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
-        if outcome == "completed":
-            return Admission("completed")
-        if outcome in ("held", "began") and len(reply) == 4:
-            named = key if outcome == "held" else (began or (key, ""))[0]
-            value = None if reply[1] is None else inbound.text(reply[1], "claims and locks", named)
-            return Admission(outcome, holder=value)  # type: ignore[arg-type]
-        if outcome == "taken" and len(reply) == 4 and isinstance(reply[1], int) and reply[1] >= 1:
-            return Admission("taken", token=reply[1], marked=reply[2] == 1)
-        raise StoreUnavailable(f"redis: the admit script answered {str(reply)[:80]!r}")
+        return self._locks.admit(key, owner, ttl, unless_completed, began)
 
     def finish(self, occurrence: Occurrence, lock: tuple[str, str] | None = None) -> None:
         """The mark, and the lock freed after it, in one script where they share a slot."""
-        if lock is None or (self._cluster and not hash_tag(self.prefix)):
+        if lock is None or not self._locks.one_slot:
             super().finish(occurrence, lock)
-            return
-        keys = [self._key(done_key(occurrence)), self._key(lock[0])]
-        args = [ttl_ms(CLAIM_TTL), lock[1]]
-        self._link.call(lambda client: self._link.run_script(client, "finish", keys, args))
+        else:
+            self._locks.finish(occurrence, lock)
 
     def extend(self, key: str, owner: str, ttl: timedelta) -> bool:
-        name, args = self._key(key), [owner, ttl_ms(ttl)]
-        return bool(
-            self._link.call(
-                lambda client: self._link.run_script(client, "extend", [name], args),
-                key=name,
-                holds="string",
-                otherwise=0,
-            )
-        )
+        return self._locks.extend(key, owner, ttl)
 
     def release(self, key: str, owner: str) -> bool:
-        name = self._key(key)
-        return bool(
-            self._link.call(
-                lambda client: self._link.run_script(client, "release", [name], [owner]),
-                key=name,
-                holds="string",
-                otherwise=0,
-            )
-        )
+        return self._locks.release(key, owner)
 
     def record_many(self, records: Sequence[RunRecord]) -> None:
         if not records:
@@ -630,13 +557,3 @@ def _offset(raw: bytes | None) -> float | None:
         return None if raw is None or len(raw) > 40 else float(raw)
     except ValueError:
         return None
-
-
-def fence_key(prefix: str, key: str) -> str:
-    """The fencing counter of the lock ``key``, in the lock's own Redis Cluster slot (a script
-    runs on one slot): ``<prefix>fence:{<prefix><key>}``, whose hash tag is the lock's whole
-    name, or ``<prefix>fence:<key>`` where the prefix has a hash tag of its own (``{cb}:``),
-    which then decides both slots."""
-    if hash_tag(prefix):
-        return f"{prefix}fence:{key}"
-    return f"{prefix}fence:{{{prefix}{key}}}"
