@@ -411,6 +411,25 @@ class RedisSentinel:
         self.primary.process.wait(10)
         self.primary.process = None
 
+    def restart_former_primary(self, timeout: float = 60) -> None:
+        """Start the killed primary again, as an orchestrator restarts a pod: the Sentinels
+        make it a replica of the new primary. Until it is online there, with the other
+        replica."""
+        import redis
+
+        former = self.primary
+        former.start()
+        port = self.wait_failed_over(timeout)
+
+        def both_online() -> bool:
+            with contextlib.suppress(redis.RedisError), redis.Redis(port=port) as primary:
+                info = primary.info("replication")
+                states = [info.get(f"slave{n}", {}).get("state") for n in range(2)]
+                return states == ["online", "online"]
+            return False
+
+        wait_for(both_online, timeout, "the former primary to rejoin as a replica")
+
     def current_primary(self) -> int | None:
         """The port the Sentinels name as primary now (None while none answers)."""
         import redis
