@@ -228,6 +228,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
     parts += _scale_section(results, before)
     parts += _schedules_section(results)
     parts += _tenants_section(results)
+    parts += _pauses_section(results)
     parts += _budget_section(results)
     peers = results.get("peers")
     if peers:
@@ -731,6 +732,54 @@ def _takeover_cell(column: int, value: float) -> str:
     if column >= 9:
         return f"{value:.3f}"
     return f"{value:.2f}"
+
+
+def _pauses_section(results: dict[str, Any]) -> list[str]:
+    found = results.get("pauses")
+    if not found:
+        return []
+    rows = [
+        [
+            f"{r['paused']:,}",
+            f"{r['look_before_ms']:.3f} ({r['look_before_trips']:g})",
+            f"{r['look_ms']:.3f} ({r['look_trips']:g})",
+            "-" if r.get("resume_ms") is None else f"{r['resume_ms']:.2f} ({r['resume_trips']:g})",
+            r.get("sent", ""),
+            r.get("late_p50_ms", ""),
+            r.get("late_p99_ms", ""),
+            r.get("cpu_s", ""),
+        ]
+        for r in found
+    ]
+    return [
+        "## Pauses at tenant scale",
+        "",
+        _measured(results, "pauses"),
+        "",
+        "A Redis store on loopback with N paused jobs (tenants that did not pay, not the jobs "
+        "that run). The read before each claim, in ms and (store round trips), the median of "
+        "200: every pause, as each replica read them before each claim until now "
+        "(`control.paused`), and the pauses' feed that replaces it (`PauseSync.current`: the "
+        "entry after the last one seen). A resume of one of them (`control.resume`, the median "
+        "of 50). Then one beat replica with 10 RQ jobs every second for 30 s: how late each "
+        "occurrence was sent (its `enqueued` record less its scheduled time) and the beat's "
+        "CPU.",
+        "",
+        _table(
+            [
+                "paused",
+                "every pause, ms (trips)",
+                "the feed, ms (trips)",
+                "resume, ms (trips)",
+                "sent",
+                "late p50 ms",
+                "late p99 ms",
+                "beat CPU s / 30 s",
+            ],
+            rows,
+        ),
+        "",
+    ]
 
 
 def _tenants_section(results: dict[str, Any]) -> list[str]:

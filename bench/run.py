@@ -540,6 +540,7 @@ def main() -> None:
         "budget",
         "schedules",
         "tenants",
+        "pauses",
         "imports",
         "takeover",
     ]
@@ -667,6 +668,10 @@ def main() -> None:
         from bench import tenants
 
         results["tenants"] = tenants.measure((2000, 10_000) if args.quick else tenants.SIZES)
+    if "pauses" in only:
+        from bench import pauses
+
+        results["pauses"] = pauses.measure()
     out = REPO / "bench" / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
     measured = {"command": results["command"], "started": results["started"]}
@@ -687,6 +692,7 @@ def main() -> None:
                 "budget",
                 "schedules",
                 "tenants",
+                "pauses",
                 "imports",
                 "takeover",
             )

@@ -9,10 +9,14 @@ from collections import Counter
 import pytest
 
 from cron_bridge import Beat, ConfigError
+from cron_bridge.beat.pause_sync import FULL_EVERY, PauseSync
 from cron_bridge.control import pause as control
+from cron_bridge.errors import StoreUnavailable
 from cron_bridge.stores import MemoryStore
+from cron_bridge.stores.records import CONTROLS_MAX
 from cron_bridge.testing import FakeClock
 from tests.test_beat import beats, clock, inline, outcomes, total
+from tests.test_stored import CountingStore
 from tests.waiting import wait_for
 
 __all__ = ["beats", "clock"]  # fixtures
@@ -153,3 +157,109 @@ def test_every_pause_and_resume_is_in_the_change_log_newest_first_and_bounded(
     assert [c.reason for c in control.changes(store, "tick")] == ["again 3", "again 2", "again 1"]
     store.put_control("change:tick", "00000000000000000001:zz", "not json")
     assert len(control.changes(store, "tick")) == 3  # an unreadable one is skipped
+
+
+def test_a_claim_reads_one_feed_entry_however_many_jobs_are_paused() -> None:
+    """10,000 paused jobs: before each claim a replica reads the pauses' feed entry after the
+    last it saw, and the one pause each new entry names; a pause written past the feed is
+    found at the next full read, the safety net."""
+    store = CountingStore()
+    for n in range(10_000):
+        control.pause(store, f"tenant-{n}.report", reason="unpaid", by="billing")
+    sync = PauseSync(store)
+    assert len(sync.current(0.0)) == 10_000 and sync.full_reads == 1
+    store.read.clear()
+    first = sync.current(1.0)
+    assert store.read == ["pause-feed/seq:10001"]  # one small read while nothing changes
+    assert sync.current(1.5) is first  # unchanged, not copied
+    control.resume(store, "tenant-7.report", by="billing")
+    control.pause(store, "tenant-new.report", reason="trial over", by="billing")
+    store.read.clear()
+    now = sync.current(2.0)
+    assert "tenant-7.report" not in now and now["tenant-new.report"].reason == "trial over"
+    assert len(now) == 10_000 and "tenant-7.report" in first  # what was handed out stays
+    assert [r for r in store.read if not r.startswith("change:")] == [
+        "pause-feed/seq:10001",
+        "pause-feed/seq:10002",
+        "pause-feed/seq:10003",
+        "pause/tenant-7.report",
+        "pause/tenant-new.report",
+    ]
+    # Written straight into the store, not announced: seen by the next full read.
+    store.put_control(
+        control.PAUSES, "tenant-7.report", store.control(control.PAUSES, "tenant-8.report")
+    )  # type: ignore[arg-type]
+    assert "tenant-7.report" not in sync.current(3.0)
+    assert "tenant-7.report" in sync.current(3.0 + FULL_EVERY) and sync.full_reads == 2
+
+
+def test_resume_reads_the_one_pause_it_ends() -> None:
+    store = CountingStore()
+    for n in range(1_000):
+        control.pause(store, f"tenant-{n}.report", by="billing")
+    store.read.clear()
+    ended = control.resume(store, "tenant-3.report", by="billing")
+    assert ended is not None and ended.by == "billing"
+    assert [r for r in store.read if r.startswith("pause/")] == ["pause/tenant-3.report"]
+
+
+class DeafStore(MemoryStore):
+    """A memory store that cannot take a feed entry while ``deaf``."""
+
+    deaf = False
+
+    def add_control(self, group: str, key: str, value: str) -> bool:
+        if self.deaf and group == control.FEED.group:
+            raise StoreUnavailable("connection refused")
+        return super().add_control(group, key, value)
+
+
+def test_a_pause_the_replicas_are_not_told_of_says_so_and_asking_again_tells_them() -> None:
+    store = DeafStore()
+    sync = PauseSync(store)
+    assert sync.current(0.0) == {}
+    store.deaf = True
+    with pytest.raises(StoreUnavailable, match="tick is paused, but the replicas are not told"):
+        control.pause(store, "tick", reason="INC-9", by="ops")
+    assert "tick" in control.paused(store) and "tick" not in sync.current(1.0)
+    store.deaf = False
+    control.pause(store, "tick", reason="INC-9", by="ops")
+    assert sync.current(2.0)["tick"].reason == "INC-9"
+    store.deaf = True
+    with pytest.raises(StoreUnavailable, match="tick is resumed, but the replicas are not told"):
+        control.resume(store, "tick", by="ops")
+    store.deaf = False
+    assert control.resume(store, "tick", by="ops") is None  # already deleted: it tells them
+    assert sync.current(3.0) == {}
+
+
+def test_a_feed_entry_that_names_no_job_is_skipped_and_the_next_one_is_followed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore()
+    sync = PauseSync(store)
+    sync.current(0.0)
+    for raw in ['{"name": "../etc"}', "[1, 2]", "\udcff", '{"name": "' + "x" * 5000 + '"}']:
+        number = control.FEED.head(store) + 1
+        store.put_control(control.FEED.group, f"seq:{number}", raw)
+        store.put_control(control.FEED.group, "head", str(number))
+    control.pause(store, "tick", by="ops")
+    assert set(sync.current(1.0)) == {"tick"}
+    assert sum("skipping the entry" in r.getMessage() for r in caplog.records) == 4
+
+
+def test_more_pauses_than_a_control_group_holds_all_pause() -> None:
+    """Past CONTROLS_MAX (10,000, the bound of a group read for show) every pause is still
+    read: one left out would let its job run."""
+    store = MemoryStore()
+    count = CONTROLS_MAX + 2_000
+    store.put_controls(
+        control.PAUSES,
+        {
+            f"tenant-{n}.report": json.dumps(
+                {"reason": "unpaid", "by": "billing", "since": "2026-12-01T00:00:00+00:00"}
+            )
+            for n in range(count)
+        },
+    )
+    assert len(PauseSync(store).current(0.0)) == count

@@ -3,6 +3,7 @@ by field, removed; followed by a beat on a fake clock."""
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -14,6 +15,7 @@ from cron_bridge.beat.stored_sync import FULL_EVERY, StoredSync
 from cron_bridge.control import pause as control
 from cron_bridge.control.schedules import FEED_GROUP, StoredSchedules
 from cron_bridge.stores import MemoryStore
+from cron_bridge.stores.records import CONTROLS_MAX
 from cron_bridge.testing import FakeClock
 from tests.test_beat import ListQueue, beats, clock, queue
 from tests.waiting import wait_for
@@ -250,3 +252,21 @@ def test_two_adds_of_one_name_at_once_one_wins_and_one_is_told() -> None:
         thread.join(10)
     assert sorted(said) == ["added", "exists"]
     assert [c.action for c in control.changes(store, "tenant.7")] == ["schedule added"]
+
+
+def test_more_schedules_than_a_control_group_holds_are_all_read_and_all_run() -> None:
+    """Past CONTROLS_MAX (10,000, the bound of a group read for show) every stored schedule
+    is still read: one left out would silently not run."""
+    store = MemoryStore()
+    count = CONTROLS_MAX + 2_000
+    store.put_controls(
+        "schedule",
+        {
+            f"tenant-{n}.report": json.dumps(
+                {"name": f"tenant-{n}.report", **RQ, "options": {"every": "1h"}}
+            )
+            for n in range(count)
+        },
+    )
+    changed, gone = StoredSync(store).poll(0.0)  # type: ignore[misc]
+    assert len(changed) == count and gone == set()

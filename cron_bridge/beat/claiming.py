@@ -1,9 +1,9 @@
 """Claiming what came due, and handing what was won to the dispatcher.
 
-One batch reads the paused jobs, then claims every cluster occurrence in one store call: a
-lost claim is noted in the replica's ledger (cron_bridge.control.lost_claims, no record per
-occurrence), a
-late one recorded ``missed``, a paused one ``skipped-paused`` (claimed too, so one replica
+One batch brings the paused jobs up to date (``pause_sync``: one small read while none
+changed), then claims every cluster occurrence in one store call: a lost claim is noted in the
+replica's ledger (cron_bridge.control.lost_claims, no record per occurrence), a late one
+recorded ``missed``, a paused one ``skipped-paused`` (claimed too, so one replica
 records it). A burst of queue targets is claimed in slices, each enqueued before the next is
 claimed, so every replica takes a share.
 When the store cannot be reached nothing is claimed: the occurrences are kept by the beat and
@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -26,6 +27,7 @@ from datetime import datetime, timedelta
 from cron_bridge import telemetry
 from cron_bridge.beat.enqueue import takes_over
 from cron_bridge.beat.in_flight import InFlight
+from cron_bridge.beat.pause_sync import PauseSync
 from cron_bridge.beat.planning import Planned
 from cron_bridge.beat.store_health import Records, StoreHealth
 from cron_bridge.context import AbortSignal
@@ -193,15 +195,16 @@ class Claimer:
         self._dispatcher = dispatcher
         self._records = records
         self._health = health
+        self.pauses = PauseSync(store)
 
     def execute(self, planned: Sequence[Planned]) -> None:
         """Claim what is due (reading the paused jobs first) and dispatch what was won."""
         if not planned:
             return
         try:
-            # Read once per batch, right before its claims: a pause is obeyed from this
-            # replica's next claim on.
-            paused = control.paused(self.store)
+            # Brought up to date once per batch, right before its claims: a pause is obeyed
+            # from this replica's next claim on.
+            paused = self.pauses.current(time.monotonic())
         except StoreUnavailable as exc:
             self._health.failed(exc)
             self.unclaimed.keep([p for p in planned if p.job.is_cluster])

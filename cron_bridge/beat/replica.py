@@ -578,7 +578,7 @@ class Beat:
         """
         ran = None
         if catch_up:
-            current = control.paused(self.store).get(name)
+            current = control.pause_of(self.store, name)
             ran = self.catch_up_paused(current) if current else None
         return control.resume(self.store, name, by=by), ran
 

@@ -1,4 +1,4 @@
-"""How replicas follow the stored schedules: through the change feed (``stored.announce``),
+"""How replicas follow the stored schedules: through their change feed (``control.feed``),
 so that a change costs what it changes, not a read of every schedule on every replica.
 
 A replica reads every schedule once at start and then every ``FULL_EVERY`` as a safety net
@@ -15,13 +15,13 @@ import logging
 from collections.abc import Callable
 
 from cron_bridge.control.schedules import (
+    FEED,
     FEED_GROUP,
     FULL_EVERY_MINUTES,
     ScheduleEntry,
     StoredSchedules,
-    feed_head,
 )
-from cron_bridge.jobs import NAME_PATTERN, Job
+from cron_bridge.jobs import Job
 from cron_bridge.plumbing import inbound
 from cron_bridge.run.recording import LOGGED_EACH
 from cron_bridge.stores.base import Store
@@ -136,7 +136,7 @@ class StoredSync:
         return (changed, gone) if changed or gone else None
 
     def _read_all(self, now: float) -> tuple[dict[str, Job], set[str]]:
-        head = feed_head(self.store)  # before the read: what comes after is followed again
+        head = FEED.head(self.store)  # before the read: what comes after is followed again
         jobs = {}
         for name, spec in StoredSchedules(self.store).list().items():
             job = _job(spec)
@@ -152,41 +152,9 @@ class StoredSync:
 
     def _follow(self, seen: int) -> list[str]:
         """The names of the feed's entries after ``seen``, oldest first (each once)."""
-        names: dict[str, None] = {}
-        for _ in range(FOLLOWED_EACH):
-            raw = self.store.control(FEED_GROUP, f"seq:{seen + 1}")
-            if raw is None:
-                break
-            seen += 1
-            self._seen = seen
-            self.followed += 1
-            name = _entry_name(seen, raw)
-            if name is not None:
-                names[name] = None
-        return list(names)
-
-
-def _entry_name(number: int, raw: str) -> str | None:
-    """The schedule a feed entry names; None, warned once, for an entry no replica wrote (or
-    one the store could not hand over: ``UNREADABLE``)."""
-    try:
-        data = inbound.loads(raw, max_bytes=4096)
-        name = data.get("name") if isinstance(data, dict) else None
-        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-            raise ValueError("no schedule name")
-    except ValueError as exc:
-        inbound.warn_once(
-            log,
-            FEED_GROUP,
-            f"seq:{number}",
-            raw,
-            "skipping the schedule feed entry %d %.100r: %s",
-            number,
-            raw,
-            exc,
-        )
-        return None
-    return name
+        self._seen, names = FEED.follow(self.store, seen, FOLLOWED_EACH)
+        self.followed += self._seen - seen
+        return names
 
 
 def _job(spec: ScheduleEntry) -> Job | None:

@@ -5,11 +5,16 @@ when. Every pause and resume is also appended to the job's change log (group
 ``change:<job>``, key ``<epoch ns>:<random>``, the last 100 kept), shown by
 ``cron-bridge history NAME --changes`` and the job's page.
 
-Every replica reads the paused jobs right before it claims, so it obeys a pause from its next
-claim on, and a replica that starts later obeys it too. A paused job's occurrences are still
-claimed, once, and the winner records them ``skipped-paused`` (reason: who paused it and why)
-instead of running them: the history shows every occurrence the pause held back. Resuming
-deletes the record; the next occurrence runs, and the paused ones are not caught up.
+Every pause and resume is announced in the pauses' feed (``pause-feed``, ``control.feed``).
+Right before it claims, every replica asks that feed what changed since it last looked (one
+small read, however many jobs are paused) and reads again the pause of each job it names
+(``cron_bridge.beat.pause_sync``): it obeys a pause from its next claim on. It reads every
+pause at start, and again every ``FULL_EVERY_MINUTES`` in case an announcement was lost.
+
+A paused job's occurrences are still claimed, once, and the winner records them
+``skipped-paused`` (reason: who paused it and why) instead of running them: the history shows
+every occurrence the pause held back. Resuming deletes the record; the next occurrence runs,
+and the paused ones are not caught up.
 
 What is read from the store is treated as hostile: a record that does not parse keeps its
 job paused (fail closed), with a warning; so does one the store cannot hand over (bytes that
@@ -28,12 +33,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cron_bridge.errors import ConfigError
+from cron_bridge.control.feed import Feed
+from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
 from cron_bridge.plumbing import inbound, keys
 from cron_bridge.stores.base import Store
 
 __all__ = [
+    "FEED",
+    "FULL_EVERY_MINUTES",
     "Change",
     "Pause",
     "catch_up_key",
@@ -42,6 +50,7 @@ __all__ = [
     "latest_paused",
     "log_change",
     "pause",
+    "pause_of",
     "paused",
     "resume",
 ]
@@ -49,6 +58,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PAUSES = "pause"  # the control group of the paused jobs, by job
+FEED = Feed("pause-feed")  # every pause and resume, followed by every replica
+FULL_EVERY_MINUTES = 10  # how often replicas read every pause (cron_bridge.beat.pause_sync)
+# Every pause must be read, or its job runs: a reader holds up to a million (a pause is about
+# a hundred bytes); one past the bytes is read unreadable, which keeps its job paused.
+PAUSED_MOST = 1_000_000
+PAUSED_BYTES = 64 * 1024 * 1024
 CHANGES = "change:{job}"  # a job's change log, by <epoch ns>:<random>
 CHANGES_KEPT = 100  # per job
 REASON_MAX = 500
@@ -167,7 +182,9 @@ def pause(store: Store, job: str, *, reason: str = "", by: str) -> Pause:
 
     Raises:
         ConfigError: a job name, reason or actor that is too long or has control characters.
-        StoreUnavailable: the store could not be reached; nothing changed.
+        StoreUnavailable: the store could not be reached: nothing changed, or the pause is
+            written but the replicas were not told (the message says which); pausing again
+            tells them.
     """
     if not isinstance(job, str) or not NAME_PATTERN.fullmatch(job):
         raise ConfigError(
@@ -182,6 +199,7 @@ def pause(store: Store, job: str, *, reason: str = "", by: str) -> Pause:
         since=datetime.now(UTC),
     )
     store.put_control(PAUSES, job, json.dumps(record.to_json()))
+    _announce(store, job, "paused")
     log.warning("%s %s", job, record.describe())
     _log_change(
         store, Change(job=job, action="paused", by=record.by, at=record.since, reason=record.reason)
@@ -194,11 +212,14 @@ def resume(store: Store, job: str, *, by: str) -> Pause | None:
     paused).
 
     Raises:
-        StoreUnavailable: the store could not be reached; nothing changed.
+        StoreUnavailable: the store could not be reached: nothing changed, or the pause is
+            deleted but the replicas were not told (the message says which); resuming again
+            tells them.
     """
     _text(by, "by", ACTOR_MAX, job)
-    ended = paused(store).get(job)
+    ended = pause_of(store, job)
     store.put_control(PAUSES, job, None)
+    _announce(store, job, "resumed")
     if ended is not None:
         log.warning("%s resumed by %s (%s)", job, by, ended.describe())
         _log_change(
@@ -206,6 +227,19 @@ def resume(store: Store, job: str, *, by: str) -> Pause | None:
             Change(job=job, action="resumed", by=by, at=datetime.now(UTC), reason=ended.reason),
         )
     return ended
+
+
+def _announce(store: Store, job: str, done: str) -> None:
+    """Tell every replica that ``job``'s pause changed. A pause they are not told of is
+    obeyed only from their next full read: the caller hears of it, and asking again (the
+    same pause or resume) tells them."""
+    try:
+        FEED.announce(store, job)
+    except StoreUnavailable as exc:
+        raise StoreUnavailable(
+            f"{job} is {done}, but the replicas are not told ({exc}); they see it within "
+            f"{FULL_EVERY_MINUTES} minutes, or at once when this is asked again"
+        ) from exc
 
 
 def latest_paused(store: Store, pause: Pause) -> Occurrence | None:
@@ -231,7 +265,18 @@ def paused(store: Store) -> dict[str, Pause]:
     Raises:
         StoreUnavailable: the store could not be reached.
     """
-    return {job: _read(job, raw) for job, raw in store.controls(PAUSES).items()}
+    read = store.controls(PAUSES, most=PAUSED_MOST, max_bytes=PAUSED_BYTES)
+    return {job: _read(job, raw) for job, raw in read.items()}
+
+
+def pause_of(store: Store, job: str) -> Pause | None:
+    """``job``'s pause, if it is paused, in one read.
+
+    Raises:
+        StoreUnavailable: the store could not be reached.
+    """
+    raw = store.control(PAUSES, job)
+    return None if raw is None else _read(job, raw)
 
 
 def _moment(value: object, name: str) -> datetime:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Unpack
 
 from cron_bridge.control import pause as control
+from cron_bridge.control.feed import Feed
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.jobs import Backoff, Job, declare
 from cron_bridge.options import STORED, WHEN, StoredOptions
@@ -34,18 +34,29 @@ from cron_bridge.schedules import parse_duration
 from cron_bridge.storable import refusal
 from cron_bridge.stores.base import Store
 
-__all__ = ["FEED_GROUP", "LIBRARIES", "ScheduleEntry", "StoredSchedules", "announce", "feed_head"]
+__all__ = [
+    "FEED",
+    "FEED_GROUP",
+    "LIBRARIES",
+    "ScheduleEntry",
+    "StoredSchedules",
+    "announce",
+    "feed_head",
+]
 
 log = logging.getLogger(__name__)
 
 GROUP = "schedule"
 FEED_GROUP = "schedule-feed"
-FEED_KEPT = 10_000  # entries: hours of changes at one a second; a replica behind reads all
+FEED = Feed(FEED_GROUP)  # followed by every replica (cron_bridge.beat.stored_sync)
 FULL_EVERY_MINUTES = 10  # how often replicas read every schedule (cron_bridge.beat.stored_sync)
-_TAKE_TRIES = 1_000  # feed numbers tried past the head hint before giving up
 LIBRARIES = ("celery", "rq", "dramatiq")
 TASK_MAX = 300
 SPEC_MAX = 64 * 1024  # bytes of JSON per schedule
+# Every schedule must be read, or it does not run: a reader holds up to a million of them (a
+# tenant's is a few hundred bytes); one past the bytes is read unreadable, and warned about.
+SCHEDULES_MOST = 1_000_000
+SCHEDULES_BYTES = 512 * 1024 * 1024
 # Every replica follows the stored schedules once a second, and whoever holds the secret must
 # not be able to make one schedule flood the broker (every="1ms" is a thousand sends a second).
 MIN_EVERY = timedelta(seconds=1)
@@ -381,7 +392,8 @@ class StoredSchedules:
     def list(self) -> dict[str, ScheduleEntry]:
         """Every stored schedule that can be read (an unreadable one is logged and left out)."""
         found = {}
-        for name, raw in self.store.controls(GROUP).items():
+        read = self.store.controls(GROUP, most=SCHEDULES_MOST, max_bytes=SCHEDULES_BYTES)
+        for name, raw in read.items():
             spec = _read(name, raw)
             if spec is not None:
                 found[name] = spec
@@ -466,28 +478,15 @@ def _summary(spec: ScheduleEntry) -> str:
 
 
 def announce(store: Store, name: str) -> int:
-    """Append ``name`` to the feed; the number it got.
+    """Append ``name`` to the schedules' feed; the number it got.
 
     Raises:
         StoreUnavailable: the store could not be reached (the change itself is written: every
             replica sees it at its next full read).
     """
-    number = feed_head(store) + 1
-    entry = json.dumps({"name": name, "at": time.time()})
-    for _ in range(_TAKE_TRIES):
-        if store.add_control(FEED_GROUP, f"seq:{number}", entry):
-            break
-        number += 1  # another writer took it: the next one
-    else:
-        raise StoreUnavailable(f"the schedule feed has no free number near {number}")
-    store.put_control(FEED_GROUP, "head", str(number))
-    store.notify(FEED_GROUP)  # replicas that listen follow at once; the others within a second
-    if number > FEED_KEPT:
-        store.put_control(FEED_GROUP, f"seq:{number - FEED_KEPT}", None)
-    return number
+    return FEED.announce(store, name)
 
 
 def feed_head(store: Store) -> int:
-    """The feed's last number, as its ``head`` hint says (0 for none or a bad one)."""
-    raw = store.control(FEED_GROUP, "head")
-    return int(raw) if raw is not None and raw.isascii() and raw.isdigit() and len(raw) < 16 else 0
+    """The schedules' feed's last number, as its ``head`` hint says (0 for none or a bad one)."""
+    return FEED.head(store)

@@ -38,7 +38,7 @@ def control_response(
     if action is None:
         if request.method != "GET":
             return Response(405, {"error": "use GET"}, (("Allow", "GET"),))
-        pause = control.paused(beat.store).get(name)
+        pause = control.pause_of(beat.store, name)
         return Response(200, {"job": name, "paused": pause.to_json() if pause else None})
     if request.method != "POST":
         return Response(405, {"error": "use POST"}, (("Allow", "POST"),))

@@ -325,7 +325,7 @@ def job_page(
     number = min(max(1, number), pages)
     shown = occurrences.with_stood_aside(shown, lost_claims.LostClaims(store))
     drawn = found[-STRIP_OCCURRENCES:]
-    pause = control.paused(store).get(info.name)
+    pause = control.pause_of(store, info.name)
     job_path = f"{path}/jobs/{quote(info.name, safe='')}"
     if job is not None:
         coming = None if job.on_demand else job.schedule.next_after(now)

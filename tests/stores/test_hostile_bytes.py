@@ -198,6 +198,7 @@ GROUPS = [
     control.PAUSES,
     control.CHANGES.format(job=PAGE),
     FEED_GROUP,
+    control.FEED.group,
     lost_claims.GROUP,
     lost_claims.JOBS_GROUP,
     catalog.GROUP,
@@ -222,12 +223,13 @@ class Raw:
     def __init__(self, kit: StoreKit, store: Any) -> None:
         self.kit = kit
         self.store = store
-        self.feed = 0  # the schedule feed's entries written so far (followed in order)
+        # The entries of each feed written so far (followed in order).
+        self.feed = dict.fromkeys((FEED_GROUP, control.FEED.group), 0)
 
     def write(self, w: Write) -> None:
-        if w.kind == FEED_GROUP and w.key != b"head":
-            self.feed += 1
-            w = Write(w.kind, f"seq:{self.feed}".encode(), w.value, w.job)
+        if w.kind in self.feed and w.key != b"head":
+            self.feed[w.kind] += 1
+            w = Write(w.kind, f"seq:{self.feed[w.kind]}".encode(), w.value, w.job)
         if w.kind == control.PAUSES and w.key == TICK.encode():
             return  # a pause that cannot be read pauses its job: not the one that must run
         getattr(self, "_" + self.kit.kind)(w)

@@ -174,9 +174,10 @@ def _write_everything_hostile(kit: StoreKit, store: Store) -> None:
             store.put_control(group, f"bad.{key}", raw)
     store.put_control(control.PAUSES, "hostile.stored", json.dumps({"since": MARKUP}))
     # The change feed the replicas follow: entries of every kind, and a head that is none.
-    store.put_control(FEED_GROUP, "head", MARKUP)
-    for number, raw in enumerate(HOSTILE.values(), start=1):
-        store.put_control(FEED_GROUP, f"seq:{number}", raw)
+    for feed in (FEED_GROUP, control.FEED.group):
+        store.put_control(feed, "head", MARKUP)
+        for number, raw in enumerate(HOSTILE.values(), start=1):
+            store.put_control(feed, f"seq:{number}", raw)
     # The other kinds of record: run records of the job that runs, heartbeats, catch-up.
     for values in [
         {"raw": DEEP},
