@@ -9,8 +9,9 @@ from collections import Counter
 import pytest
 
 from cron_bridge import Beat, ConfigError
-from cron_bridge.beat.pause_sync import FULL_EVERY, PauseSync
+from cron_bridge.beat.pause_sync import BACK_EVERY, FULL_EVERY, PauseSync
 from cron_bridge.control import pause as control
+from cron_bridge.control.feed import Feed
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.stores import MemoryStore
 from cron_bridge.stores.records import CONTROLS_MAX
@@ -170,7 +171,8 @@ def test_a_claim_reads_one_feed_entry_however_many_jobs_are_paused() -> None:
     assert len(sync.current(0.0)) == 10_000 and sync.full_reads == 1
     store.read.clear()
     first = sync.current(1.0)
-    assert store.read == ["pause-feed/seq:10001"]  # one small read while nothing changes
+    # One small read while nothing changes: the next entry and the head, one round trip.
+    assert store.read == ["pause-feed/seq:10001", "pause-feed/head"]
     assert sync.current(1.5) is first  # unchanged, not copied
     control.resume(store, "tenant-7.report", by="billing")
     control.pause(store, "tenant-new.report", reason="trial over", by="billing")
@@ -178,19 +180,23 @@ def test_a_claim_reads_one_feed_entry_however_many_jobs_are_paused() -> None:
     now = sync.current(2.0)
     assert "tenant-7.report" not in now and now["tenant-new.report"].reason == "trial over"
     assert len(now) == 10_000 and "tenant-7.report" in first  # what was handed out stays
-    assert [r for r in store.read if not r.startswith("change:")] == [
-        "pause-feed/seq:10001",
-        "pause-feed/seq:10002",
-        "pause-feed/seq:10003",
+    assert [r for r in store.read if r.startswith("pause/")] == [
         "pause/tenant-7.report",
         "pause/tenant-new.report",
     ]
-    # Written straight into the store, not announced: seen by the next full read.
+    assert {r.partition("/")[0] for r in store.read} == {"pause", "pause-feed"}
+    assert sync.followed == 2 and sync.full_reads == 1
+    # Written straight into the store, not announced: seen by the next full read, made on
+    # a thread of its own while the claims go on.
     store.put_control(
         control.PAUSES, "tenant-7.report", store.control(control.PAUSES, "tenant-8.report")
     )  # type: ignore[arg-type]
     assert "tenant-7.report" not in sync.current(3.0)
-    assert "tenant-7.report" in sync.current(3.0 + FULL_EVERY) and sync.full_reads == 2
+    assert "tenant-7.report" not in sync.current(3.0 + FULL_EVERY)
+    wait_for(
+        lambda: "tenant-7.report" in sync.current(4.0 + FULL_EVERY), 30, "the safety net's read"
+    )
+    assert sync.full_reads == 2
 
 
 def test_resume_reads_the_one_pause_it_ends() -> None:
@@ -263,3 +269,65 @@ def test_more_pauses_than_a_control_group_holds_all_pause() -> None:
         },
     )
     assert len(PauseSync(store).current(0.0)) == count
+
+
+def test_a_pause_after_a_burst_of_pauses_is_obeyed_at_the_next_claim() -> None:
+    """1,500 tenants paused at once, then one more: the next look has every one of them (a
+    round trip per few hundred entries, not one look per thousand)."""
+    store = MemoryStore()
+    sync = PauseSync(store)
+    sync.current(0.0)
+    for n in range(1_500):
+        control.pause(store, f"tenant-{n}.report", by="billing")
+    control.pause(store, "tick", reason="INC-1", by="ops")
+    now = sync.current(1.0)
+    assert "tick" in now and len(now) == 1_501 and sync.full_reads == 1
+
+
+def test_a_follower_the_feed_left_behind_or_that_went_back_reads_every_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Entries pruned while a replica was behind, or a store that went back (a failover to
+    a replica a few writes behind): the feed cannot say what changed, so every pause is
+    read again before the claim."""
+    monkeypatch.setattr(control, "FEED", Feed("pause-feed", kept=50))
+    store = MemoryStore()
+    sync = PauseSync(store)
+    sync.current(0.0)
+    for n in range(120):  # the first 70 entries are pruned
+        control.pause(store, f"tenant-{n}.report", by="billing")
+    assert len(sync.current(1.0)) == 120 and sync.full_reads == 2
+    # The store goes back three entries, then a pause takes a number already seen.
+    for number in (118, 119, 120):
+        store.put_control("pause-feed", f"seq:{number}", None)
+    store.put_control("pause-feed", "head", "117")
+    control.pause(store, "tick", by="ops")
+    assert "tick" in sync.current(1.0 + BACK_EVERY) and sync.full_reads == 3
+
+
+def test_a_head_hint_that_went_back_or_is_garbage_does_not_stop_pausing() -> None:
+    store = MemoryStore()
+    for n in range(2_000):
+        control.pause(store, f"tenant-{n}.report", by="billing")
+    for head in ("junk", "5", "9" * 40):
+        store.put_control("pause-feed", "head", head)
+        control.pause(store, "tick", by="ops")  # past the top of the numbers taken
+    assert control.FEED.head(store) == 2_003
+    numbers = [int(k.removeprefix("seq:")) for k in store.controls("pause-feed") if k != "head"]
+    assert (
+        max(numbers) == 2_003
+        and json.loads(store.control("pause-feed", "seq:2003"))["name"] == "tick"
+    )  # type: ignore[arg-type]
+
+
+def test_a_pause_the_store_took_but_could_not_announce_is_in_the_change_log() -> None:
+    store = DeafStore()
+    store.deaf = True
+    with pytest.raises(StoreUnavailable):
+        control.pause(store, "tick", reason="INC-9", by="eve")
+    with pytest.raises(StoreUnavailable):
+        control.resume(store, "tick", by="mallory")
+    assert [(c.action, c.by) for c in control.changes(store, "tick")] == [
+        ("resumed", "mallory"),
+        ("paused", "eve"),
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -14,6 +15,7 @@ from cron_bridge import Backoff, Beat, ConfigError
 from cron_bridge.beat.stored_sync import FULL_EVERY, StoredSync
 from cron_bridge.control import pause as control
 from cron_bridge.control.schedules import FEED_GROUP, StoredSchedules
+from cron_bridge.errors import StoreUnavailable
 from cron_bridge.stores import MemoryStore
 from cron_bridge.stores.records import CONTROLS_MAX
 from cron_bridge.testing import FakeClock
@@ -206,21 +208,19 @@ def test_a_change_costs_what_it_changes_not_a_read_of_every_schedule() -> None:
     assert len(changed) == 1000 and gone == set() and sync.full_reads == 1
     store.read.clear()
     assert sync.poll(1.0) is None
-    assert store.read == ["schedule-feed/seq:1001"]  # one small read while nothing changes
+    # One small read while nothing changes: the next entry and the head, one round trip.
+    assert store.read == ["schedule-feed/seq:1001", "schedule-feed/head"]
     schedules.update("tenant-7.report", every="2h")
     schedules.remove("tenant-8.report")
     store.read.clear()
     changed, gone = sync.poll(2.0)  # type: ignore[misc]
     assert set(changed) == {"tenant-7.report"} and gone == {"tenant-8.report"}
-    assert sorted(store.read) == sorted(
-        [
-            "schedule-feed/seq:1001",
-            "schedule-feed/seq:1002",
-            "schedule-feed/seq:1003",
-            "schedule/tenant-7.report",
-            "schedule/tenant-8.report",
-        ]
-    )
+    assert [r for r in store.read if r.startswith("schedule/")] == [
+        "schedule/tenant-7.report",
+        "schedule/tenant-8.report",
+    ]
+    assert {r.partition("/")[0] for r in store.read} == {"schedule", "schedule-feed"}
+    assert sync.followed == 2
     # Written straight into the store, not announced: seen by the next full read.
     store.put_control(
         "schedule",
@@ -270,3 +270,42 @@ def test_more_schedules_than_a_control_group_holds_are_all_read_and_all_run() ->
     )
     changed, gone = StoredSync(store).poll(0.0)  # type: ignore[misc]
     assert len(changed) == count and gone == set()
+
+
+class FlakyStore(MemoryStore):
+    """A memory store whose next read of stored schedules by name fails, once."""
+
+    fail_next = False
+
+    def controls_of(self, group: str, keys: Any) -> dict[str, str]:
+        if group == "schedule" and self.fail_next:
+            self.fail_next = False
+            raise StoreUnavailable("connection reset")
+        return super().controls_of(group, keys)
+
+
+def test_a_change_whose_schedule_read_failed_is_followed_at_the_next_look() -> None:
+    store = FlakyStore()
+    sync = StoredSync(store)
+    sync.poll(0.0)
+    StoredSchedules(store).add("tenant-1.report", every="1h", **RQ)
+    store.fail_next = True
+    with pytest.raises(StoreUnavailable):
+        sync.poll(1.0)
+    changed, gone = sync.poll(2.0)  # type: ignore[misc]
+    assert set(changed) == {"tenant-1.report"} and gone == set() and sync.full_reads == 1
+
+
+def test_a_group_read_whole_is_kept_whole_for_a_key_of_the_wrong_type() -> None:
+    """The Redis store reads a control group found of the wrong type as it last read it (a
+    pause stays paused). The pauses and the stored schedules, read whole past the budget the
+    other groups share, are kept whole."""
+    from cron_bridge.stores.redis_types import LastReads
+
+    kept = LastReads(max_bytes=1_000)
+    pauses = {f"tenant-{n}.report": "x" * 100 for n in range(1_000)}  # 100 KB
+    kept.keep("pause", pauses, bound=10**9)
+    kept.keep("jobs", {"a": "y" * 600})
+    kept.keep("aside", {"b": "z" * 600})  # the budget's: "jobs" goes
+    assert kept.get("pause") == pauses and kept.get("jobs") == {}
+    assert kept.get("aside") == {"b": "z" * 600}

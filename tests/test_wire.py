@@ -149,6 +149,8 @@ def _check_controls(controls: dict[tuple[str, str], str]) -> None:
         ("schedule", "nightly-report"),
         ("schedule-feed", "seq:1"),
         ("schedule-feed", "head"),
+        ("pause-feed", "seq:1"),
+        ("pause-feed", "head"),
         ("change:nightly-report", schedule_change),
         ("jobs", JOB),
         ("aside", "beat-b"),
@@ -181,6 +183,9 @@ def _check_controls(controls: dict[tuple[str, str], str]) -> None:
     assert list(feed) == ["name", "at"] and feed["name"] == "nightly-report"
     assert isinstance(feed["at"], float)
     assert controls["schedule-feed", "head"] == "1"
+    feed = json.loads(controls["pause-feed", "seq:1"])  # the pauses' feed, numbered alike
+    assert list(feed) == ["name", "at"] and feed["name"] == JOB
+    assert controls["pause-feed", "head"] == "1"
     added = json.loads(controls["change:nightly-report", schedule_change])
     assert (added["job"], added["action"], added["by"]) == (
         "nightly-report",
@@ -361,6 +366,7 @@ def test_a_redis_store_lays_out_its_keys_as_every_version_reads_them(
         f"controls:change:{JOB}": "hash",
         "controls:schedule": "hash",
         "controls:schedule-feed": "hash",
+        "controls:pause-feed": "hash",
         "controls:change:nightly-report": "hash",
         "controls:jobs": "hash",
         "controls:aside": "hash",

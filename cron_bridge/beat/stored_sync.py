@@ -2,11 +2,14 @@
 so that a change costs what it changes, not a read of every schedule on every replica.
 
 A replica reads every schedule once at start and then every ``FULL_EVERY`` as a safety net
-(a record written past the feed, an entry pruned while it was frozen). In between, once a
-second, and at once when the store pushes a change (Redis pub/sub, PostgreSQL
-``LISTEN``/``NOTIFY``; NATS, SQLite and memory stores are polled), it asks for the entry
-after the last it saw (one small read while nothing changes) and, for each new entry, reads
-that one schedule again.
+(a record written past the feed). In between, once a second, and at once when the store
+pushes a change (Redis pub/sub, PostgreSQL ``LISTEN``/``NOTIFY``; NATS, SQLite and memory
+stores are polled), it asks for the entry after the last it saw with the head hint (one
+small read while nothing changes), then the entries since, a round trip per few hundred, and
+the schedules they name, in one more. It reads every schedule again at once when the feed
+cannot tell what changed: entries it had not seen are gone (pruned while it was behind),
+more than ``FOLLOWED_EACH`` are pending, or the head went back (a store restored or failed
+over; at most every ``BACK_EVERY``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ __all__ = ["FULL_EVERY", "StoredSync"]
 log = logging.getLogger(__name__)
 
 FULL_EVERY = FULL_EVERY_MINUTES * 60.0  # seconds between full reads, the safety net
-FOLLOWED_EACH = 1_000  # entries followed per look; more wait for the next look
+FOLLOWED_EACH = 10_000  # entries followed per look; more: every schedule is read
+BACK_EVERY = 10.0  # seconds: a head behind the entries seen is read whole at most this often
 
 
 class StoredSync:
@@ -45,6 +49,7 @@ class StoredSync:
         self._seen: int | None = None  # the last feed number applied; None: read everything
         self._next = 0.0
         self._next_full = 0.0
+        self._last_full = float("-inf")
         self.jobs: dict[str, Job] = {}
         self.full_reads = 0
         self.followed = 0
@@ -119,14 +124,18 @@ class StoredSync:
         self._next = now + self.INTERVAL
         if self._seen is None or now >= self._next_full:
             return self._read_all(now)
-        names = self._follow(self._seen)
-        if not names:
-            return None
-        schedules = StoredSchedules(self.store)
+        followed = FEED.follow(self.store, self._seen, FOLLOWED_EACH)
+        if followed.gap or (followed.back and now - self._last_full >= BACK_EVERY):
+            return self._read_all(now)
+        # The schedules read before the entries count as seen: a read that fails is asked
+        # again from the same entry.
+        specs = StoredSchedules(self.store).get_many(followed.names)
+        self.followed += followed.seen - self._seen
+        self._seen = followed.seen
         changed: dict[str, Job] = {}
         gone: set[str] = set()
-        for name in names:
-            spec = schedules.get(name)
+        for name in followed.names:
+            spec = specs.get(name)
             job = None if spec is None else _job(spec)
             if job is None:
                 if self.jobs.pop(name, None) is not None:
@@ -147,14 +156,9 @@ class StoredSync:
         self.jobs = jobs
         self._seen = head
         self._next_full = now + FULL_EVERY
+        self._last_full = now
         self.full_reads += 1
         return changed, gone
-
-    def _follow(self, seen: int) -> list[str]:
-        """The names of the feed's entries after ``seen``, oldest first (each once)."""
-        self._seen, names = FEED.follow(self.store, seen, FOLLOWED_EACH)
-        self.followed += self._seen - seen
-        return names
 
 
 def _job(spec: ScheduleEntry) -> Job | None:

@@ -11,7 +11,8 @@ from cron_bridge.cli.beat import beat
 from cron_bridge.cli.control import pause, resume
 from cron_bridge.cli.demo import demo
 from cron_bridge.cli.imports import import_
-from cron_bridge.cli.jobs import history, list_jobs, run
+from cron_bridge.cli.jobs import history, run
+from cron_bridge.cli.listing import list_jobs
 from cron_bridge.cli.main import main
 from cron_bridge.cli.schedules import schedule
 from cron_bridge.cli.upcoming import next_runs

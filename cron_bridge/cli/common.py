@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import logging
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, tzinfo
@@ -34,6 +36,8 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_USAGE",
     "FiniteRange",
+    "StreamedJson",
+    "StreamedTable",
     "app_option",
     "fail",
     "load_app",
@@ -165,6 +169,45 @@ def print_table(rows: list[list[str]]) -> None:
     for row in rows:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         click.echo("  ".join(cells).rstrip())
+
+
+class StreamedTable:
+    """A table printed a block of rows at a time, as they are read: the columns are as wide
+    as the header and the first block need (a longer cell later pushes the rest of its row
+    along). One block prints as ``print_table`` prints it."""
+
+    def __init__(self, header: list[str]) -> None:
+        self._header = header
+        self._widths: list[int] | None = None
+
+    def add(self, rows: list[list[str]]) -> None:
+        rows = [[sanitize(cell, CELL_MAX) for cell in row] for row in rows]
+        if self._widths is None:
+            rows = [[sanitize(cell, CELL_MAX) for cell in self._header], *rows]
+            self._widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            cells = (cell.ljust(width) for cell, width in zip(row, self._widths, strict=True))
+            click.echo("  ".join(cells).rstrip())
+
+    def end(self) -> None:
+        if self._widths is None:
+            self.add([])
+
+
+class StreamedJson:
+    """A JSON list written an item at a time, as the items are read: the same text as
+    ``json.dumps(items, indent=2)``."""
+
+    def __init__(self) -> None:
+        self._first = True
+
+    def add(self, item: Any) -> None:
+        text = textwrap.indent(json.dumps(item, indent=2), "  ")
+        click.echo(("[\n" if self._first else ",\n") + text, nl=False)
+        self._first = False
+
+    def end(self) -> None:
+        click.echo("[]" if self._first else "\n]")
 
 
 class FiniteRange(click.FloatRange):

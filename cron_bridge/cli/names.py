@@ -35,13 +35,28 @@ def known_names(store: Store, app: tuple[str, ...]) -> set[str]:
 _RECORDS_LOOKED_AT = 50
 
 
+def _is_known(store: Store, name: str, app: tuple[str, ...]) -> bool:
+    """Whether the cluster knows ``name``, in a few reads of it alone (every name is read
+    only to suggest some for one it does not know)."""
+    return (
+        catalog.entry(store, name) is not None
+        or StoredSchedules(store).get(name) is not None
+        or control.pause_of(store, name) is not None
+        or (bool(app) and name in {job.name for job in load_app(app)})
+    )
+
+
 def check_name(store: Store, name: str, app: tuple[str, ...], *, records: bool = False) -> None:
     """Exit 2 with one line unless ``name`` is a job the cluster knows (or, with ``records``,
     one the store has run records of: a job since removed from the code still has history).
     """
-    known = known_names(store, app)
+    if _is_known(store, name, app):
+        return
     # Several records, not one: the newest may be one the store skips as unreadable.
-    if name in known or (records and store.history(name, _RECORDS_LOOKED_AT)):
+    if records and store.history(name, _RECORDS_LOOKED_AT):
+        return
+    known = known_names(store, app)  # every name, for the suggestions
+    if name in known:
         return
     if not known:
         fail(

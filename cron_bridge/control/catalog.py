@@ -25,7 +25,16 @@ from cron_bridge.plumbing import inbound
 from cron_bridge.stores.base import Store
 from cron_bridge.stores.records import CONTROLS_MAX
 
-__all__ = ["GROUP", "JobInfo", "Publisher", "first_seen", "publish", "publish_some", "read"]
+__all__ = [
+    "GROUP",
+    "JobInfo",
+    "Publisher",
+    "entry",
+    "first_seen",
+    "publish",
+    "publish_some",
+    "read",
+]
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +167,16 @@ def _first(old: JobInfo | None, now: datetime) -> str:
     if old is not None:
         return old.first
     return str(int(now.timestamp() * 1000))
+
+
+def entry(store: Store, name: str) -> JobInfo | None:
+    """The catalog's entry of ``name``, in one read; None when there is none or it is
+    malformed.
+
+    Raises:
+        StoreUnavailable: the store did not answer.
+    """
+    return JobInfo.parse(name, store.control(GROUP, name) or "")
 
 
 def first_seen(store: Store, name: str) -> datetime | None:

@@ -25,12 +25,34 @@ from cron_bridge.jobs import NAME_PATTERN
 from cron_bridge.plumbing import inbound
 from cron_bridge.stores.base import Store
 
-__all__ = ["ENTRY_MAX", "Feed"]
+__all__ = ["ENTRY_MAX", "Feed", "Followed"]
 
 log = logging.getLogger(__name__)
 
 ENTRY_MAX = 4096  # bytes of one entry read
-_TAKE_TRIES = 1_000  # feed numbers tried past the head hint before giving up
+HEAD_DIGITS = 19  # a head of more digits is no number a writer made
+_TAKE_TRIES = 8  # numbers tried past the head hint before the top is looked for
+_BATCH = 200  # entries asked for in one round trip
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """What a follower found after the last entry it saw.
+
+    Attributes:
+        seen: the last entry read (the one to follow from next time).
+        names: the records the entries name, oldest first, each once.
+        gap: entries after ``seen`` are missing (pruned while the follower was behind, or
+            deleted), or more than ``most`` were pending: read the whole group again.
+        back: the head hint is behind ``seen``: a store restored or failed over took the
+            feed back, and new entries take numbers already seen (read the whole group
+            again), or a writer has not yet moved the head past its entry (nothing lost).
+    """
+
+    seen: int
+    names: list[str]
+    gap: bool = False
+    back: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +72,12 @@ class Feed:
         """
         number = self.head(store) + 1
         entry = json.dumps({"name": name, "at": time.time()})
-        for _ in range(_TAKE_TRIES):
+        for tries in range(_TAKE_TRIES + 64):
             if store.add_control(self.group, f"seq:{number}", entry):
                 break
-            number += 1  # another writer took it: the next one
+            # Another writer took it: the next one; far behind (a head hint that went back
+            # or was never written), past the top of the taken numbers.
+            number = number + 1 if tries < _TAKE_TRIES else self._past_top(store, number)
         else:
             raise StoreUnavailable(f"the feed {self.group} has no free number near {number}")
         store.put_control(self.group, "head", str(number))
@@ -62,34 +86,56 @@ class Feed:
             store.put_control(self.group, f"seq:{number - self.kept}", None)
         return number
 
+    def _past_top(self, store: Store, taken: int) -> int:
+        """The first free number above the run of taken ones from ``taken``: doubling the
+        step until a free one, then halving back (round trips: twice the log of the gap)."""
+        step, low = 1, taken
+        while store.control(self.group, f"seq:{low + step}") is not None:
+            low += step
+            step *= 2
+        high = low + step  # free; low is taken
+        while high - low > 1:
+            middle = (low + high) // 2
+            if store.control(self.group, f"seq:{middle}") is None:
+                high = middle
+            else:
+                low = middle
+        return high
+
     def head(self, store: Store) -> int:
         """The feed's last number, as its ``head`` hint says (0 for none or a bad one).
 
         Raises:
             StoreUnavailable: the store could not be reached.
         """
-        raw = store.control(self.group, "head")
-        ok = raw is not None and raw.isascii() and raw.isdigit() and len(raw) < 16
-        return int(raw) if ok else 0  # type: ignore[arg-type]
+        return _number(store.control(self.group, "head"))
 
-    def follow(self, store: Store, seen: int, most: int) -> tuple[int, list[str]]:
-        """The entries after ``seen``, at most ``most`` of them: the last number read and the
-        names they give, oldest first, each once.
+    def follow(self, store: Store, seen: int, most: int) -> Followed:
+        """The entries after ``seen``, at most ``most`` of them: the next one and the head
+        hint in one round trip (all a look costs while nothing changed), then more a round
+        trip, up to ``_BATCH``, while they keep coming.
 
         Raises:
             StoreUnavailable: the store could not be reached (nothing after ``seen`` is
                 counted as read).
         """
         names: dict[str, None] = {}
-        for _ in range(most):
-            raw = store.control(self.group, f"seq:{seen + 1}")
-            if raw is None:
-                break
-            seen += 1
-            name = self._name(seen, raw)
-            if name is not None:
-                names[name] = None
-        return seen, list(names)
+        start, batch = seen, 1
+        while seen - start < most:
+            wanted = [f"seq:{n}" for n in range(seen + 1, seen + 1 + batch)]
+            batch = min(batch * 8, _BATCH)
+            found = store.controls_of(self.group, [*wanted, "head"])
+            for key in wanted:
+                raw = found.get(key)
+                if raw is None:
+                    # The end: the head hint says whether entries after it are missing.
+                    head = _number(found.get("head"))
+                    return Followed(seen, list(names), gap=head > seen, back=head < seen)
+                seen += 1
+                name = self._name(seen, raw)
+                if name is not None:
+                    names[name] = None
+        return Followed(seen, list(names), gap=True)
 
     def _name(self, number: int, raw: str) -> str | None:
         """The record an entry names; None, warned once, for an entry no replica wrote (or
@@ -113,3 +159,9 @@ class Feed:
             )
             return None
         return name
+
+
+def _number(raw: str | None) -> int:
+    """A head hint as a number; 0 for none or a bad one."""
+    ok = raw is not None and raw.isascii() and raw.isdigit() and len(raw) <= HEAD_DIGITS
+    return int(raw) if ok else 0  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ import logging
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -52,6 +53,7 @@ __all__ = [
     "pause",
     "pause_of",
     "paused",
+    "pauses_of",
     "resume",
 ]
 
@@ -63,7 +65,7 @@ FULL_EVERY_MINUTES = 10  # how often replicas read every pause (cron_bridge.beat
 # Every pause must be read, or its job runs: a reader holds up to a million (a pause is about
 # a hundred bytes); one past the bytes is read unreadable, which keeps its job paused.
 PAUSED_MOST = 1_000_000
-PAUSED_BYTES = 64 * 1024 * 1024
+PAUSED_BYTES = 256 * 1024 * 1024
 CHANGES = "change:{job}"  # a job's change log, by <epoch ns>:<random>
 CHANGES_KEPT = 100  # per job
 REASON_MAX = 500
@@ -199,11 +201,11 @@ def pause(store: Store, job: str, *, reason: str = "", by: str) -> Pause:
         since=datetime.now(UTC),
     )
     store.put_control(PAUSES, job, json.dumps(record.to_json()))
-    _announce(store, job, "paused")
     log.warning("%s %s", job, record.describe())
     _log_change(
         store, Change(job=job, action="paused", by=record.by, at=record.since, reason=record.reason)
     )
+    _announce(store, job, "paused")
     return record
 
 
@@ -219,13 +221,13 @@ def resume(store: Store, job: str, *, by: str) -> Pause | None:
     _text(by, "by", ACTOR_MAX, job)
     ended = pause_of(store, job)
     store.put_control(PAUSES, job, None)
-    _announce(store, job, "resumed")
     if ended is not None:
         log.warning("%s resumed by %s (%s)", job, by, ended.describe())
         _log_change(
             store,
             Change(job=job, action="resumed", by=by, at=datetime.now(UTC), reason=ended.reason),
         )
+    _announce(store, job, "resumed")
     return ended
 
 
@@ -267,6 +269,16 @@ def paused(store: Store) -> dict[str, Pause]:
     """
     read = store.controls(PAUSES, most=PAUSED_MOST, max_bytes=PAUSED_BYTES)
     return {job: _read(job, raw) for job, raw in read.items()}
+
+
+def pauses_of(store: Store, jobs: Sequence[str]) -> dict[str, Pause]:
+    """The pauses of those of ``jobs`` that are paused, in one round trip where the store
+    can (a page of a listing).
+
+    Raises:
+        StoreUnavailable: the store could not be reached.
+    """
+    return {job: _read(job, raw) for job, raw in store.controls_of(PAUSES, jobs).items()}
 
 
 def pause_of(store: Store, job: str) -> Pause | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Unpack
@@ -388,6 +388,21 @@ class StoredSchedules:
         when there is none or it cannot be read."""
         raw = self.store.control(GROUP, name)
         return None if raw is None else _read(name, raw)
+
+    def names(self) -> list[str]:
+        """The names of every stored schedule, sorted, without reading the schedules (a page
+        of a listing picks its names from them)."""
+        return self.store.control_keys(GROUP, most=SCHEDULES_MOST)
+
+    def get_many(self, names: Sequence[str]) -> dict[str, ScheduleEntry]:
+        """Those of ``names`` that are stored schedules and can be read, in one round trip
+        where the store can (an unreadable one is logged and left out)."""
+        found = {}
+        for name, raw in self.store.controls_of(GROUP, names).items():
+            spec = _read(name, raw)
+            if spec is not None:
+                found[name] = spec
+        return found
 
     def list(self) -> dict[str, ScheduleEntry]:
         """Every stored schedule that can be read (an unreadable one is logged and left out)."""

@@ -343,6 +343,45 @@ class Store(ABC):
         """One control record of ``group``, or None (a worker reading one stored schedule);
         ``UNREADABLE`` when there is one that cannot be handed over."""
 
+    def control_keys(self, group: str, *, most: int = CONTROLS_MAX) -> list[str]:
+        """The keys of ``group``'s control records, sorted, without their values where the
+        store can (a page of stored schedules picked by name). At most ``most`` of them:
+        which, when the group holds more, is the store's choice.
+
+        Raises:
+            StoreUnavailable: the store could not be reached.
+        """
+        return sorted(self.controls(group, most=most))
+
+    def controls_of(self, group: str, keys: Sequence[str]) -> dict[str, str]:
+        """The control records of ``group`` with those ``keys`` that exist, in one round trip
+        where the store can (a page's pauses and stored schedules); ``UNREADABLE`` for one
+        that cannot be handed over.
+
+        Raises:
+            StoreUnavailable: the store could not be reached.
+        """
+        found = {}
+        for key in dict.fromkeys(keys):
+            value = self.control(group, key)
+            if value is not None:
+                found[key] = value
+        return found
+
+    def latest_runs(self, jobs: Sequence[str]) -> dict[str, RunRecord]:
+        """The newest run record of each of ``jobs`` that has a readable one, in one round
+        trip where the store can (the LAST column of a page of jobs).
+
+        Raises:
+            StoreUnavailable: the store could not be reached.
+        """
+        found = {}
+        for job in dict.fromkeys(jobs):
+            newest = self.history(job, 1)
+            if newest:
+                found[job] = newest[0]
+        return found
+
     @abstractmethod
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         """The latest claimed occurrence of each job that has one, in one round trip."""

@@ -434,6 +434,61 @@ class PostgresStore(Store):
         pairs = ((key, value) for key, value, _ in rows)
         return control_records(pairs, group, most=most, max_bytes=max_bytes, total=total)
 
+    def control_keys(self, group: str, *, most: int = CONTROLS_MAX) -> list[str]:
+        statement = self._sql(
+            "SELECT key FROM {controls} WHERE grp = %s AND octet_length(key) <= %s"
+            " ORDER BY key LIMIT %s"
+        )
+        rows = self._call(lambda conn: fetch(conn, statement, (group, CONTROL_KEY_MAX, most)))
+        where = f"controls:{group}"
+        keys = (inbound.text(row[0], where, row[0], max_bytes=CONTROL_KEY_MAX) for row in rows)
+        return sorted(key for key in keys if key is not None)
+
+    def controls_of(self, group: str, keys: Sequence[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        statement = self._sql(
+            "SELECT key, CASE WHEN octet_length(value) <= %s THEN value END"
+            " FROM {controls} WHERE grp = %s AND key = ANY(%s)"
+        )
+        rows = self._call(lambda conn: fetch(conn, statement, (inbound.MAX_BYTES, group, wanted)))
+        found = {}
+        for raw_key, value in rows:
+            key = inbound.text(raw_key, f"controls:{group}", raw_key, max_bytes=CONTROL_KEY_MAX)
+            if key is not None:
+                text = None if value is None else inbound.text(value, f"controls:{group}", key)
+                found[key] = UNREADABLE if text is None else text
+        return found
+
+    def latest_runs(self, jobs: Sequence[str]) -> dict[str, RunRecord]:
+        wanted = list(dict.fromkeys(jobs))
+        if not wanted:
+            return {}
+
+        def work(conn: psycopg.Connection[Any]) -> tuple[tuple[str, ...], list[Any]]:
+            there = self._run_columns
+            # Each job's newest row by the (job, id) index, however long its history.
+            statement = sql.SQL(
+                "SELECT {columns} FROM unnest(%s::text[]) AS wanted(name)"
+                " CROSS JOIN LATERAL (SELECT * FROM {runs} WHERE job = wanted.name"
+                " ORDER BY id DESC LIMIT 1) newest"
+            ).format(
+                columns=sql.SQL(", ").join(
+                    sql.SQL("newest.{}").format(sql.Identifier(c)) for c in there
+                ),
+                runs=self._names["runs"],
+            )
+            return there, fetch(conn, statement, (wanted,))
+
+        there, rows = self._call(work)
+        found = {}
+        for row in rows:
+            read = readable([tuple(row)], lambda r: record_from_row(r, there), "latest runs")
+            if read:
+                found[read[0].job] = read[0]
+        return found
+
     def control(self, group: str, key: str) -> str | None:
         statement = self._sql("SELECT value FROM {controls} WHERE grp = %s AND key = %s")
         rows = self._call(lambda conn: fetch(conn, statement, (group, key)))

@@ -374,8 +374,62 @@ class RedisStore(Store):
             return self._last_reads.get(group)
         pairs = zip(found[1::2], found[2::2], strict=True)
         read = control_records(pairs, group, most=most, max_bytes=max_bytes, total=int(found[0]))
-        self._last_reads.keep(group, read)
+        self._last_reads.keep(group, read, max_bytes)
         return read
+
+    def control_keys(self, group: str, *, most: int = CONTROLS_MAX) -> list[str]:
+        # The bounded read of ``controls`` with no bytes for values: names only.
+        bounds = [most, 0, 0, CONTROL_KEY_MAX]
+        name = self._key(f"controls:{group}")
+        found = self._link.call(
+            lambda client: self._link.run_script(client, "controls", [name], bounds),
+            key=name,
+            holds="hash",
+        )
+        if found is None:  # of the wrong type: as it was last read
+            return sorted(self._last_reads.get(group))
+        where = f"controls:{group}"
+        keys = (inbound.text(k, where, k, max_bytes=CONTROL_KEY_MAX) for k in found[1::2])
+        return sorted(key for key in keys if key is not None)
+
+    def controls_of(self, group: str, keys: Sequence[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        name = self._key(f"controls:{group}")
+        values = self._link.call(
+            lambda client: raw(client, "HMGET", name, *wanted), key=name, holds="hash"
+        )
+        if values is None:  # of the wrong type: as it was last read
+            last = self._last_reads.get(group)
+            return {key: last[key] for key in wanted if key in last}
+        found = {}
+        for key, value in zip(wanted, values, strict=True):
+            if value is not None:
+                text = inbound.text(value, f"controls:{group}", key)
+                found[key] = UNREADABLE if text is None else text
+        return found
+
+    def latest_runs(self, jobs: Sequence[str]) -> dict[str, RunRecord]:
+        wanted = list(dict.fromkeys(jobs))
+        if not wanted:
+            return {}
+        names = [self._key(f"runs:{job}") for job in wanted]
+
+        def work(client: Client) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for name in names:
+                raw(pipe, "LINDEX", name, 0)
+            return self._link.replies(client, pipe, names, "list")
+
+        items = self._link.call(work, pipelines=1, commands=0)
+        found = {}
+        for job, name, item in zip(wanted, names, items, strict=True):
+            if item is not None:
+                read = readable([item], _record_from_json, name)
+                if read:
+                    found[job] = read[0]
+        return found
 
     def control(self, group: str, key: str) -> str | None:
         name = self._key(f"controls:{group}")
@@ -383,7 +437,7 @@ class RedisStore(Store):
             lambda client: raw(client, "HGET", name, key),
             key=name,
             holds="hash",
-            otherwise=self._last_reads.get(group).get(key),
+            otherwise=self._last_reads.value(group, key),
         )
         if value is None:
             return None

@@ -64,9 +64,17 @@ class LastReads:
         self._max = max_bytes
         self._used = 0
         self._kept: OrderedDict[str, tuple[dict[str, str], int]] = OrderedDict()
+        self._whole: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
 
-    def keep(self, group: str, found: dict[str, str]) -> None:
+    def keep(self, group: str, found: dict[str, str], bound: int = CONTROLS_BYTES) -> None:
+        """Keep ``found``, the read of ``group`` within ``bound`` bytes of values. A group
+        read whole past the shared budget (the pauses, the stored schedules: every record
+        must be read) is kept whole, apart from the others."""
+        if bound > CONTROLS_BYTES:
+            with self._lock:
+                self._whole[group] = dict(found)  # the texts are the read's own, not copied
+            return
         size = sum(len(key) + len(value) for key, value in found.items())
         with self._lock:
             _, before = self._kept.pop(group, ({}, 0))
@@ -79,7 +87,17 @@ class LastReads:
                 _, (_, dropped) = self._kept.popitem(last=False)
                 self._used -= dropped
 
+    def value(self, group: str, key: str) -> str | None:
+        """One record of ``group`` as it was last read (no copy of the group made)."""
+        with self._lock:
+            if group in self._whole:
+                return self._whole[group].get(key)
+            found, _ = self._kept.get(group, ({}, 0))
+            return found.get(key)
+
     def get(self, group: str) -> dict[str, str]:
         with self._lock:
+            if group in self._whole:
+                return dict(self._whole[group])
             found, _ = self._kept.get(group, ({}, 0))
             return dict(found)

@@ -366,6 +366,41 @@ class SQLiteStore(Store):
         pairs = ((key, value) for key, value, _ in rows)
         return control_records(pairs, group, most=most, max_bytes=max_bytes, total=total)
 
+    def control_keys(self, group: str, *, most: int = CONTROLS_MAX) -> list[str]:
+        rows = self._run(
+            lambda conn: conn.execute(
+                "SELECT key FROM controls WHERE grp = ? AND length(CAST(key AS BLOB)) <= ?"
+                " ORDER BY key LIMIT ?",
+                (group, CONTROL_KEY_MAX, most),
+            ).fetchall(),
+            write=False,
+        )
+        where = f"controls:{group}"
+        keys = (inbound.text(row[0], where, row[0], max_bytes=CONTROL_KEY_MAX) for row in rows)
+        return sorted(key for key in keys if key is not None)
+
+    def controls_of(self, group: str, keys: Sequence[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(keys))
+
+        def work(conn: sqlite3.Connection) -> list[tuple[bytes, bytes | None]]:
+            rows = []
+            for start in range(0, len(wanted), 500):  # within SQLite's bound on parameters
+                part = wanted[start : start + 500]
+                rows += conn.execute(
+                    "SELECT key, CASE WHEN length(CAST(value AS BLOB)) <= ? THEN value END"
+                    f" FROM controls WHERE grp = ? AND key IN ({', '.join('?' * len(part))})",
+                    (inbound.MAX_BYTES, group, *part),
+                ).fetchall()
+            return rows
+
+        found = {}
+        for raw_key, value in self._run(work, write=False) if wanted else []:
+            key = inbound.text(raw_key, f"controls:{group}", raw_key, max_bytes=CONTROL_KEY_MAX)
+            if key is not None:
+                text = None if value is None else inbound.text(value, f"controls:{group}", key)
+                found[key] = UNREADABLE if text is None else text
+        return found
+
     def control(self, group: str, key: str) -> str | None:
         rows = self._run(
             lambda conn: conn.execute(

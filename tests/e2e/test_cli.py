@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from cron_bridge.control import pause as control
-from cron_bridge.stores import store_from_url
+from cron_bridge.stores import RunRecord, store_from_url
 from tests.e2e.processes import BeatProcess, cli, command_env
 from tests.waiting import wait_for
 
@@ -158,6 +158,69 @@ def test_a_failing_job_exits_1(tmp_path: Path, env: dict[str, str]) -> None:
     result = json.loads(done.stdout)
     assert result["outcome"] == "failed"
     assert "the ledger is locked" in result["error"]
+
+
+def test_list_pages_and_streams_by_name_and_history_pages_newest_first(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """1,200 stored schedules beside the module's jobs: every page is the same slice of the
+    whole list (which is read and printed 500 at a time), with its pauses and latest runs;
+    ``history --offset`` pages the records newest first."""
+    store = store_from_url(env["CRON_BRIDGE_STORE"])
+    names = [f"tenant-{n:04d}.report" for n in range(1_200)]
+    spec = {"library": "rq", "task": "proj.reports.report", "options": {"every": "1h"}}
+    store.put_controls(
+        "schedule", {name: json.dumps({"name": name, **spec, "kwargs": {}}) for name in names}
+    )
+    control.pause(store, "tenant-0603.report", reason="unpaid", by="billing")
+    for n in range(30):
+        at = datetime(2026, 12, 1, 9, n, tzinfo=UTC)
+        store.record(
+            RunRecord(
+                job="tenant-0602.report",
+                occurrence_id=f"tenant-0602.report@{at.isoformat()[:19]}.000Z",
+                outcome="completed",
+                trigger="schedule",
+                replica="beat-a",
+                started_at=at,
+            )
+        )
+    store.close()
+    env = {**env, "CRON_BRIDGE_STORED_TASKS": "proj.*"}
+
+    def listed(*args: str) -> list[dict[str, object]]:
+        done = cli("list", "-A", APP, "--json", *args, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    everything = listed()
+    assert [row["name"] for row in everything] == sorted(
+        [*names, "billing.broken", "cache.warm", "reports.minutely"]
+    )
+    pages = [listed("--limit", "400", "--offset", str(k)) for k in range(0, 1_203, 400)]
+    assert [row for page in pages for row in page] == everything
+    page = listed("--limit", "3", "--offset", "604")
+    assert [row["name"] for row in page] == [
+        "tenant-0601.report",
+        "tenant-0602.report",
+        "tenant-0603.report",
+    ]
+    assert page[1]["last"]["occurrence_id"].endswith("T09:29:00.000Z")  # type: ignore[index]
+    assert page[2]["paused"]["reason"] == "unpaid"  # type: ignore[index]
+    assert page[0]["last"] is None and page[0]["paused"] is None
+    table = cli("list", "-A", APP, env=env, cwd=tmp_path).stdout.splitlines()
+    assert len(table) == 1 + 1_203 and table[0].split()[0] == "NAME"
+    assert [line.split()[0] for line in table[1:]] == [row["name"] for row in everything]
+    assert any(line.startswith("tenant-0603.report") and " paused " in line for line in table)
+
+    def history(*args: str) -> list[str]:
+        done = cli("history", "tenant-0602.report", "--json", *args, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return [r["occurrence_id"][-13:-8] for r in json.loads(done.stdout)]
+
+    assert history("-n", "3") == ["09:29", "09:28", "09:27"]
+    assert history("--limit", "3", "--offset", "3") == ["09:26", "09:25", "09:24"]
+    assert history("--offset", "28") == ["09:01", "09:00"]
 
 
 def test_history_shows_a_failures_traceback_and_times_in_utc_or_the_zone_asked(

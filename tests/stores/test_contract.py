@@ -656,3 +656,33 @@ def test_ten_thousand_pending_claims_are_claimed_settled_and_taken_in_a_few_roun
     assert len(taken) == 1000
     assert {key for key, _ in taken} <= {o.claim_key for o in batch[5000:]}
     assert len(store.take_over("taker", most=10_000)) == 4000
+
+
+def test_a_page_is_read_by_keys_alike_on_every_store_and_as_the_steps_read_it(
+    kit: StoreKit,
+) -> None:
+    """``control_keys``, ``controls_of`` and ``latest_runs`` (a page of a listing) answer as
+    the base class's steps, ``controls`` and ``control`` and ``history``, do."""
+    store = kit.open()
+    group = "schedule"
+    values = {f"tenant-{n:03d}.report": json.dumps({"n": n, "pad": "x" * n}) for n in range(250)}
+    store.put_controls(group, values)
+    store.put_control("pause", "tenant-007.report", "{}")  # another group: never listed
+    assert store.control_keys(group) == sorted(values)
+    assert store.control_keys(group) == Store.control_keys(store, group)
+    bounded = store.control_keys(group, most=10)  # which ten: the store's choice
+    assert len(bounded) == 10 and bounded == sorted(bounded) and set(bounded) <= set(values)
+    assert store.control_keys("nothing-here") == []
+    page = ["tenant-249.report", "tenant-003.report", "missing.job", "tenant-003.report"]
+    expected = {key: values[key] for key in ("tenant-249.report", "tenant-003.report")}
+    assert store.controls_of(group, page) == expected
+    assert store.controls_of(group, page) == Store.controls_of(store, group, page)
+    assert store.controls_of(group, []) == {}
+    store.record_many([run("a.job", n) for n in range(5)] + [run("b.job", 9)])
+    latest = store.latest_runs(["b.job", "a.job", "never.ran", "a.job"])
+    assert latest == Store.latest_runs(store, ["b.job", "a.job", "never.ran"])
+    assert {job: r.occurrence_id for job, r in latest.items()} == {
+        "a.job": run("a.job", 4).occurrence_id,
+        "b.job": run("b.job", 9).occurrence_id,
+    }
+    assert store.latest_runs([]) == {}

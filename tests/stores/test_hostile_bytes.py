@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cron_bridge import Beat, declare
+from cron_bridge.beat.pause_sync import PauseSync
 from cron_bridge.beat.stored_sync import StoredSync
 from cron_bridge.cli.main import main
 from cron_bridge.control import audit, catalog, lost_claims
@@ -426,9 +427,12 @@ def read_everything(store: Store, jobs: list[Job], app: Callable[..., Any], url:
     now = datetime.now(UTC)
     for group in GROUPS:
         store.controls(group)
+        # A page of a listing: the keys, then the records of some of them.
+        store.controls_of(group, [*store.control_keys(group)[:20], PAGE, OTHER])
     store.control(FEED_GROUP, "head")
     for job in JOBS:
         store.history(job, 50)
+    store.latest_runs(list(JOBS))
     store.last_claimed(list(JOBS))
     store.replicas()
     store.holder(lock_key(PAGE))
@@ -436,6 +440,9 @@ def read_everything(store: Store, jobs: list[Job], app: Callable[..., Any], url:
     # The beat's tick path: the pauses before each claim, the stored schedules (a full read,
     # then the feed followed), the ledgers, the catalog, catch-up.
     control.paused(store)
+    pauses = PauseSync(store)
+    pauses.current(0.0)
+    pauses.current(1.0)
     sync = StoredSync(store)
     sync.poll(time.monotonic())
     sync._seen = 0  # follow the feed from its first entry, as a replica that saw none
