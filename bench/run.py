@@ -541,6 +541,7 @@ def main() -> None:
         "schedules",
         "tenants",
         "pauses",
+        "bulk",
         "imports",
         "takeover",
     ]
@@ -672,6 +673,10 @@ def main() -> None:
         from bench import pauses
 
         results["pauses"] = pauses.measure()
+    if "bulk" in only:
+        from bench import bulk
+
+        results["bulk"] = bulk.measure()
     out = REPO / "bench" / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
     measured = {"command": results["command"], "started": results["started"]}
@@ -693,6 +698,7 @@ def main() -> None:
                 "schedules",
                 "tenants",
                 "pauses",
+                "bulk",
                 "imports",
                 "takeover",
             )

@@ -546,6 +546,38 @@ def test_a_manual_run_of_an_occurrence_whose_claim_went_unanswered_never_runs_it
     assert ran.count(result.occurrence_id) == 1, ran
 
 
+def test_a_batch_failure_noted_after_a_manual_run_does_not_run_the_occurrence_again() -> None:
+    """The claim batch raised, then a manual trigger claimed and ran its occurrence, and
+    only then did the batch's thread note its failure (a loaded machine): asked again, the
+    claim is this replica's own, the manual run's, and is not read as the batch's. A
+    failure noted before the trigger is read as the batch's, as it should."""
+    from cron_bridge.beat.claiming import Unanswered
+    from cron_bridge.beat.planning import Planned
+
+    store = MemoryStore()
+    job = declare("pressed", every="1s", target="inline", handler=lambda ctx: None)
+    item = Planned(
+        job=job,
+        occurrence=Occurrence(job="pressed", scheduled_at=datetime(2026, 5, 1, tzinfo=UTC)),
+        trigger="schedule",
+        run=True,
+    )
+    unanswered = Unanswered()
+    unanswered.forget(item.occurrence.claim_key)  # the trigger, first
+    assert store.claim(item.occurrence, "r1")
+    unanswered.add([item])  # the batch's failure, noted late
+    assert unanswered.adopt(store, "r1", [item], [False]) == [False]
+    other = Planned(
+        job=job,
+        occurrence=Occurrence(job="pressed", scheduled_at=datetime(2026, 5, 2, tzinfo=UTC)),
+        trigger="schedule",
+        run=True,
+    )
+    unanswered.add([other])  # made by the store, its answer lost
+    assert store.claim(other.occurrence, "r1")
+    assert unanswered.adopt(store, "r1", [other], [False]) == [True]
+
+
 def test_a_lock_the_store_never_answers_for_fails_the_occurrence_out_loud(
     clock: FakeClock, beats: list[Beat]
 ) -> None:

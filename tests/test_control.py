@@ -245,13 +245,21 @@ def test_a_feed_entry_that_names_no_job_is_skipped_and_the_next_one_is_followed(
     store = MemoryStore()
     sync = PauseSync(store)
     sync.current(0.0)
-    for raw in ['{"name": "../etc"}', "[1, 2]", "\udcff", '{"name": "' + "x" * 5000 + '"}']:
+    for raw in [
+        '{"name": "../etc"}',
+        "[1, 2]",
+        "\udcff",
+        '{"name": "' + "x" * 5000 + '"}',
+        '{"names": ["ok.job", "../etc"]}',
+        '{"names": []}',
+        '{"names": "tick"}',
+    ]:
         number = control.FEED.head(store) + 1
         store.put_control(control.FEED.group, f"seq:{number}", raw)
         store.put_control(control.FEED.group, "head", str(number))
     control.pause(store, "tick", by="ops")
     assert set(sync.current(1.0)) == {"tick"}
-    assert sum("skipping the entry" in r.getMessage() for r in caplog.records) == 4
+    assert sum("skipping the entry" in r.getMessage() for r in caplog.records) == 7
 
 
 def test_more_pauses_than_a_control_group_holds_all_pause() -> None:

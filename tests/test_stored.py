@@ -10,6 +10,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cron_bridge import Backoff, Beat, ConfigError
 from cron_bridge.beat.stored_sync import FULL_EVERY, StoredSync
@@ -309,3 +311,121 @@ def test_a_group_read_whole_is_kept_whole_for_a_key_of_the_wrong_type() -> None:
     kept.keep("aside", {"b": "z" * 600})  # the budget's: "jobs" goes
     assert kept.get("pause") == pauses and kept.get("jobs") == {}
     assert kept.get("aside") == {"b": "z" * 600}
+
+
+def _tenants(count: int, **extra: Any) -> list[dict[str, Any]]:
+    return [
+        {"name": f"tenant-{n}.report", **RQ, "cron": f"{n % 60} 3 * * *", "kwargs": {"t": n}}
+        | extra
+        for n in range(count)
+    ]
+
+
+def test_many_schedules_are_added_a_batch_a_round_trip_and_followed_by_the_replicas() -> None:
+    store = MemoryStore()
+    sync = StoredSync(store)
+    sync.poll(0.0)
+    before = store.stats.round_trips
+    specs = StoredSchedules(store).add_many(_tenants(12_000), by="signup")
+    trips = store.stats.round_trips - before
+    assert len(specs) == 12_000 and len(StoredSchedules(store).list()) == 12_000
+    assert trips <= 3 * 7, trips  # three batches: the records, the change logs, the feed
+    changed, gone = sync.poll(1.0)  # type: ignore[misc]
+    assert len(changed) == 12_000 and gone == set() and sync.full_reads == 1
+    entries = [v for k, v in store.controls(FEED_GROUP, most=10**6).items() if k != "head"]
+    assert all(len(raw.encode()) <= 4096 for raw in entries)  # many names to an entry
+    named = [name for raw in entries for name in json.loads(raw)["names"]]
+    assert sorted(named) == sorted(spec.name for spec in specs)
+    assert set(json.loads(entries[0])) == {"names", "at"}
+    [added] = control.changes(store, "tenant-11999.report")
+    assert (added.action, added.by) == ("schedule added", "signup")
+    assert added.reason == "rq proj.tasks.report cron=59 3 * * *"
+
+
+@pytest.mark.parametrize(
+    ("bad", "option"),
+    [
+        ({"cron": "61 * * * *"}, "cron"),
+        ({"name": "../etc/passwd"}, "name"),
+        ({"kwargs": {"t": float("nan")}}, "kwargs"),
+        ({"task": "os.system"}, "task"),
+        ({"every": "10ms", "cron": None}, "every"),
+        ({"colour": "blue"}, "colour"),
+        ({"task": None}, "task"),
+    ],
+)
+def test_one_bad_entry_among_thousands_writes_nothing_and_is_named(
+    bad: dict[str, Any], option: str
+) -> None:
+    store = MemoryStore()
+    entries = _tenants(6_000)
+    entries[5_500] = {k: v for k, v in (entries[5_500] | bad).items() if v is not None}
+    with pytest.raises(ConfigError) as caught:
+        StoredSchedules(store).add_many(entries)
+    assert caught.value.option in (option, "entry"), caught.value
+    assert str(caught.value.job) in ("tenant-5500.report", "../etc/passwd", "entry 5501")
+    assert StoredSchedules(store).list() == {} and store.controls(FEED_GROUP) == {}
+
+
+def test_a_batch_that_meets_a_stored_name_is_not_written_and_the_earlier_are() -> None:
+    store = MemoryStore()
+    StoredSchedules(store).add("tenant-7000.report", every="1h", **RQ)
+    with pytest.raises(ConfigError, match="5000 of 8000 added before this batch") as caught:
+        StoredSchedules(store).add_many(_tenants(8_000))
+    assert caught.value.job == "tenant-7000.report"
+    assert len(StoredSchedules(store).list()) == 5_001
+    with pytest.raises(ConfigError, match="two entries of one name"):
+        StoredSchedules(store).add_many([*_tenants(2), *_tenants(1)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"name": st.sampled_from(["a.1", "a.2", "b", "-bad", "x" * 201])},
+            optional={
+                "task": st.sampled_from(["proj.tasks.report", "os.system", "", 7]),
+                "library": st.sampled_from(["rq", "celery", "sidekiq"]),
+                "cron": st.sampled_from(["0 3 * * *", "99 * * * *", "*/5 * * * *"]),
+                "every": st.sampled_from(["1h", "1ms", "soon"]),
+                "args": st.sampled_from([[], [1, "a"], "x", [float("inf")]]),
+                "kwargs": st.sampled_from([{}, {"t": 1}, [], {"t": float("nan")}]),
+                "tz": st.sampled_from(["UTC", "Mars/Base", "Europe/Warsaw"]),
+                "attempts": st.sampled_from([1, 0, "3"]),
+            },
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_add_many_refuses_exactly_what_add_refuses_one_by_one(
+    entries: list[dict[str, Any]],
+) -> None:
+    """The same refusal, naming the same entry and option, as ``add`` of each in turn
+    (``check``), whatever ``add_many`` checks once for entries that share their task and
+    options."""
+    expected: tuple[str | None, str | None] | None = None
+    seen: set[str] = set()
+    for entry in entries:
+        fields = dict(entry)
+        name = fields.pop("name")
+        try:
+            StoredSchedules(MemoryStore()).check(name, **fields)
+        except ConfigError as exc:
+            expected = (exc.job, exc.option)
+            break
+        except TypeError:
+            expected = (name, "entry")
+            break
+        if name in seen:
+            expected = (name, "name")
+            break
+        seen.add(name)
+    store = MemoryStore()
+    try:
+        StoredSchedules(store).add_many(entries)
+        got = None
+    except ConfigError as exc:
+        got = (exc.job, exc.option)
+    assert got == expected
+    assert (got is None) == bool(StoredSchedules(store).list())

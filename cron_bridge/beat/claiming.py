@@ -107,18 +107,27 @@ class Unanswered:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._keys: dict[str, datetime] = {}
+        # The keys a manual trigger claimed: never read as a lost batch's, even when that
+        # batch's failure is noted after the trigger (the batch raised, the trigger ran, then
+        # the batch's thread got here). The oldest go first past UNCLAIMED_KEPT.
+        self._manual: dict[str, None] = {}
 
     def add(self, items: Sequence[Planned]) -> None:
         with self._lock:
             for item in items:
-                self._keys[item.occurrence.claim_key] = item.occurrence.scheduled_at
+                if item.occurrence.claim_key not in self._manual:
+                    self._keys[item.occurrence.claim_key] = item.occurrence.scheduled_at
             if len(self._keys) > 10 * UNCLAIMED_KEPT:  # bounded: the oldest go first
                 for key in sorted(self._keys, key=self._keys.__getitem__)[: len(self._keys) // 2]:
                     del self._keys[key]
 
     def forget(self, key: str) -> None:
+        """A manual trigger is about to claim ``key``: its own claim decides, from now on."""
         with self._lock:
             self._keys.pop(key, None)
+            self._manual[key] = None
+            while len(self._manual) > UNCLAIMED_KEPT:
+                del self._manual[next(iter(self._manual))]
 
     def adopt(
         self, store: Store, owner: str, asked: Sequence[Planned], won: list[bool]
@@ -144,8 +153,10 @@ class Unanswered:
         if doubtful:
             owners = store.claimed_by_many([asked[i].occurrence for i in doubtful])
             won = list(won)
+            with self._lock:  # a trigger that claimed since holds it as this owner too
+                manual = {asked[i].occurrence.claim_key for i in doubtful} & set(self._manual)
             for i, holder in zip(doubtful, owners, strict=True):
-                if holder == owner:
+                if holder == owner and asked[i].occurrence.claim_key not in manual:
                     won[i] = True
                     log.info(
                         "claimed %s on %s (its first claim was made, its answer lost)",

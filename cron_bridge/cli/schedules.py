@@ -1,4 +1,5 @@
-"""``cron-bridge schedule add|update|remove|list``: stored schedules from the command line."""
+"""``cron-bridge schedule add|add-many|update|remove|list``: stored schedules from the command
+line."""
 
 from __future__ import annotations
 
@@ -183,6 +184,64 @@ def update(
         finally:
             opened.close()
     _echo(spec)
+
+
+LINE_MAX = 2 * SPEC_MAX  # bytes of one line of an add-many file
+LINES_MAX = 1_000_000
+
+
+@schedule.command("add-many")
+@click.argument("source", type=click.File("rb"))
+@_app
+@store_option
+def add_many(source: Any, app: tuple[str, ...], store: str | None) -> None:
+    """Store many new schedules from SOURCE, a JSON lines file (``-``: standard input): one
+    object per line, as the API's POST takes ({"name", "library", "task", "cron"|"every"|
+    "at", ...}). Every line is checked before anything is written; then they are written a
+    few thousand at a time, each batch whole or not at all. Prints how many were added."""
+    with one_line_errors():
+        entries = _lines(source)
+        if app:
+            load_app(app)
+        opened = open_store(store)
+        try:
+            added = StoredSchedules(opened).add_many(entries, by=control.cli_actor())
+        finally:
+            opened.close()
+    click.echo(json.dumps({"added": len(added)}))
+
+
+def _lines(source: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON lines file, each line bounded; a bad one is a one-line error
+    naming its line."""
+    entries: list[dict[str, Any]] = []
+    for number, line in enumerate(iter(lambda: source.readline(LINE_MAX + 1), b""), start=1):
+        if len(line) > LINE_MAX:
+            raise ConfigError(
+                f"a line is at most {LINE_MAX} bytes", job=f"line {number}", option="line"
+            )
+        if not line.strip():
+            continue
+        if len(entries) >= LINES_MAX:
+            raise ConfigError(f"at most {LINES_MAX} schedules at once", option="source")
+        try:
+            entry = inbound.loads(line, max_bytes=LINE_MAX)
+        except ValueError as exc:
+            raise ConfigError(
+                f"not JSON ({exc})",
+                job=f"line {number}",
+                option="line",
+                value=line[:80].decode(errors="replace"),
+            ) from None
+        if not isinstance(entry, dict):
+            raise ConfigError(
+                "expected a JSON object",
+                job=f"line {number}",
+                option="line",
+                value=line[:80].decode(errors="replace"),
+            )
+        entries.append(entry)
+    return entries
 
 
 @schedule.command("remove")

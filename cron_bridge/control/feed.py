@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cron_bridge.errors import StoreUnavailable
@@ -86,6 +87,32 @@ class Feed:
             store.put_control(self.group, f"seq:{number - self.kept}", None)
         return number
 
+    def announce_many(self, store: Store, names: Sequence[str]) -> int:
+        """Append entries naming ``names``, as many to an entry as ``ENTRY_MAX`` holds, all
+        in one write (their numbers taken at once); the last number. One notice.
+
+        Raises:
+            StoreUnavailable: the store could not be reached (the records themselves are
+                written: followers see them at their next full read).
+        """
+        entries = _packed(names)
+        if not entries:
+            return self.head(store)
+        number = self.head(store) + 1
+        for _ in range(_TAKE_TRIES):
+            block = {f"seq:{number + i}": entry for i, entry in enumerate(entries)}
+            taken = store.add_controls(self.group, block)
+            if not taken:
+                break
+            number = self._past_top(store, max(int(key[4:]) for key in taken))
+        else:
+            raise StoreUnavailable(f"the feed {self.group} has no free numbers near {number}")
+        top = number + len(entries) - 1
+        pruned = range(max(1, number - self.kept), top - self.kept + 1)
+        store.write_controls({self.group: {"head": str(top), **{f"seq:{n}": None for n in pruned}}})
+        store.notify(self.group)
+        return top
+
     def _past_top(self, store: Store, taken: int) -> int:
         """The first free number above the run of taken ones from ``taken``: doubling the
         step until a free one, then halving back (round trips: twice the log of the gap)."""
@@ -132,19 +159,23 @@ class Feed:
                     head = _number(found.get("head"))
                     return Followed(seen, list(names), gap=head > seen, back=head < seen)
                 seen += 1
-                name = self._name(seen, raw)
-                if name is not None:
-                    names[name] = None
+                names.update(dict.fromkeys(self._names(seen, raw)))
         return Followed(seen, list(names), gap=True)
 
-    def _name(self, number: int, raw: str) -> str | None:
-        """The record an entry names; None, warned once, for an entry no replica wrote (or
-        one the store could not hand over: ``UNREADABLE``)."""
+    def _names(self, number: int, raw: str) -> list[str]:
+        """The records an entry names (``name``, or ``names`` for a batch); none, warned
+        once, for an entry no replica wrote (or one the store could not hand over:
+        ``UNREADABLE``)."""
         try:
             data = inbound.loads(raw, max_bytes=ENTRY_MAX)
-            name = data.get("name") if isinstance(data, dict) else None
-            if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
+            names = [data["name"]] if "name" in data else data.get("names")
+            if not isinstance(names, list) or not names or len(names) > ENTRY_MAX:
                 raise ValueError("no name")
+            for name in names:
+                if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+                    raise ValueError("no name")
         except ValueError as exc:
             inbound.warn_once(
                 log,
@@ -157,8 +188,25 @@ class Feed:
                 raw,
                 exc,
             )
-            return None
-        return name
+            return []
+        return names
+
+
+def _packed(names: Sequence[str]) -> list[str]:
+    """``names`` as entries of at most ``ENTRY_MAX`` bytes: ``{"names": [...], "at": ...}``."""
+    at = time.time()
+    entries: list[str] = []
+    batch: list[str] = []
+    size = 0
+    for name in dict.fromkeys(names):
+        if batch and size + len(name) + 4 > ENTRY_MAX - 64:
+            entries.append(json.dumps({"names": batch, "at": at}))
+            batch, size = [], 0
+        batch.append(name)
+        size += len(name) + 4
+    if batch:
+        entries.append(json.dumps({"names": batch, "at": at}))
+    return entries
 
 
 def _number(raw: str | None) -> int:

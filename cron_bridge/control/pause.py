@@ -46,6 +46,7 @@ __all__ = [
     "Change",
     "Pause",
     "catch_up_key",
+    "change_key",
     "changes",
     "cli_actor",
     "latest_paused",
@@ -169,10 +170,15 @@ def log_change(store: Store, job: str, action: str, *, by: str, reason: str = ""
     _log_change(store, Change(job=job, action=action, by=by, at=datetime.now(UTC), reason=reason))
 
 
+def change_key() -> str:
+    """The key of a new change log entry: ``<epoch ns>:<random>``, in time order."""
+    return f"{time.time_ns():020d}:{uuid.uuid4().hex[:6]}"
+
+
 def _log_change(store: Store, change: Change) -> None:
     """Append ``change`` to the job's change log, keeping the last ``CHANGES_KEPT``."""
     group = CHANGES.format(job=change.job)
-    key = f"{time.time_ns():020d}:{uuid.uuid4().hex[:6]}"  # sorts in time order
+    key = change_key()
     store.put_control(group, key, json.dumps(change.to_json()))
     kept = sorted(store.controls(group))
     for old in kept[: max(0, len(kept) - CHANGES_KEPT)]:

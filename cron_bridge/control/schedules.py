@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime, timedelta
 from typing import Any, Unpack
 
 from cron_bridge.control import pause as control
 from cron_bridge.control.feed import Feed
 from cron_bridge.errors import ConfigError, StoreUnavailable
-from cron_bridge.jobs import Backoff, Job, declare
+from cron_bridge.jobs import NAME_PATTERN, Backoff, Job, declare
 from cron_bridge.options import STORED, WHEN, StoredOptions
 from cron_bridge.plumbing import inbound
 from cron_bridge.queues.installed import get_adapter
@@ -57,6 +57,7 @@ SPEC_MAX = 64 * 1024  # bytes of JSON per schedule
 # tenant's is a few hundred bytes); one past the bytes is read unreadable, and warned about.
 SCHEDULES_MOST = 1_000_000
 SCHEDULES_BYTES = 512 * 1024 * 1024
+BULK = 5_000  # schedules written in one round trip by add_many
 # Every replica follows the stored schedules once a second, and whoever holds the secret must
 # not be able to make one schedule flood the broker (every="1ms" is a thousand sends a second).
 MIN_EVERY = timedelta(seconds=1)
@@ -76,7 +77,8 @@ class ScheduleEntry:
     backoff: dict[str, Any] | None = None  # {"kind": "fixed"|"exponential", "base", "max"}
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The spec as stored (its fields as they are, not copied: ``json.dumps`` them)."""
+        return {f: getattr(self, f) for f in _FIELDS}
 
     @classmethod
     def from_json(cls, data: object) -> ScheduleEntry:
@@ -227,6 +229,9 @@ def _backoff(spec: ScheduleEntry) -> Backoff | None:
     return Backoff.exponential(data.get("base", 1), max=data.get("max"))
 
 
+_FIELDS = tuple(f.name for f in fields(ScheduleEntry))
+
+
 class StoredChanges(StoredOptions, total=False):
     """What ``StoredSchedules.update`` changes: any option, and the task and its arguments."""
 
@@ -253,6 +258,60 @@ def _as_stored(options: Mapping[str, Any], name: str) -> dict[str, Any]:
             value = value.isoformat()
         stored[key] = value
     return stored
+
+
+def _entry(
+    name: str,
+    *,
+    task: str,
+    library: str,
+    args: list[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+    queue: str | None = None,
+    backoff: Backoff | dict[str, Any] | None = None,
+    **options: Any,
+) -> ScheduleEntry:
+    """The schedule ``add`` would store (not checked yet)."""
+    return ScheduleEntry(
+        name=name,
+        library=library,
+        task=task,
+        options=_as_stored(options, name),
+        args=[] if args is None else args,
+        kwargs={} if kwargs is None else kwargs,
+        queue=queue,
+        backoff=_backoff_json(backoff),
+    )
+
+
+def _shared(spec: ScheduleEntry) -> str | None:
+    """What ``ScheduleEntry.job`` and the allow-list check of ``spec`` depend on besides its
+    name, arguments and size, as text (None when it is not JSON: checked each time)."""
+    try:
+        return json.dumps(
+            [spec.library, spec.task, spec.options, spec.queue, spec.backoff],
+            sort_keys=True,
+            allow_nan=False,
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_own(spec: ScheduleEntry) -> None:
+    """The checks of ``ScheduleEntry.job`` that depend on the name and the arguments: of an
+    entry whose task and options were checked with another name, and whose arguments are
+    JSON (the whole spec was)."""
+    if not isinstance(spec.name, str) or not NAME_PATTERN.fullmatch(spec.name):
+        raise ConfigError(
+            "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}",
+            job=str(spec.name),
+            option="name",
+            value=spec.name,
+        )
+    for option, kind, said in (("args", list, "a JSON list"), ("kwargs", dict, "a JSON object")):
+        value = getattr(spec, option)
+        if not isinstance(value, kind):
+            raise ConfigError(f"expected {said}", job=spec.name, option=option, value=value)
 
 
 class StoredSchedules:
@@ -328,6 +387,144 @@ class StoredSchedules:
         spec.job()
         _check_storable(spec)
         return spec
+
+    def add_many(
+        self, entries: Iterable[Mapping[str, Any]], *, by: str = "python"
+    ) -> list[ScheduleEntry]:
+        """Store many new schedules at once (a signup service's tenants, an import). Each
+        entry is what ``add`` takes, as a mapping: ``name``, ``task``, ``library``, and
+        ``args``, ``kwargs``, ``queue``, ``backoff`` and the options when given. Every entry
+        is checked as ``add`` checks it before anything is written; then ``BULK`` of them are
+        written at a time, each batch all or nothing in one round trip (``add_controls``),
+        its change logs in one more and its feed entries in one or two.
+
+        Raises:
+            ConfigError: a bad entry, naming it, the option and the value, or two entries
+                of one name (nothing is written); or a batch with a name already stored
+                (that batch and the ones after it are not written: the message says how
+                many were).
+            StoreUnavailable: the store could not be reached (the batches before are
+                written: the message says how many).
+        """
+        checked = self._checked_many(entries)
+        specs = [spec for spec, _ in checked]
+        added = 0
+        for start in range(0, len(checked), BULK):
+            batch = specs[start : start + BULK]
+            raws = {spec.name: raw for spec, raw in checked[start : start + BULK]}
+            try:
+                taken = self.store.add_controls(GROUP, raws)
+            except StoreUnavailable as exc:
+                raise StoreUnavailable(
+                    f"{exc} ({added} of {len(specs)} schedule(s) added before it)"
+                ) from exc
+            if taken:
+                raise ConfigError(
+                    f"stored schedules of these names exist; update them ({added} of "
+                    f"{len(specs)} added before this batch of {len(batch)}, which is not)",
+                    job=taken[0],
+                    option="name",
+                    value=", ".join(taken[:5]) + (", ..." if len(taken) > 5 else ""),
+                )
+            self._logged_and_announced(
+                {spec.name: _summary(spec) for spec in batch}, by=by, action="schedule added"
+            )
+            added += len(batch)
+        return specs
+
+    def _checked_many(
+        self, entries: Iterable[Mapping[str, Any]]
+    ) -> list[tuple[ScheduleEntry, str]]:
+        """Each entry as ``add`` would store it, checked as ``add`` checks it. The options
+        of a task are checked once for the entries that share them (a thousand tenants on
+        one cron and task): what depends on the name, the arguments and the size is checked
+        for each. Each with its JSON, as stored."""
+        specs: list[tuple[ScheduleEntry, str]] = []
+        names: set[str] = set()
+        checked: set[str] = set()
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, Mapping):
+                raise ConfigError(
+                    "expected a schedule: an object with name, task and library",
+                    job=f"entry {index + 1}",
+                    option="entry",
+                    value=str(entry)[:80],
+                )
+            fields = dict(entry)
+            name = fields.pop("name", None)
+            try:
+                spec = _entry(name, **fields)
+            except TypeError as exc:  # a missing task or library, an unknown field
+                raise ConfigError(
+                    f"expected name, task, library and the options of add ({exc})",
+                    job=str(name) if name is not None else f"entry {index + 1}",
+                    option="entry",
+                    value=sorted(entry)[:10],
+                ) from None
+            shared = _shared(spec)
+            try:
+                raw: str | None = json.dumps(spec.to_json(), allow_nan=False)
+            except (TypeError, ValueError):  # the arguments: spec.job() names which
+                raw = None
+            if shared is not None and shared in checked and raw is not None:
+                _check_own(spec)  # what else spec.job() checks depends on these alone
+            else:
+                spec.job()
+                _check_storable(spec)
+                if shared is not None:
+                    checked.add(shared)
+            if spec.name in names:
+                raise ConfigError(
+                    "two entries of one name", job=spec.name, option="name", value=spec.name
+                )
+            names.add(spec.name)
+            specs.append((spec, self._raw(spec, raw)))  # its size, before anything is written
+        return specs
+
+    def _raw(self, spec: ScheduleEntry, raw: str | None = None) -> str:
+        """``spec`` as stored (``raw``, when made already), at most ``SPEC_MAX`` bytes of
+        JSON."""
+        if raw is None:
+            raw = json.dumps(spec.to_json(), allow_nan=False)
+        if len(raw.encode()) > SPEC_MAX:
+            raise ConfigError(
+                f"a stored schedule is at most {SPEC_MAX} bytes of JSON",
+                job=spec.name,
+                option="kwargs",
+                value=len(raw),
+            )
+        return raw
+
+    def _logged_and_announced(self, summaries: Mapping[str, str], *, by: str, action: str) -> None:
+        """Each schedule's change log gets its entry, in one write, and the feed names them
+        all: every replica follows them within a second."""
+        now = datetime.now(UTC)
+        self.store.write_controls(
+            {
+                control.CHANGES.format(job=name): {
+                    control.change_key(): json.dumps(
+                        control.Change(
+                            job=name,
+                            action=action,
+                            by=by,
+                            at=now,
+                            reason=said[: control.REASON_MAX],
+                        ).to_json()
+                    )
+                }
+                for name, said in summaries.items()
+            }
+        )
+        try:
+            FEED.announce_many(self.store, list(summaries))
+        except StoreUnavailable as exc:  # written: every replica sees them at its next full read
+            log.warning(
+                "%d stored schedule(s) changed, but the replicas are not told (%s); they "
+                "see them within %d minutes",
+                len(summaries),
+                exc,
+                FULL_EVERY_MINUTES,
+            )
 
     def update(
         self, name: str, *, by: str = "python", **changes: Unpack[StoredChanges]

@@ -316,6 +316,43 @@ class Store(ABC):
         exists is left as it is (False). A deleted record can be created again.
         """
 
+    def write_controls(self, writes: Mapping[str, Mapping[str, str | None]]) -> None:
+        """Set (or, with None, delete) control records of several groups, ``{group: {key:
+        value}}``: in one round trip where the store can (the change logs of a batch of
+        stored schedules), not necessarily at once.
+
+        Raises:
+            StoreUnavailable: the store could not be reached (some may be written).
+        """
+        for group, values in writes.items():
+            for key, value in values.items():
+                self.put_control(group, key, value)
+
+    def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        """Create the control records ``values`` of ``group``, all of them or none: when any
+        of their keys exists, nothing is written and those keys are returned (sorted); an
+        empty list when every record was written. One round trip where the store can.
+
+        Atomic where the store has transactions (memory, SQLite, PostgreSQL, Redis: one
+        script on one hash). This default, for a store without them, checks, then creates
+        each, and deletes what it created when another writer won a key meanwhile.
+
+        Raises:
+            StoreUnavailable: the store could not be reached (on this default, some of the
+                records may be left written).
+        """
+        taken = sorted(self.controls_of(group, list(values)))
+        if taken:
+            return taken
+        made: list[str] = []
+        for key, value in values.items():
+            if not self.add_control(group, key, value):
+                for undone in made:
+                    self.put_control(group, undone, None)
+                return [key]
+            made.append(key)
+        return []
+
     def notify(self, channel: str) -> None:  # noqa: B027 - a hook: stores without push poll
         """Tell the processes that ``listen`` on ``channel`` that something changed, at once
         (best effort: a listener that misses it finds the change when it next looks).

@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from cron_bridge.clock import Clock, SystemClock
@@ -165,6 +165,26 @@ class MemoryStore(Store):
                 return False
             records[key] = value
             return True
+
+    def write_controls(self, writes: Mapping[str, Mapping[str, str | None]]) -> None:
+        with self._lock:
+            self.stats.add()
+            for group, values in writes.items():
+                records = self._controls[group]
+                for key, value in values.items():
+                    if value is None:
+                        records.pop(key, None)
+                    else:
+                        records[key] = value
+
+    def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        with self._lock:
+            self.stats.add()
+            records = self._controls[group]
+            taken = sorted(key for key in values if key in records)
+            if not taken:
+                records.update(values)
+            return taken
 
     def controls(
         self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES

@@ -371,6 +371,53 @@ class PostgresStore(Store):
         rows = self._call(lambda conn: conn.execute(statement, (group, key, value)).fetchall())
         return bool(rows)
 
+    def write_controls(self, writes: Mapping[str, Mapping[str, str | None]]) -> None:
+        sets = [
+            (g, k, v) for g, values in writes.items() for k, v in values.items() if v is not None
+        ]
+        deletes = [(g, k) for g, values in writes.items() for k, v in values.items() if v is None]
+        upsert = self._sql(
+            "INSERT INTO {controls} (grp, key, value) SELECT * FROM"
+            " unnest(%s::text[], %s::text[], %s::text[])"
+            " ON CONFLICT (grp, key) DO UPDATE SET value = EXCLUDED.value"
+        )
+        delete = self._sql(
+            "DELETE FROM {controls} c USING unnest(%s::text[], %s::text[]) AS d(g, k)"
+            " WHERE c.grp = d.g AND c.key = d.k"
+        )
+
+        def work(conn: psycopg.Connection[Any]) -> None:
+            if sets:
+                conn.execute(upsert, [list(column) for column in zip(*sets, strict=True)])
+            if deletes:
+                conn.execute(delete, [list(column) for column in zip(*deletes, strict=True)])
+
+        if sets or deletes:
+            self._call(work)
+
+    def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        if not values:
+            return []
+        keys, texts = list(values), list(values.values())
+        statement = self._sql(
+            "INSERT INTO {controls} (grp, key, value) SELECT %s, k, v"
+            " FROM unnest(%s::text[], %s::text[]) AS t(k, v)"
+            " ON CONFLICT (grp, key) DO NOTHING RETURNING key"
+        )
+
+        def work(conn: psycopg.Connection[Any]) -> list[str]:
+            rows = conn.execute(statement, (group, keys, texts)).fetchall()
+            made = {row[0] if isinstance(row[0], str) else bytes(row[0]).decode() for row in rows}
+            if len(made) < len(keys):
+                raise _Taken(sorted(set(keys) - made))  # _call's transaction rolls back
+            return []
+
+        try:
+            return self._call(work)
+        except _Taken as taken:
+            self.stats.add()
+            return taken.keys
+
     def _channel(self, channel: str) -> str:
         """A NOTIFY channel of this namespace (an identifier of at most 63 bytes)."""
         scope = f"{self.schema}.{self.table_prefix}.{channel}".encode()
@@ -632,3 +679,11 @@ class PostgresStore(Store):
             if self._owned:
                 self._pool.close()
             self._ready = False
+
+
+class _Taken(Exception):
+    """Ends ``add_controls``'s transaction (rolled back) when some keys exist."""
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__(keys)
+        self.keys = keys

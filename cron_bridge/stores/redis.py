@@ -307,6 +307,45 @@ class RedisStore(Store):
             raise self._refused_write(name)
         return bool(added)
 
+    def write_controls(self, writes: Mapping[str, Mapping[str, str | None]]) -> None:
+        commands: list[tuple[str, Any, list[str]]] = []  # (hash, values to set, keys to delete)
+        for group, values in writes.items():
+            sets = {k: v for k, v in values.items() if v is not None}
+            deletes = [k for k, v in values.items() if v is None]
+            if sets or deletes:
+                commands.append((self._key(f"controls:{group}"), sets, deletes))
+        names = [
+            name for name, sets, deletes in commands for _ in range(bool(sets) + bool(deletes))
+        ]
+
+        def work(client: Client) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for name, sets, deletes in commands:
+                if sets:
+                    pipe.hset(name, mapping=sets)
+                if deletes:
+                    pipe.hdel(name, *deletes)
+            return self._link.replies(client, pipe, names, "hash")
+
+        if not commands:
+            return
+        replies = self._link.call(work, pipelines=1, commands=0)
+        refused = [name for name, reply in zip(names, replies, strict=True) if reply is None]
+        if refused:
+            raise self._refused_write(refused[0])
+
+    def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        if not values:
+            return []
+        name = self._key(f"controls:{group}")
+        flat = [item for pair in values.items() for item in pair]
+        found = self._link.call(
+            lambda client: self._link.run_script(client, "add_controls", [name], flat)
+        )
+        if int(found[0]) == 0:
+            raise self._refused_write(name)
+        return sorted(bytes(key).decode(errors="replace") for key in found[1:])
+
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if values:
             name = self._key(f"controls:{group}")

@@ -340,6 +340,47 @@ class SQLiteStore(Store):
         )
         return bool(rows)
 
+    def write_controls(self, writes: Mapping[str, Mapping[str, str | None]]) -> None:
+        sets = [
+            (g, k, v) for g, values in writes.items() for k, v in values.items() if v is not None
+        ]
+        deletes = [(g, k) for g, values in writes.items() for k, v in values.items() if v is None]
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET "
+                "value = excluded.value",
+                sets,
+            )
+            conn.executemany("DELETE FROM controls WHERE grp = ? AND key = ?", deletes)
+
+        if sets or deletes:
+            self._run(work)
+
+    def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        rows = [(group, key, value) for key, value in values.items()]
+
+        def work(conn: sqlite3.Connection) -> list[str]:
+            # One write transaction (``_run`` with write): the check and the writes see the
+            # same records.
+            taken: list[str] = []
+            keys = list(values)
+            for start in range(0, len(keys), 500):  # within SQLite's bound on parameters
+                part = keys[start : start + 500]
+                taken += [
+                    row[0].decode(errors="replace")
+                    for row in conn.execute(
+                        f"SELECT key FROM controls WHERE grp = ? AND key IN "
+                        f"({', '.join('?' * len(part))})",
+                        (group, *part),
+                    ).fetchall()
+                ]
+            if not taken:
+                conn.executemany("INSERT INTO controls VALUES (?, ?, ?)", rows)
+            return sorted(taken)
+
+        return self._run(work) if rows else []
+
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if values:
             rows = [(group, key, value) for key, value in values.items()]

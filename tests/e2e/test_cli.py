@@ -223,6 +223,58 @@ def test_list_pages_and_streams_by_name_and_history_pages_newest_first(
     assert history("--offset", "28") == ["09:01", "09:00"]
 
 
+def test_schedule_add_many_adds_a_json_lines_file_or_nothing(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """``schedule add-many``: 6,000 tenants from a JSON lines file, in batches; a bad line,
+    a refused task or a name already stored: one line, exit 2, and nothing of that batch."""
+    env = {**env, "CRON_BRIDGE_STORED_TASKS": "proj.*"}
+    tenants = tmp_path / "tenants.jsonl"
+    tenants.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "name": f"tenant-{n}.report",
+                    "library": "rq",
+                    "task": "proj.reports.report",
+                    "cron": f"{n % 60} 3 * * *",
+                    "tz": "Europe/Warsaw",
+                    "kwargs": {"tenant": n},
+                }
+            )
+            for n in range(6_000)
+        )
+        + "\n\n"
+    )
+    done = cli("schedule", "add-many", str(tenants), env=env, cwd=tmp_path)
+    assert (done.returncode, done.stdout.strip()) == (0, '{"added": 6000}'), done.stderr
+    store = store_from_url(env["CRON_BRIDGE_STORE"])
+    try:
+        stored = store.controls("schedule", most=10**6)
+        assert len(stored) == 6_000
+        assert json.loads(stored["tenant-5999.report"])["kwargs"] == {"tenant": 5999}
+        [added] = control.changes(store, "tenant-42.report")
+        assert added.action == "schedule added" and added.by.startswith("cli:")
+    finally:
+        store.close()
+    for body, says in (
+        ('{"name": "a.b", "library": "rq", "task": "proj.x", "every": "1h"}\n{oops\n', "line 2"),
+        ('{"name": "a.b", "library": "rq", "task": "os.system", "every": "1h"}\n', "os.system"),
+        (
+            '{"name": "tenant-1.report", "library": "rq", "task": "proj.x", "every": "1h"}\n',
+            "exist",
+        ),
+        ("[1, 2]\n", "expected a JSON object"),
+    ):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(body)
+        done = cli("schedule", "add-many", str(bad), env=env, cwd=tmp_path)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    done = cli("schedule", "list", "--json", env=env, cwd=tmp_path)
+    assert len(json.loads(done.stdout)) == 6_000  # nothing more was written
+
+
 def test_history_shows_a_failures_traceback_and_times_in_utc_or_the_zone_asked(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

@@ -686,3 +686,46 @@ def test_a_page_is_read_by_keys_alike_on_every_store_and_as_the_steps_read_it(
         "b.job": run("b.job", 9).occurrence_id,
     }
     assert store.latest_runs([]) == {}
+
+
+def test_a_batch_of_new_records_is_written_whole_or_not_at_all(kit: StoreKit) -> None:
+    """``add_controls``: every record when none of their keys exists; none, and the keys that
+    exist, when some do; and of batches racing over shared keys, each is written whole or
+    not at all."""
+    store = kit.open()
+    first = {f"tenant-{n}.report": f'{{"n": {n}}}' for n in range(3_000)}
+    assert store.add_controls("schedule", first) == []
+    assert store.controls("schedule") == first
+    again = {"tenant-2999.report": "{}", "tenant-7.report": "{}", "tenant-new.report": "{}"}
+    assert store.add_controls("schedule", again) == ["tenant-2999.report", "tenant-7.report"]
+    assert store.control("schedule", "tenant-new.report") is None
+    assert store.control("schedule", "tenant-7.report") == '{"n": 7}'
+    assert store.add_controls("schedule", {}) == []
+    # Sixteen batches of 50 keys, each overlapping the next by 25: of each pair of
+    # neighbours at most one is written, and every key holds the value of the one batch
+    # that wrote it.
+    batches = [{f"race-{k}": f"batch-{i}" for k in range(i * 25, i * 25 + 50)} for i in range(16)]
+    results = race(kit, lambda store, owner: store.add_controls("race", batches[int(owner[7:])]))
+    written = store.controls("race")
+    won = [i for i in range(16) if all(written.get(k) == f"batch-{i}" for k in batches[i])]
+    assert won, results
+    assert results.count([]) == len(won)  # the batches told they were written
+    for key, value in written.items():
+        assert int(value.removeprefix("batch-")) in won, (key, value)
+    for i in won[:-1]:
+        assert i + 1 not in won
+
+
+def test_records_of_many_groups_are_set_and_deleted_in_one_write(kit: StoreKit) -> None:
+    store = kit.open()
+    store.put_control("change:a", "old", "1")
+    writes: dict[str, dict[str, str | None]] = {
+        f"change:tenant-{n}": {"k1": f"v{n}", "k2": "w"} for n in range(300)
+    }
+    writes["change:a"] = {"old": None, "new": "2"}
+    store.write_controls(writes)
+    assert store.controls("change:tenant-299") == {"k1": "v299", "k2": "w"}
+    assert store.controls("change:a") == {"new": "2"}
+    store.write_controls({"change:tenant-0": {"k1": "again", "k2": None}})
+    assert store.controls("change:tenant-0") == {"k1": "again"}
+    store.write_controls({})

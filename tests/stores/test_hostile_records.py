@@ -24,7 +24,7 @@ from cron_bridge import Beat, declare
 from cron_bridge.cli.main import main
 from cron_bridge.control import catalog, lost_claims
 from cron_bridge.control import pause as control
-from cron_bridge.control.schedules import FEED_GROUP, GROUP, ScheduleEntry
+from cron_bridge.control.schedules import FEED_GROUP, GROUP, ScheduleEntry, StoredSchedules
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.http import wsgi_app
 from cron_bridge.jobs import Occurrence
@@ -624,3 +624,30 @@ def test_a_hostile_fencing_counter_fails_its_job_alone_and_leaves_the_lock_free(
         assert ran == [] and store.holder(lock_key(broken.name)) is None
     other = guard.run(fine, Occurrence(job=fine.name, scheduled_at=at), trigger="schedule")
     assert other.outcome == "completed" and ran == [1], (other, ran)
+
+
+@pytest.mark.redis
+def test_a_batch_into_a_group_of_the_wrong_redis_type_writes_nothing_and_says_so(
+    request: pytest.FixtureRequest, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``add_controls`` and ``write_controls`` into a hash replaced by another type: one
+    error saying nothing was written there, never a half-written batch."""
+    import redis
+
+    kit = make_kit("redis", request, tmp_path)
+    store: Any = kit.open()
+    client = redis.Redis.from_url(kit.url.partition("?")[0])
+    client.rpush(store.prefix + "controls:schedule", "x")
+    client.close()
+    with pytest.raises(StoreUnavailable, match="nothing was written"):
+        store.add_controls("schedule", {"a": "1", "b": "2"})
+    with pytest.raises(StoreUnavailable, match="nothing was written"):
+        store.write_controls({"schedule": {"a": "1"}, "change:a": {"k": "v"}})
+    assert store.controls("change:a") == {"k": "v"}  # the other groups of the write are
+    monkeypatch.setenv("CRON_BRIDGE_STORED_TASKS", "proj.*")
+    with pytest.raises(StoreUnavailable, match="nothing was written"):
+        StoredSchedules(store).add_many(
+            [{"name": "t.1", "library": "rq", "task": "proj.x", "every": "1h"}]
+        )
+    assert store.controls("change:t.1") == {}
+    kit.close()

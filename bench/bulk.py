@@ -1,0 +1,88 @@
+"""Bulk writes of stored schedules: 100,000 tenants added with ``StoredSchedules.add_many``.
+
+On a Redis and a PostgreSQL store on loopback, the tenants (each its own cron and
+arguments, on one task: a signup service's) are added in one call; reported: the seconds
+it took, of which checking them, the store round trips, and a replica's full read
+afterwards (every schedule, as a beat starting reads them).
+
+    make bench 'BENCH_ARGS=--only bulk'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from typing import Any
+
+from cron_bridge.control.schedules import StoredSchedules
+from cron_bridge.stores import store_from_url
+from tests.servers import PostgresServer, RedisServer
+
+COUNT = 100_000
+TASK = "bench.apps.task_body"
+
+
+def _tenants(count: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f"tenant-{n}.report",
+            "library": "rq",
+            "task": TASK,
+            "cron": f"{n % 60} {n % 24} * * *",
+            "tz": "Europe/Warsaw",
+            "kwargs": {"tenant": n},
+            "queue": "reports",
+        }
+        for n in range(count)
+    ]
+
+
+def bulk(kind: str, url: str, count: int = COUNT) -> dict[str, Any]:
+    store = store_from_url(url)
+    try:
+        schedules = StoredSchedules(store)
+        entries = _tenants(count)
+        started = time.perf_counter()
+        schedules._checked_many(entries)
+        checked_s = time.perf_counter() - started
+        before = store.stats.round_trips
+        started = time.perf_counter()
+        schedules.add_many(entries, by="bench")
+        added_s = time.perf_counter() - started
+        trips = store.stats.round_trips - before
+        started = time.perf_counter()
+        read = len(schedules.list())
+        read_s = time.perf_counter() - started
+        return {
+            "store": kind,
+            "schedules": count,
+            "add_many_s": round(added_s, 2),
+            "of_which_checking_s": round(checked_s, 2),
+            "round_trips": trips,
+            "read_back": read,
+            "full_read_s": round(read_s, 2),
+        }
+    finally:
+        store.close()
+
+
+def measure(count: int = COUNT) -> list[dict[str, Any]]:
+    os.environ.setdefault("CRON_BRIDGE_STORED_TASKS", "bench.apps.*")
+    rows = []
+    with contextlib.ExitStack() as stack:
+        redis_store = RedisServer()
+        redis_store.start()
+        stack.callback(redis_store.remove)
+        postgres = PostgresServer()
+        postgres.start()
+        stack.callback(postgres.remove)
+        for kind, url in (
+            ("redis", f"{redis_store.url}?prefix=b{uuid.uuid4().hex[:6]}:"),
+            ("postgres", f"{postgres.url}?schema=b_{uuid.uuid4().hex[:6]}"),
+        ):
+            row = bulk(kind, url, count)
+            print("bulk", row, flush=True)
+            rows.append(row)
+    return rows
