@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -172,7 +173,7 @@ def test_a_claim_reads_one_feed_entry_however_many_jobs_are_paused() -> None:
     store.read.clear()
     first = sync.current(1.0)
     # One small read while nothing changes: the next entry and the head, one round trip.
-    assert store.read == ["pause-feed/seq:10001", "pause-feed/head"]
+    assert store.read == ["pause-feed/head", "pause-feed/seq:10001"]
     assert sync.current(1.5) is first  # unchanged, not copied
     control.resume(store, "tenant-7.report", by="billing")
     control.pause(store, "tenant-new.report", reason="trial over", by="billing")
@@ -214,10 +215,10 @@ class DeafStore(MemoryStore):
 
     deaf = False
 
-    def add_control(self, group: str, key: str, value: str) -> bool:
+    def add_controls(self, group: str, values: Any) -> list[str]:
         if self.deaf and group == control.FEED.group:
             raise StoreUnavailable("connection refused")
-        return super().add_control(group, key, value)
+        return super().add_controls(group, values)
 
 
 def test_a_pause_the_replicas_are_not_told_of_says_so_and_asking_again_tells_them() -> None:
@@ -339,3 +340,27 @@ def test_a_pause_the_store_took_but_could_not_announce_is_in_the_change_log() ->
         ("resumed", "mallory"),
         ("paused", "eve"),
     ]
+
+
+def test_a_writer_that_fell_behind_the_feed_writes_at_its_top_not_in_a_hole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer that read the head, then stalled while more than ``kept`` entries were
+    written, finds its next number pruned (free), a number the followers are past: the
+    entry is written at the top as well, and a follower obeys the pause at its next look."""
+    monkeypatch.setattr(control, "FEED", Feed("pause-feed", kept=50))
+    store = MemoryStore()
+    for n in range(120):
+        control.pause(store, f"tenant-{n}.report", by="billing")
+    sync = PauseSync(store)
+    sync.current(0.0)
+    store.put_control("pause-feed", "head", "5")  # what the stalled writer read
+    control.pause(store, "tick", by="ops")
+    assert "tick" in sync.current(0.5)  # not waiting for BACK_EVERY: no head went back
+    assert sync.full_reads == 1 and control.FEED.head(store) == 121
+    # A head that is junk reads 0: the next entry takes seq:1 (pruned, free), the head goes
+    # back, and the followers read every pause within BACK_EVERY.
+    store.put_control("pause-feed", "head", "junk")
+    control.pause(store, "tock", by="ops")
+    assert control.FEED.head(store) == 1
+    assert "tock" in sync.current(1.0 + BACK_EVERY) and sync.full_reads == 2

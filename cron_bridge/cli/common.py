@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import logging
 import math
 import os
 import sys
-import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, tzinfo
@@ -36,7 +34,6 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_USAGE",
     "FiniteRange",
-    "StreamedJson",
     "StreamedTable",
     "app_option",
     "fail",
@@ -192,22 +189,6 @@ class StreamedTable:
     def end(self) -> None:
         if self._widths is None:
             self.add([])
-
-
-class StreamedJson:
-    """A JSON list written an item at a time, as the items are read: the same text as
-    ``json.dumps(items, indent=2)``."""
-
-    def __init__(self) -> None:
-        self._first = True
-
-    def add(self, item: Any) -> None:
-        text = textwrap.indent(json.dumps(item, indent=2), "  ")
-        click.echo(("[\n" if self._first else ",\n") + text, nl=False)
-        self._first = False
-
-    def end(self) -> None:
-        click.echo("[]" if self._first else "\n]")
 
 
 class FiniteRange(click.FloatRange):

@@ -166,7 +166,10 @@ def history(
                 )
                 _show_audit(found, as_json)
                 sys.exit(0 if found.clean else EXIT_FAILED)
-            records = lost_claims.history(opened, name, offset + count)[offset:]
+            # Every record kept, then the page: a page is then a slice of one list, whatever
+            # was recorded late or cannot be read (history_limit bounds the read).
+            kept = lost_claims.history(opened, name, max(offset + count, opened.history_limit))
+            records = kept[offset : offset + count]
         finally:
             opened.close()
     if as_json:

@@ -4,12 +4,14 @@ The names come first and cheaply: the jobs the modules declare, and the stored s
 names (their keys, not their records). Sorted, they give the page (``--offset``,
 ``--limit``); the page is then read a block of ``BLOCK`` jobs at a time, each block in a few
 round trips whatever its size (the stored schedules, the pauses and the latest run of its
-jobs), and printed before the next is read. The first lines of 100,000 stored schedules come
-as fast as those of a hundred.
+jobs). A table is printed a block at a time, so the first lines of 100,000 stored schedules
+come as fast as those of a hundred; JSON is written whole once read, so that a failure
+midway leaves one error line and no half list.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -21,7 +23,6 @@ import click
 
 from cron_bridge import refusals
 from cron_bridge.cli.common import (
-    StreamedJson,
     StreamedTable,
     app_option,
     load_app,
@@ -66,7 +67,7 @@ class Entry:
     "--json",
     "as_json",
     is_flag=True,
-    help="One JSON object per job, in a list (written as the jobs are read).",
+    help="One JSON object per job, in a list.",
 )
 @click.option(
     "--limit",
@@ -93,7 +94,8 @@ def list_jobs(
 ) -> None:
     """List the jobs with their schedules, next and last runs: those the modules declare
     (``@cluster_task``, a Celery app's ``beat_schedule``) and the stored schedules, by name."""
-    out: StreamedJson | StreamedTable = StreamedJson() if as_json else StreamedTable(HEADER)
+    rows: list[dict[str, Any]] = []  # JSON: written whole, so a failure leaves no half list
+    table = StreamedTable(HEADER)
     with one_line_errors():
         entries = [Entry(job.name, job, source) for job, source in listed_jobs(load_app(app), app)]
         opened = open_existing_store(store)
@@ -103,31 +105,31 @@ def list_jobs(
                 names = StoredSchedules(opened).names()
                 entries += [Entry(name, None, "stored") for name in names if name not in declared]
             entries.sort(key=lambda entry: entry.name)
-            end = len(entries) if limit is None else min(len(entries), offset + limit)
+            # Declarations read from the modules and not run (an rq cron registration RQ
+            # refuses) come after the last job, so a job that will never run is seen; pages
+            # count them as they count jobs.
+            refused = [_refused_row(r) for r in refusals.refused()]
+            total = len(entries) + len(refused)
+            end = total if limit is None else min(total, offset + limit)
             now = datetime.now(UTC)
-            for start in range(offset, end, BLOCK):
-                rows = _rows(entries[start : min(start + BLOCK, end)], opened, now)
-                if isinstance(out, StreamedJson):
-                    for _, row in rows:
-                        out.add(row)
+            for start in range(offset, min(end, len(entries)), BLOCK):
+                block = _rows(entries[start : min(start + BLOCK, end)], opened, now)
+                if as_json:
+                    rows += [row for _, row in block]
                 else:
-                    out.add([_table_row(job, row, tz) for job, row in rows])
+                    table.add([_table_row(job, row, tz) for job, row in block])
         finally:
             if opened:
                 opened.close()
-        # Declarations read from the modules and not run (an rq cron registration RQ
-        # refuses): listed after the last job, so a job that will never run is seen.
-        refused = [_refused_row(r) for r in refusals.refused()] if end >= len(entries) else []
-    if isinstance(out, StreamedJson):
-        for row in refused:
-            out.add(row)
-        out.end()
+        refused = refused[max(0, offset - len(entries)) : max(0, end - len(entries))]
+    if as_json:
+        click.echo(json.dumps(rows + refused, indent=2))
         return
-    out.end()
+    table.end()
     if refused:
         click.echo(f"\nRefused declarations ({len(refused)}): not run; the jobs above run.")
-        table = StreamedTable(["DECLARATION", "DECLARED IN", "WHY"])
-        table.add([[row["name"], row["source"], row["refused"]] for row in refused])
+        refusals_table = StreamedTable(["DECLARATION", "DECLARED IN", "WHY"])
+        refusals_table.add([[row["name"], row["source"], row["refused"]] for row in refused])
 
 
 def _rows(

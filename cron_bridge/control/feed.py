@@ -71,21 +71,7 @@ class Feed:
             StoreUnavailable: the store could not be reached (the record itself is written:
                 followers see it at their next full read).
         """
-        number = self.head(store) + 1
-        entry = json.dumps({"name": name, "at": time.time()})
-        for tries in range(_TAKE_TRIES + 64):
-            if store.add_control(self.group, f"seq:{number}", entry):
-                break
-            # Another writer took it: the next one; far behind (a head hint that went back
-            # or was never written), past the top of the taken numbers.
-            number = number + 1 if tries < _TAKE_TRIES else self._past_top(store, number)
-        else:
-            raise StoreUnavailable(f"the feed {self.group} has no free number near {number}")
-        store.put_control(self.group, "head", str(number))
-        store.notify(self.group)
-        if number > self.kept:
-            store.put_control(self.group, f"seq:{number - self.kept}", None)
-        return number
+        return self._append(store, [json.dumps({"name": name, "at": time.time()})])
 
     def announce_many(self, store: Store, names: Sequence[str]) -> int:
         """Append entries naming ``names``, as many to an entry as ``ENTRY_MAX`` holds, all
@@ -96,22 +82,52 @@ class Feed:
                 written: followers see them at their next full read).
         """
         entries = _packed(names)
-        if not entries:
-            return self.head(store)
-        number = self.head(store) + 1
-        for _ in range(_TAKE_TRIES):
-            block = {f"seq:{number + i}": entry for i, entry in enumerate(entries)}
-            taken = store.add_controls(self.group, block)
-            if not taken:
-                break
-            number = self._past_top(store, max(int(key[4:]) for key in taken))
-        else:
-            raise StoreUnavailable(f"the feed {self.group} has no free numbers near {number}")
+        return self._append(store, entries) if entries else self.head(store)
+
+    def _append(self, store: Store, entries: list[str]) -> int:
+        """Write ``entries`` under the next free numbers at the top of the feed, move the
+        head hint there, prune what falls out of ``kept``, notify; the last number."""
+        number = self._take(store, entries)
         top = number + len(entries) - 1
         pruned = range(max(1, number - self.kept), top - self.kept + 1)
         store.write_controls({self.group: {"head": str(top), **{f"seq:{n}": None for n in pruned}}})
         store.notify(self.group)
         return top
+
+    def _take(self, store: Store, entries: list[str]) -> int:
+        """The first of the numbers ``entries`` were written under, at the top of the feed.
+
+        A writer starts at the head hint and goes past numbers others took. Numbers are
+        taken in order, so one taken above a number nobody holds is in a hole: pruned while
+        this writer was behind (it read the head, then stalled while ``kept`` more were
+        written). Followers are past it, so the entries are written again at the top (those
+        in the hole name the same records: harmless). A number deleted in the middle, or a
+        head hint that went back to 0, can still be taken: the head then goes back, and
+        followers read every record again within ``BACK_EVERY`` of their syncs.
+        """
+        number = self.head(store) + 1
+        for tries in range(_TAKE_TRIES + 64):
+            block = {f"seq:{number + i}": entry for i, entry in enumerate(entries)}
+            taken = store.add_controls(self.group, block)
+            if taken:  # another writer took some: past them
+                highest = max(int(key[4:]) for key in taken if key[4:].isdigit())
+                near = tries < _TAKE_TRIES and len(entries) == 1
+                number = highest + 1 if near else self._past_top(store, highest)
+                continue
+            if number == 1 or store.control(self.group, f"seq:{number - 1}") is not None:
+                return number
+            number = self._top(store) + 1
+        raise StoreUnavailable(f"the feed {self.group} has no free numbers near {number}")
+
+    def _top(self, store: Store) -> int:
+        """The highest number taken, from the feed's keys (one read of up to ``kept`` and a
+        few more keys: only when the head hint cannot be trusted)."""
+        numbers = [
+            int(key[4:])
+            for key in store.control_keys(self.group, most=2 * self.kept + 1_000)
+            if key.startswith("seq:") and key[4:].isdigit() and len(key) <= 4 + HEAD_DIGITS
+        ]
+        return max(numbers, default=0)
 
     def _past_top(self, store: Store, taken: int) -> int:
         """The first free number above the run of taken ones from ``taken``: doubling the
@@ -151,7 +167,10 @@ class Feed:
         while seen - start < most:
             wanted = [f"seq:{n}" for n in range(seen + 1, seen + 1 + batch)]
             batch = min(batch * 8, _BATCH)
-            found = store.controls_of(self.group, [*wanted, "head"])
+            # The head first: a store that reads them one by one can then only see an entry
+            # newer than the head (``back``: nothing lost), never the head past an entry it
+            # found missing (a ``gap`` that is none).
+            found = store.controls_of(self.group, ["head", *wanted])
             for key in wanted:
                 raw = found.get(key)
                 if raw is None:

@@ -218,9 +218,49 @@ def test_list_pages_and_streams_by_name_and_history_pages_newest_first(
         assert done.returncode == 0, done.stderr
         return [r["occurrence_id"][-13:-8] for r in json.loads(done.stdout)]
 
+    # A run recorded late (a long one) and a record nobody can read: the pages are still
+    # slices of one list, each record on one page.
+    late = store_from_url(env["CRON_BRIDGE_STORE"])
+    try:
+        at = datetime(2026, 12, 1, 8, 59, tzinfo=UTC)
+        late.record(
+            RunRecord(
+                job="tenant-0602.report",
+                occurrence_id=f"tenant-0602.report@{at.isoformat()[:19]}.000Z",
+                outcome="completed",
+                trigger="schedule",
+                replica="beat-b",
+                started_at=at,
+            )
+        )
+    finally:
+        late.close()
+    whole = history("-n", "100")
+    assert len(whole) == 31 and sorted(whole) == sorted(set(whole))
+    assert [t for k in range(0, 31, 4) for t in history("-n", "4", "--offset", str(k))] == whole
     assert history("-n", "3") == ["09:29", "09:28", "09:27"]
     assert history("--limit", "3", "--offset", "3") == ["09:26", "09:25", "09:24"]
-    assert history("--offset", "28") == ["09:01", "09:00"]
+    assert history("--offset", "28") == whole[28:]
+
+
+def test_a_refused_declaration_is_listed_once_after_the_last_job_of_the_pages(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    app = "tests.apps.refused_app"
+
+    def names(*args: str) -> list[str]:
+        done = cli("list", "-A", app, "--json", *args, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return [row["name"] for row in json.loads(done.stdout)]
+
+    assert names() == ["a.one", "b.two", "nightly-cleanup"]
+    assert names("--limit", "2") == ["a.one", "b.two"]
+    assert names("--limit", "2", "--offset", "2") == ["nightly-cleanup"]
+    assert names("--offset", "5") == []
+    table = cli("list", "-A", app, "--limit", "2", env=env, cwd=tmp_path).stdout
+    assert "Refused declarations" not in table
+    table = cli("list", "-A", app, "--offset", "1", env=env, cwd=tmp_path).stdout
+    assert "Refused declarations (1)" in table and "nightly-cleanup" in table
 
 
 def test_schedule_add_many_adds_a_json_lines_file_or_nothing(
