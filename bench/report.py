@@ -230,6 +230,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
     parts += _tenants_section(results)
     parts += _pauses_section(results)
     parts += _bulk_section(results)
+    parts += _listing_section(results)
     parts += _budget_section(results)
     peers = results.get("peers")
     if peers:
@@ -733,6 +734,30 @@ def _takeover_cell(column: int, value: float) -> str:
     if column >= 9:
         return f"{value:.3f}"
     return f"{value:.2f}"
+
+
+def _listing_section(results: dict[str, Any]) -> list[str]:
+    found = results.get("listing")
+    if not found:
+        return []
+    rows = [
+        [f"{r['schedules']:,}", f"`{r['args']}`", r["first_line_s"], r["all_s"], f"{r['lines']:,}"]
+        for r in found
+    ]
+    return [
+        "## `cron-bridge list` at tenant scale",
+        "",
+        _measured(results, "listing"),
+        "",
+        "`cron-bridge list -A bench.apps --store redis://...` run as a user runs it, on a "
+        "Redis store holding N stored schedules (one per tenant): seconds until its first "
+        "line (a table's header comes with the first block of 500 jobs), until it ended, and "
+        "the lines it printed. The empty store's row is Python starting and importing the "
+        "three adapters and redis-py.",
+        "",
+        _table(["N", "options", "first line s", "all s", "lines"], rows),
+        "",
+    ]
 
 
 def _bulk_section(results: dict[str, Any]) -> list[str]:

@@ -542,6 +542,7 @@ def main() -> None:
         "tenants",
         "pauses",
         "bulk",
+        "listing",
         "imports",
         "takeover",
     ]
@@ -677,6 +678,10 @@ def main() -> None:
         from bench import bulk
 
         results["bulk"] = bulk.measure()
+    if "listing" in only:
+        from bench import listing
+
+        results["listing"] = listing.measure()
     out = REPO / "bench" / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
     measured = {"command": results["command"], "started": results["started"]}
@@ -699,6 +704,7 @@ def main() -> None:
                 "tenants",
                 "pauses",
                 "bulk",
+                "listing",
                 "imports",
                 "takeover",
             )
