@@ -3,11 +3,13 @@ replicas follow the group by change instead of reading it whole.
 
 A feed is a control group of its own (``schedule-feed`` for the stored schedules,
 ``pause-feed`` for the pauses): entries ``seq:<n>`` (``{"name": ..., "at": ...}``) and a
-``head`` hint with the last number. A writer changes the record first, then appends an entry
-naming it; a follower asks for the entry after the last it saw (one small read while nothing
-changes) and reads again each record an entry names. Two writers never share a number: each
-takes the next free one (``add_control``). The last ``kept`` entries are kept; a follower that
-fell further behind, or missed an entry, catches up at its next full read of the group.
+``head`` hint with the last number; an entry of a batch names several (``{"names": [...]}``).
+A writer changes the records first, then appends entries naming them; a follower asks for the
+entry after the last it saw with the head hint (one small read while nothing changes) and
+reads again each record the entries name. Two writers never share a number: each takes the
+next free ones (``add_controls``, all or none), at the top of the feed. The last ``kept``
+entries are kept; a follower that fell further behind, or finds the head behind what it saw
+(a store restored or failed over), is told to read the whole group again (``Followed``).
 
 Entries are read as hostile: one that does not name a record (or that the store could not
 hand over) is warned about once and skipped.
