@@ -141,7 +141,7 @@ def test_a_library_whose_adapter_cannot_run_stored_schedules_is_refused(
     queue: ListQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An adapter with no stored-schedule task (a fourth library's): a clear error."""
-    monkeypatch.setattr("cron_bridge.control.schedules.LIBRARIES", ("listqueue",))
+    monkeypatch.setattr("cron_bridge.control.schedule_spec.LIBRARIES", ("listqueue",))
     store = MemoryStore()
     with pytest.raises(ConfigError, match="cannot run stored schedules") as caught:
         StoredSchedules(store).add("x", library="listqueue", task="proj.report", every="1m")
@@ -153,7 +153,7 @@ def test_a_beat_follows_a_stored_schedule_and_drops_it(
     clock: FakeClock, beats: list[Beat], queue: ListQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(queue, "stored_task", "listqueue.stored")
-    monkeypatch.setattr("cron_bridge.control.schedules.LIBRARIES", ("listqueue",))
+    monkeypatch.setattr("cron_bridge.control.schedule_spec.LIBRARIES", ("listqueue",))
     store = MemoryStore(clock=clock)
     beats.append(Beat(store, [], clock=clock))
     beats[0].start()

@@ -2,11 +2,11 @@
 by every replica, for a task the workers already know by name.
 
 A stored schedule is a control record (group ``schedule``, key its name) holding its spec as
-JSON. Every change also bumps a version (group ``schedule-version``), which every replica reads
-once a second and, when it moved, loads the specs again: a change is followed within about a
-second, and an occurrence already claimed under the old spec is not affected (the claim key
-is the job and the scheduled time, whatever the spec). The spec is validated exactly as
-``@cluster_task`` validates a declaration before anything is written.
+JSON (``schedule_spec``, validated exactly as ``@cluster_task`` validates a declaration before
+anything is written). Every change is also announced in the schedules' change feed
+(``schedule-feed``, ``control.feed``), which every replica follows once a second: a change is
+followed within about a second, and an occurrence already claimed under the old spec is not
+affected (the claim key is the job and the scheduled time, whatever the spec).
 
 The beat enqueues a stored schedule's occurrences to its queue library's *stored-schedule
 task* (the adapter's ``stored_task``: ``cron_bridge_rq.stored.run_stored``,
@@ -19,25 +19,35 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Unpack
 
 from cron_bridge.control import pause as control
 from cron_bridge.control.feed import Feed
+from cron_bridge.control.schedule_spec import (
+    LIBRARIES,
+    SPEC_MAX,
+    ScheduleEntry,
+    StoredChanges,
+    as_stored,
+    backoff_json,
+    check_own,
+    check_storable,
+    shared_key,
+    spec_from,
+    summary,
+)
 from cron_bridge.errors import ConfigError, StoreUnavailable
-from cron_bridge.jobs import NAME_PATTERN, Backoff, Job, declare
-from cron_bridge.options import STORED, WHEN, StoredOptions
+from cron_bridge.jobs import Backoff
+from cron_bridge.options import StoredOptions
 from cron_bridge.plumbing import inbound
-from cron_bridge.queues.installed import get_adapter
-from cron_bridge.schedules import parse_duration
-from cron_bridge.storable import refusal
 from cron_bridge.stores.base import Store
 
 __all__ = [
     "FEED",
     "FEED_GROUP",
     "LIBRARIES",
+    "SPEC_MAX",
     "ScheduleEntry",
     "StoredSchedules",
     "announce",
@@ -50,268 +60,11 @@ GROUP = "schedule"
 FEED_GROUP = "schedule-feed"
 FEED = Feed(FEED_GROUP)  # followed by every replica (cron_bridge.beat.stored_sync)
 FULL_EVERY_MINUTES = 10  # how often replicas read every schedule (cron_bridge.beat.stored_sync)
-LIBRARIES = ("celery", "rq", "dramatiq")
-TASK_MAX = 300
-SPEC_MAX = 64 * 1024  # bytes of JSON per schedule
 # Every schedule must be read, or it does not run: a reader holds up to a million of them (a
 # tenant's is a few hundred bytes); one past the bytes is read unreadable, and warned about.
 SCHEDULES_MOST = 1_000_000
 SCHEDULES_BYTES = 512 * 1024 * 1024
 BULK = 5_000  # schedules written in one round trip by add_many
-# Every replica follows the stored schedules once a second, and whoever holds the secret must
-# not be able to make one schedule flood the broker (every="1ms" is a thousand sends a second).
-MIN_EVERY = timedelta(seconds=1)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScheduleEntry:
-    """One stored schedule: which task, on which library and queue, when, with what."""
-
-    name: str
-    library: str
-    task: str
-    options: dict[str, Any] = field(default_factory=dict)  # schedule and run options
-    args: list[Any] = field(default_factory=list)
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    queue: str | None = None
-    backoff: dict[str, Any] | None = None  # {"kind": "fixed"|"exponential", "base", "max"}
-
-    def to_json(self) -> dict[str, Any]:
-        """The spec as stored (its fields as they are, not copied: ``json.dumps`` them)."""
-        return {f: getattr(self, f) for f in _FIELDS}
-
-    @classmethod
-    def from_json(cls, data: object) -> ScheduleEntry:
-        if not isinstance(data, dict):
-            raise ValueError("a stored schedule is a JSON object")
-        return cls(**data)
-
-    def job(self, *, worker: bool = False) -> Job:
-        """The job: as the beat enqueues it (to the library's stored-schedule task, which
-        finds this spec by name), or with ``worker`` as the worker runs it (the task itself).
-
-        Raises:
-            ConfigError: naming the schedule, the option and the value, exactly as
-                ``@cluster_task`` does.
-        """
-        if self.library not in LIBRARIES:
-            raise ConfigError(
-                f"expected one of {', '.join(LIBRARIES)}",
-                job=self.name,
-                option="library",
-                value=self.library,
-            )
-        if not isinstance(self.task, str) or not 0 < len(self.task) <= TASK_MAX:
-            raise ConfigError(
-                f"expected the task's name, at most {TASK_MAX} characters",
-                job=self.name,
-                option="task",
-                value=self.task,
-            )
-        for option, kind, said in (
-            ("args", list, "a JSON list"),
-            ("kwargs", dict, "a JSON object"),
-            ("options", dict, "a JSON object"),
-            ("queue", (str, type(None)), "a queue name"),
-        ):
-            if not isinstance(getattr(self, option), kind):
-                raise ConfigError(
-                    f"expected {said}", job=self.name, option=option, value=getattr(self, option)
-                )
-        # The options marked stored (cron_bridge.options); args, kwargs, queue and backoff
-        # are fields of their own.
-        unknown = set(self.options) - set(STORED)
-        if unknown:
-            raise ConfigError(
-                "unknown option",
-                job=self.name,
-                option=sorted(unknown)[0],
-                value=self.options[sorted(unknown)[0]],
-            )
-        for option in ("args", "kwargs"):
-            try:
-                json.dumps(getattr(self, option), allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(
-                    f"must be JSON ({exc})",
-                    job=self.name,
-                    option=option,
-                    value=getattr(self, option),
-                ) from None
-        if "every" in self.options:
-            _check_every(self.name, self.options["every"])
-        if "send" in self.options:
-            _check_send(self)
-        task = self.task if worker else _stored_task(self)
-        kwargs = self.kwargs if worker else {"schedule": self.name}
-        return declare(
-            self.name,
-            target="queue",
-            adapter=self.library,
-            task=task,
-            queue=self.queue,
-            kwargs=kwargs,
-            backoff=_backoff(self),
-            **self.options,
-        )
-
-
-def _check_every(name: str, every: object) -> None:
-    try:
-        interval = parse_duration(every, option="every")
-    except ConfigError as exc:
-        raise exc.for_job(name) from None
-    if interval < MIN_EVERY:
-        raise ConfigError(
-            f"a stored schedule runs at most once every {MIN_EVERY.seconds}s",
-            job=name,
-            option="every",
-            value=every,
-        )
-
-
-def _check_send(spec: ScheduleEntry) -> None:
-    """What the schedule hands its queue library with each message (``send``), checked by the
-    library's adapter (``check_send``), which names the option and the value it refuses."""
-    send = spec.options["send"]
-    if not isinstance(send, dict):
-        raise ConfigError(
-            "expected a JSON object of the queue library's options",
-            job=spec.name,
-            option="send",
-            value=send,
-        )
-    adapter = get_adapter(spec.library)
-    try:
-        adapter.check_send(send)
-    except ConfigError as exc:
-        raise exc.for_job(spec.name) from None
-
-
-def _check_storable(spec: ScheduleEntry) -> None:
-    """Refuse, before anything is written, a task this process knows stored schedules may
-    not name (``cron_bridge.storable``); the workers check it again on every delivery."""
-    why = refusal(spec.library, spec.task)
-    if why is not None:
-        raise ConfigError(
-            f"{why} (in the process that adds it, too)",
-            job=spec.name,
-            option="task",
-            value=spec.task,
-        )
-
-
-def _stored_task(spec: ScheduleEntry) -> str:
-    task = get_adapter(spec.library).stored_task
-    if task is None:
-        raise ConfigError(
-            f"the {spec.library} adapter cannot run stored schedules yet",
-            job=spec.name,
-            option="library",
-            value=spec.library,
-        )
-    return task
-
-
-def _backoff(spec: ScheduleEntry) -> Backoff | None:
-    if spec.backoff is None:
-        return None
-    data = spec.backoff
-    if not isinstance(data, dict) or data.get("kind") not in ("fixed", "exponential"):
-        raise ConfigError(
-            'expected {"kind": "fixed" or "exponential", "base": seconds}',
-            job=spec.name,
-            option="backoff",
-            value=data,
-        )
-    if data["kind"] == "fixed":
-        return Backoff.fixed(data.get("base", 0))
-    return Backoff.exponential(data.get("base", 1), max=data.get("max"))
-
-
-_FIELDS = tuple(f.name for f in fields(ScheduleEntry))
-
-
-class StoredChanges(StoredOptions, total=False):
-    """What ``StoredSchedules.update`` changes: any option, and the task and its arguments."""
-
-    task: str
-    library: str
-    args: list[Any]
-    kwargs: dict[str, Any]
-    queue: str | None
-    backoff: Backoff | dict[str, Any] | None
-
-
-def _as_stored(options: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """``options`` as stored: a ``timedelta`` as its seconds (``"90s"``), a ``datetime`` as
-    ISO 8601 text (a naive one is then refused, as ``@cluster_task`` refuses it)."""
-    stored: dict[str, Any] = {}
-    for key, value in options.items():
-        if isinstance(value, timedelta):
-            if value < timedelta(0):
-                raise ConfigError(
-                    "expected a duration of 0 or more", job=name, option=key, value=value
-                )
-            value = f"{value.total_seconds():.6f}".rstrip("0").rstrip(".") + "s"
-        elif isinstance(value, datetime):
-            value = value.isoformat()
-        stored[key] = value
-    return stored
-
-
-def _entry(
-    name: str,
-    *,
-    task: str,
-    library: str,
-    args: list[Any] | None = None,
-    kwargs: dict[str, Any] | None = None,
-    queue: str | None = None,
-    backoff: Backoff | dict[str, Any] | None = None,
-    **options: Any,
-) -> ScheduleEntry:
-    """The schedule ``add`` would store (not checked yet)."""
-    return ScheduleEntry(
-        name=name,
-        library=library,
-        task=task,
-        options=_as_stored(options, name),
-        args=[] if args is None else args,
-        kwargs={} if kwargs is None else kwargs,
-        queue=queue,
-        backoff=_backoff_json(backoff),
-    )
-
-
-def _shared(spec: ScheduleEntry) -> str | None:
-    """What ``ScheduleEntry.job`` and the allow-list check of ``spec`` depend on besides its
-    name, arguments and size, as text (None when it is not JSON: checked each time)."""
-    try:
-        return json.dumps(
-            [spec.library, spec.task, spec.options, spec.queue, spec.backoff],
-            sort_keys=True,
-            allow_nan=False,
-        )
-    except (TypeError, ValueError):
-        return None
-
-
-def _check_own(spec: ScheduleEntry) -> None:
-    """The checks of ``ScheduleEntry.job`` that depend on the name and the arguments: of an
-    entry whose task and options were checked with another name, and whose arguments are
-    JSON (the whole spec was)."""
-    if not isinstance(spec.name, str) or not NAME_PATTERN.fullmatch(spec.name):
-        raise ConfigError(
-            "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}",
-            job=str(spec.name),
-            option="name",
-            value=spec.name,
-        )
-    for option, kind, said in (("args", list, "a JSON list"), ("kwargs", dict, "a JSON object")):
-        value = getattr(spec, option)
-        if not isinstance(value, kind):
-            raise ConfigError(f"expected {said}", job=spec.name, option=option, value=value)
 
 
 class StoredSchedules:
@@ -341,18 +94,16 @@ class StoredSchedules:
             ConfigError: a bad option (nothing is written), or a schedule of that name exists.
             StoreUnavailable: the store could not be reached; nothing changed.
         """
-        spec = ScheduleEntry(
-            name=name,
-            library=library,
+        spec = self.check(
+            name,
             task=task,
-            options=_as_stored(options, name),
-            args=[] if args is None else args,
-            kwargs={} if kwargs is None else kwargs,
+            library=library,
+            args=args,
+            kwargs=kwargs,
             queue=queue,
-            backoff=_backoff_json(backoff),
-        )
-        spec.job()  # validates, naming the option, before anything is written
-        _check_storable(spec)
+            backoff=backoff,
+            **options,
+        )  # validates, naming the option, before anything is written
         self._write(spec, by=by, action="schedule added", create=True)
         return spec
 
@@ -374,18 +125,18 @@ class StoredSchedules:
         Raises:
             ConfigError: what ``add`` would refuse, naming the option.
         """
-        spec = ScheduleEntry(
-            name=name,
-            library=library,
+        spec = spec_from(
+            name,
             task=task,
-            options=_as_stored(options, name),
-            args=[] if args is None else args,
-            kwargs={} if kwargs is None else kwargs,
+            library=library,
+            args=args,
+            kwargs=kwargs,
             queue=queue,
-            backoff=_backoff_json(backoff),
+            backoff=backoff,
+            **options,
         )
         spec.job()
-        _check_storable(spec)
+        check_storable(spec)
         return spec
 
     def add_many(
@@ -427,7 +178,7 @@ class StoredSchedules:
                     value=", ".join(taken[:5]) + (", ..." if len(taken) > 5 else ""),
                 )
             self._logged_and_announced(
-                {spec.name: _summary(spec) for spec in batch}, by=by, action="schedule added"
+                {spec.name: summary(spec) for spec in batch}, by=by, action="schedule added"
             )
             added += len(batch)
         return specs
@@ -453,7 +204,7 @@ class StoredSchedules:
             fields = dict(entry)
             name = fields.pop("name", None)
             try:
-                spec = _entry(name, **fields)
+                spec = spec_from(name, **fields)
             except TypeError as exc:  # a missing task or library, an unknown field
                 raise ConfigError(
                     f"expected name, task, library and the options of add ({exc})",
@@ -461,16 +212,16 @@ class StoredSchedules:
                     option="entry",
                     value=sorted(entry)[:10],
                 ) from None
-            shared = _shared(spec)
+            shared = shared_key(spec)
             try:
                 raw: str | None = json.dumps(spec.to_json(), allow_nan=False)
             except (TypeError, ValueError):  # the arguments: spec.job() names which
                 raw = None
             if shared is not None and shared in checked and raw is not None:
-                _check_own(spec)  # what else spec.job() checks depends on these alone
+                check_own(spec)  # what else spec.job() checks depends on these alone
             else:
                 spec.job()
-                _check_storable(spec)
+                check_storable(spec)
                 if shared is not None:
                     checked.add(shared)
             if spec.name in names:
@@ -546,9 +297,9 @@ class StoredSchedules:
             if k in ("task", "library", "args", "kwargs", "queue", "backoff")
         }
         if "backoff" in fields:
-            fields["backoff"] = _backoff_json(fields["backoff"])
+            fields["backoff"] = backoff_json(fields["backoff"])
         options = dict(current.options)
-        for key, value in _as_stored(changes, name).items():
+        for key, value in as_stored(changes, name).items():
             if key in fields:
                 continue
             if key in ("cron", "every", "at") and value is not None:
@@ -561,12 +312,12 @@ class StoredSchedules:
         spec = ScheduleEntry(**{**current.to_json(), **fields, "options": options})
         spec.job()
         if (spec.library, spec.task) != (current.library, current.task):
-            _check_storable(spec)  # a new name is checked as when added
+            check_storable(spec)  # a new name is checked as when added
         self._write(
             spec,
             by=by,
             action="schedule updated",
-            reason=f"{_summary(current)} -> {_summary(spec)}",
+            reason=f"{summary(current)} -> {summary(spec)}",
         )
         return spec
 
@@ -577,7 +328,7 @@ class StoredSchedules:
             return None
         self.store.put_control(GROUP, name, None)
         self._announce(name)
-        control.log_change(self.store, name, "schedule removed", by=by, reason=_summary(current))
+        control.log_change(self.store, name, "schedule removed", by=by, reason=summary(current))
         return current
 
     def get(self, name: str) -> ScheduleEntry | None:
@@ -640,7 +391,7 @@ class StoredSchedules:
                 value=spec.name,
             )
         self._announce(spec.name)
-        said = _summary(spec) if reason is None else reason
+        said = summary(spec) if reason is None else reason
         control.log_change(self.store, spec.name, action, by=by, reason=said[: control.REASON_MAX])
 
     def _announce(self, name: str) -> None:
@@ -675,18 +426,6 @@ def _read(name: str, raw: str) -> ScheduleEntry | None:
         )
         return None
     return spec
-
-
-def _backoff_json(backoff: Backoff | dict[str, Any] | None) -> dict[str, Any] | None:
-    """A ``Backoff`` as the spec keeps it; a dict as given (checked by ``ScheduleEntry.job``)."""
-    if isinstance(backoff, Backoff):
-        return {"kind": backoff.kind, "base": backoff.base, "max": backoff.max}
-    return backoff
-
-
-def _summary(spec: ScheduleEntry) -> str:
-    when = ", ".join(f"{k}={v}" for k, v in spec.options.items() if k in WHEN)
-    return f"{spec.library} {spec.task} {when}"[: control.REASON_MAX]
 
 
 def announce(store: Store, name: str) -> int:

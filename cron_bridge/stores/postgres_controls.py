@@ -1,0 +1,175 @@
+"""The control records of a PostgreSQL store: one row per record in the controls table, read
+within a reader's bounds, created one at a time or a batch all or none, written many groups at
+once. ``PostgresStore`` takes them from this mixin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from cron_bridge.plumbing import inbound
+from cron_bridge.stores.base import StoreStats
+from cron_bridge.stores.postgres_sql import CONTROLS, fetch
+from cron_bridge.stores.records import (
+    CONTROL_KEY_MAX,
+    CONTROLS_BYTES,
+    CONTROLS_MAX,
+    UNREADABLE,
+    control_records,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+
+__all__ = ["PostgresControls"]
+
+T = TypeVar("T")
+
+
+class PostgresControls:
+    """The control records of a PostgreSQL store (a mixin: it uses the store's ``_call`` and
+    ``_sql``)."""
+
+    stats: StoreStats
+
+    if TYPE_CHECKING:  # the store's own, for the methods below
+
+        def _call(self, work: Callable[[psycopg.Connection[Any]], T]) -> T: ...
+
+        def _sql(self, text: str) -> sql.Composed: ...
+
+    def put_control(self, group: str, key: str, value: str | None) -> None:
+        if value is None:
+            statement = self._sql("DELETE FROM {controls} WHERE grp = %s AND key = %s")
+            self._call(lambda conn: conn.execute(statement, (group, key)))
+            return
+        statement = self._sql(
+            "INSERT INTO {controls} (grp, key, value) VALUES (%s, %s, %s) ON CONFLICT (grp, key) "
+            "DO UPDATE SET value = excluded.value, updated_at = now()"
+        )
+        self._call(lambda conn: conn.execute(statement, (group, key, value)))
+
+    def add_control(self, group: str, key: str, value: str) -> bool:
+        statement = self._sql(
+            "INSERT INTO {controls} (grp, key, value) VALUES (%s, %s, %s) ON CONFLICT (grp, key) "
+            "DO NOTHING RETURNING 1"
+        )
+        rows = self._call(lambda conn: conn.execute(statement, (group, key, value)).fetchall())
+        return bool(rows)
+
+    def write_controls(self, writes: Mapping[str, Mapping[str, str | None]]) -> None:
+        sets = [
+            (g, k, v) for g, values in writes.items() for k, v in values.items() if v is not None
+        ]
+        deletes = [(g, k) for g, values in writes.items() for k, v in values.items() if v is None]
+        upsert = self._sql(
+            "INSERT INTO {controls} (grp, key, value) SELECT * FROM"
+            " unnest(%s::text[], %s::text[], %s::text[])"
+            " ON CONFLICT (grp, key) DO UPDATE SET value = EXCLUDED.value"
+        )
+        delete = self._sql(
+            "DELETE FROM {controls} c USING unnest(%s::text[], %s::text[]) AS d(g, k)"
+            " WHERE c.grp = d.g AND c.key = d.k"
+        )
+
+        def work(conn: psycopg.Connection[Any]) -> None:
+            if sets:
+                conn.execute(upsert, [list(column) for column in zip(*sets, strict=True)])
+            if deletes:
+                conn.execute(delete, [list(column) for column in zip(*deletes, strict=True)])
+
+        if sets or deletes:
+            self._call(work)
+
+    def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        if not values:
+            return []
+        keys, texts = list(values), list(values.values())
+        statement = self._sql(
+            "INSERT INTO {controls} (grp, key, value) SELECT %s, k, v"
+            " FROM unnest(%s::text[], %s::text[]) AS t(k, v)"
+            " ON CONFLICT (grp, key) DO NOTHING RETURNING key"
+        )
+
+        def work(conn: psycopg.Connection[Any]) -> list[str]:
+            rows = conn.execute(statement, (group, keys, texts)).fetchall()
+            made = {row[0] if isinstance(row[0], str) else bytes(row[0]).decode() for row in rows}
+            if len(made) < len(keys):
+                raise _Taken(sorted(set(keys) - made))  # _call's transaction rolls back
+            return []
+
+        try:
+            return self._call(work)
+        except _Taken as taken:
+            self.stats.add()
+            return taken.keys
+
+    def put_controls(self, group: str, values: Mapping[str, str]) -> None:
+        if not values:
+            return
+        statement = self._sql(
+            "INSERT INTO {controls} (grp, key, value) VALUES (%s, %s, %s) ON CONFLICT (grp, key) "
+            "DO UPDATE SET value = excluded.value, updated_at = now()"
+        )
+        rows = [(group, key, value) for key, value in values.items()]
+        self._call(lambda conn: conn.cursor().executemany(statement, rows))
+
+    def controls(
+        self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
+    ) -> dict[str, str]:
+        bounds = {
+            "grp": group,
+            "key_max": CONTROL_KEY_MAX,
+            "one_max": inbound.MAX_BYTES,
+            "max_bytes": max_bytes,
+            "most": most,
+        }
+        statement = self._sql(CONTROLS)
+        rows = self._call(lambda conn: fetch(conn, statement, bounds))
+        total = rows[0][2] if rows else 0
+        pairs = ((key, value) for key, value, _ in rows)
+        return control_records(pairs, group, most=most, max_bytes=max_bytes, total=total)
+
+    def control_keys(self, group: str, *, most: int = CONTROLS_MAX) -> list[str]:
+        statement = self._sql(
+            "SELECT key FROM {controls} WHERE grp = %s AND octet_length(key) <= %s"
+            " ORDER BY key LIMIT %s"
+        )
+        rows = self._call(lambda conn: fetch(conn, statement, (group, CONTROL_KEY_MAX, most)))
+        where = f"controls:{group}"
+        keys = (inbound.text(row[0], where, row[0], max_bytes=CONTROL_KEY_MAX) for row in rows)
+        return sorted(key for key in keys if key is not None)
+
+    def controls_of(self, group: str, keys: Sequence[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        statement = self._sql(
+            "SELECT key, CASE WHEN octet_length(value) <= %s THEN value END"
+            " FROM {controls} WHERE grp = %s AND key = ANY(%s)"
+        )
+        rows = self._call(lambda conn: fetch(conn, statement, (inbound.MAX_BYTES, group, wanted)))
+        found = {}
+        for raw_key, value in rows:
+            key = inbound.text(raw_key, f"controls:{group}", raw_key, max_bytes=CONTROL_KEY_MAX)
+            if key is not None:
+                text = None if value is None else inbound.text(value, f"controls:{group}", key)
+                found[key] = UNREADABLE if text is None else text
+        return found
+
+    def control(self, group: str, key: str) -> str | None:
+        statement = self._sql("SELECT value FROM {controls} WHERE grp = %s AND key = %s")
+        rows = self._call(lambda conn: fetch(conn, statement, (group, key)))
+        if not rows:
+            return None
+        found = inbound.text(rows[0][0], f"controls:{group}", key)
+        return UNREADABLE if found is None else found
+
+
+class _Taken(Exception):
+    """Ends ``add_controls``'s transaction (rolled back) when some keys exist."""
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__(keys)
+        self.keys = keys
