@@ -543,6 +543,7 @@ def main() -> None:
         "pauses",
         "bulk",
         "listing",
+        "dashboard",
         "imports",
         "takeover",
     ]
@@ -682,6 +683,10 @@ def main() -> None:
         from bench import listing
 
         results["listing"] = listing.measure()
+    if "dashboard" in only:
+        from bench import dashboard
+
+        results["dashboard"] = dashboard.measure()
     out = REPO / "bench" / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
     measured = {"command": results["command"], "started": results["started"]}
@@ -705,6 +710,7 @@ def main() -> None:
                 "pauses",
                 "bulk",
                 "listing",
+                "dashboard",
                 "imports",
                 "takeover",
             )

@@ -155,7 +155,15 @@ def _check_controls(controls: dict[tuple[str, str], str]) -> None:
         ("jobs", JOB),
         ("aside", "beat-b"),
         ("aside-jobs", "0cca45249c88b81e"),
+        ("latest-run", JOB),
+        ("latest-run", FAILING),
+        ("latest-end", JOB),
+        ("latest-end", FAILING),
     }
+    # Each job's newest run and newest end: scheduled (epoch ms, 15 digits), rank, attempt.
+    for group in ("latest-run", "latest-end"):
+        assert controls[group, JOB] == f"{AT_MS:015d} 4 00001 completed"
+        assert controls[group, FAILING] == f"{AT_MS:015d} 3 00001 failed"
     assert re.fullmatch(r"\d{20}:[0-9a-f]{6}", change_key), change_key  # <epoch ns>:<random>
     paused = json.loads(controls["pause", JOB])
     assert list(paused) == ["reason", "by", "since"]
@@ -371,6 +379,8 @@ def test_a_redis_store_lays_out_its_keys_as_every_version_reads_them(
         "controls:jobs": "hash",
         "controls:aside": "hash",
         "controls:aside-jobs": "hash",
+        "controls:latest-run": "hash",
+        "controls:latest-end": "hash",
         f"fence:{{{prefix}active:{JOB}}}": "string",
         f"fence:{{{prefix}active:{FAILING}}}": "string",
     }

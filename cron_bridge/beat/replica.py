@@ -176,6 +176,10 @@ class Beat:
     def jobs(self) -> list[Job]:
         return self._timers.jobs()
 
+    def job(self, name: str) -> Job | None:
+        """The job ``name`` this beat schedules, if it does."""
+        return self._timers.get(name)
+
     @property
     def stored_jobs(self) -> frozenset[str]:
         """The names of the jobs this beat runs from stored schedules (``StoredSchedules``)."""

@@ -33,7 +33,7 @@ def control_response(
 ) -> Response:
     """Do ``action`` (None: only say the state) for job ``name``; JSON, or, when the dashboard
     asked, ``back`` (the job's page) with what was done in words."""
-    if name not in {job.name for job in beat.jobs()}:
+    if beat.job(name) is None:
         return Response(404, {"error": f"no job called {name!r}"})
     if action is None:
         if request.method != "GET":

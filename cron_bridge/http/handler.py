@@ -37,6 +37,7 @@ from cron_bridge.http import dashboard
 from cron_bridge.http.api_control import ACTIONS, control_response
 from cron_bridge.http.api_schedules import schedules_response
 from cron_bridge.http.auth import Auth
+from cron_bridge.http.tally import Tally
 from cron_bridge.http.wire import Request, Response, redirect
 from cron_bridge.plumbing.secret import check_secret
 from cron_bridge.stores import Store, store_from_url
@@ -101,6 +102,7 @@ class TriggerHandler:
         self.prefix = self.base + "/run/"
         self.api_prefix = self.base + "/api/jobs/"
         self.schedules_path = self.base + "/api/schedules"
+        self.tally = Tally()  # the overview's counts, shared by every tab
         self.health_path = self.base + "/healthz"
         self._probe = StoreProbe(beat.store)
 
@@ -172,7 +174,7 @@ class TriggerHandler:
             return Response(405, {"error": "use GET or POST"}, (("Allow", "GET, POST"),))
         form = request.form()
         name = request.path[len(self.prefix) :]
-        if name not in {job.name for job in self.beat.jobs()}:
+        if self.beat.job(name) is None:
             return Response(404, {"error": f"no job called {name!r}"})
         result = self.beat.trigger(name, force=from_page and form.get("force") == "1")
         if from_page:
@@ -217,33 +219,38 @@ class TriggerHandler:
         if namespace is not None and namespace not in self.namespaces:
             return Response(404, {"error": "no such namespace"})
         view = dashboard.View(self.beat, self.namespaces, namespace)
+        number = _page_number(query.get("page", ["1"])[-1])
         if path in (self.base, self.base + "/"):
             return Response(
                 200,
                 dashboard.overview_page(
-                    view, self.base, csrf, query.get("q", [""])[-1], query.get("state", ["all"])[-1]
+                    view,
+                    self.base,
+                    csrf,
+                    query.get("q", [""])[-1],
+                    query.get("state", ["all"])[-1],
+                    number,
+                    self.tally,
                 ),
             )
         name = path[len(self.base + "/jobs/") :]
-        found = {info.name: (info, job) for info, job in view.jobs()}
-        if name not in found:
-            return Response(404, dashboard.not_found_page(self.base, name, found))
+        found = view.infos([name])
+        if not found:
+            return Response(404, dashboard.not_found_page(self.base, name, view.names()))
         said = self.auth.sessions.unsealed(
             csrf, query.get("said", [None])[-1], query.get("seal", [None])[-1]
         )
-        number = query.get("page", ["1"])[-1]
         return Response(
             200,
             dashboard.job_page(
-                view,
-                self.base,
-                csrf,
-                *found[name],
-                said,
-                query.get("state", ["all"])[-1],
-                int(number) if number.isascii() and number.isdigit() and len(number) < 6 else 1,
+                view, self.base, csrf, *found[0], said, query.get("state", ["all"])[-1], number
             ),
         )
+
+
+def _page_number(text: str) -> int:
+    """A page's number from the query: 1 for anything else."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 7 else 1
 
 
 def open_namespaces(given: Mapping[str, str | Store]) -> dict[str, Store]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import difflib
 import hashlib
+import itertools
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta, tzinfo
 from urllib.parse import quote
@@ -188,9 +189,16 @@ def login_page(path: str, *, wrong: bool = False) -> Markup:
     return page("cron-bridge: sign in", body, refresh=False)
 
 
+_GUESSED = 5000  # names a 404 compares with what was asked for
+
+
 def not_found_page(path: str, what: str, known: Iterable[str]) -> Markup:
     """The dashboard's 404: what was not found, the closest job names, a way back."""
-    close = difflib.get_close_matches(what[:200], list(known), n=3, cutoff=0.6)
+    what = what[:200]
+    # Of names sharing its first letter, the first few thousand: a guess among 100,000
+    # names would take seconds.
+    candidates = list(itertools.islice((n for n in known if n[:1] == what[:1]), _GUESSED))
+    close = difflib.get_close_matches(what, candidates, n=3, cutoff=0.6)
     links = join(
         html('<li><a href="{}/jobs/{}">{}</a></li>', path, quote(name, safe=""), name)
         for name in close
@@ -201,7 +209,7 @@ def not_found_page(path: str, what: str, known: Iterable[str]) -> Markup:
 <h1>No job called {}</h1>
 {}
 <p><a href="{}/">All jobs</a></p>""",
-        repr(what[:200]),
+        repr(what),
         hint,
         path,
     )

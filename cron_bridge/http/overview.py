@@ -4,7 +4,6 @@ the cluster and its last occurrences; the live replicas from their heartbeats.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -16,6 +15,7 @@ from cron_bridge.control.catalog import JobInfo
 from cron_bridge.http import charts
 from cron_bridge.http.html import Markup, html, join
 from cron_bridge.http.layout import page, when
+from cron_bridge.http.tally import Counted, Tally, count
 from cron_bridge.http.views import (
     STRIP_OCCURRENCES,
     View,
@@ -31,9 +31,10 @@ from cron_bridge.stores.records import RunRecord
 if TYPE_CHECKING:
     from cron_bridge.jobs import Job
 
-__all__ = ["overview_page"]
+__all__ = ["PER_PAGE", "overview_page"]
 
 _JOB_FILTERS = ("all", "failing", "paused", "late", "running")
+PER_PAGE = 50  # jobs a page of the overview shows
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,27 +68,20 @@ class _JobState:
             return True
         return newest.state in ("queued", "claimed") and now - newest.scheduled_at > grace
 
-    def shown_by(self, state: str, now: datetime) -> bool:
-        return {
-            "failing": self.failing,
-            "paused": self.paused,
-            "late": self.late(now),
-            "running": self.running,
-        }.get(state, True)
-
 
 _COUNT_CSS = {"failing": "failed", "late": "late", "running": "running", "paused": "skipped-paused"}
 
 
 def _counts(
-    states: Sequence[_JobState], now: datetime, view: View, path: str, shown: str, q: str
+    counted: Counted | None, jobs: int, view: View, path: str, shown: str, q: str
 ) -> Markup:
-    """The counts at the top of the overview, each a link that filters the jobs by it."""
-    counted = {"all": len(states)}
+    """The counts at the top of the overview, each a link that filters the jobs by it (each
+    ``?`` while the first count of the namespace is not ready)."""
+    numbers: dict[str, int | None] = {"all": jobs}
     for name in _JOB_FILTERS[1:]:
-        counted[name] = sum(1 for state in states if state.shown_by(name, now))
+        numbers[name] = None if counted is None else len(counted.of(name))
     links = []
-    for name, n in counted.items():
+    for name, n in numbers.items():
         current = Markup(" aria-current=true" if name == shown else "")
         label = "jobs" if name == "all" else name
         mark = html(' class="{}"', _COUNT_CSS[name]) if name in _COUNT_CSS and n else Markup()
@@ -98,7 +92,7 @@ def _counts(
                 current,
                 name,
                 mark,
-                n,
+                "?" if n is None else n,
                 label,
             )
         )
@@ -181,20 +175,44 @@ def _job_row(s: _JobState, view: View, path: str, now: datetime) -> Markup:
     )
 
 
-def overview_page(view: View, path: str, csrf: str, q: str = "", state: str = "all") -> Markup:
-    """Counts of the jobs (failing, paused, late, running), a search over their names, every
-    job shown with its schedule, next and last run and its last occurrences; the live
-    replicas of the namespace."""
+def overview_page(
+    view: View,
+    path: str,
+    csrf: str,
+    q: str = "",
+    state: str = "all",
+    number: int = 1,
+    tally: Tally | None = None,
+) -> Markup:
+    """Counts of the jobs (failing, paused, late, running), a search over their names, a page
+    of ``PER_PAGE`` jobs each with its schedule, next and last run and its last occurrences;
+    the live replicas of the namespace.
+
+    What it reads costs what it shows: the names, filtered and paged in memory; the counts
+    from ``tally`` (made once for every tab, at most every few seconds, from the run
+    summaries: without one, counted here); each job of the page from its own records."""
     now = datetime.now(UTC)
     store = view.store
     q, state = q.strip()[:200], state if state in _JOB_FILTERS else "all"
-    paused = control.paused(store)
+    names = view.names()
+    if tally is None:
+        counted: Counted | None = count(store, names, view.job, now)
+    else:
+        counted = tally.counted(view.name, store, view.names, view.job)
+    wanted = q.casefold()
+    shown_names = [name for name in names if wanted in name.casefold()] if q else names
+    if state != "all":
+        chosen = counted.of(state) if counted is not None else frozenset()
+        shown_names = [name for name in shown_names if name in chosen]
+    pages = max(1, -(-len(shown_names) // PER_PAGE))
+    number = min(max(number, 1), pages)
+    on_page = shown_names[(number - 1) * PER_PAGE : number * PER_PAGE]
+    paused = control.pauses_of(store, on_page) if on_page else {}
     states = []
-    for info, job in sorted(view.jobs(), key=lambda pair: pair[0].name):
+    for info, job in view.infos(on_page):
         records, found = marks_of(store, info.name, job, now, after_newest=True)
         states.append(_JobState(info, job, found, last_run(records), info.name in paused))
-    shown = [s for s in states if q.casefold() in s.info.name.casefold() and s.shown_by(state, now)]
-    rows = join(_job_row(s, view, path, now) for s in shown)
+    rows = join(_job_row(s, view, path, now) for s in states)
     replicas = sorted(store.replicas(), key=lambda r: r.id)
     this = view.beat.replica_id if view.name is None else None
     replica_rows = join(
@@ -207,12 +225,14 @@ def overview_page(view: View, path: str, csrf: str, q: str = "", state: str = "a
         )
         for r in replicas
     )
-    filtered = "" if len(shown) == len(states) else f" of {len(states)}"
-    empty = "No jobs." if not states else "No job matches."
+    filtered = "" if len(shown_names) == len(names) else f" of {len(names)}"
+    empty = "No jobs." if not names else "No job matches."
+    if counted is None and state != "all":
+        empty = "Counting the jobs: reload in a moment."
     body = html(
         """
 {header}
-{counts}
+{counts}{counting}
 {search}
 <h2 id=jobs>Jobs ({shown}{filtered})</h2>
 <div class=scroll><table>
@@ -221,6 +241,7 @@ def overview_page(view: View, path: str, csrf: str, q: str = "", state: str = "a
   <th>Last run</th><th>Outcome</th><th class=wide>Replica</th></tr></thead>
   <tbody>{rows}</tbody>
 </table></div>
+{pager}
 {legend}
 {refused}
 <h2 id=replicas>Live replicas ({replicas})</h2>
@@ -229,18 +250,70 @@ def overview_page(view: View, path: str, csrf: str, q: str = "", state: str = "a
   <tbody>{replica_rows}</tbody>
 </table></div>""",
         header=header(view, path, csrf, now),
-        counts=_counts(states, now, view, path, state, q),
+        counts=_counts(counted, len(names), view, path, state, q),
+        counting=_counting(counted, tally, view.name, now),
         search=_search(path, view, q, state),
-        shown=len(shown),
+        shown=len(shown_names),
         filtered=filtered,
         strip=STRIP_OCCURRENCES,
         rows=rows or html('<tr><td colspan="7" class=muted>{}</td></tr>', empty),
+        pager=_pager(path, view, q, state, number, pages, len(shown_names)),
         legend=charts.legend(),
         refused=_refused() if view.name is None else Markup(""),
         replicas=len(replicas),
         replica_rows=replica_rows or Markup('<tr><td colspan="3" class=muted>None.</td></tr>'),
     )
     return page("cron-bridge", body, refresh=True)
+
+
+def _counting(
+    counted: Counted | None, tally: Tally | None, namespace: str | None, now: datetime
+) -> Markup:
+    """When the counts were made, or why there are none yet."""
+    failed = tally.failure(namespace) if tally is not None else None
+    if counted is None:
+        said = failed or "counting the jobs: the counts show on the next reload"
+        return html("<p class=muted id=counted>{}</p>", said)
+    age = max(0.0, (now - counted.at).total_seconds())
+    late = html(" <span class=failed>(not counted since: {})</span>", failed) if failed else ""
+    return html("<p class=muted id=counted>Counted {} s ago.{}</p>", f"{age:.0f}", late)
+
+
+def _pager(
+    path: str, view: View, q: str, state: str, number: int, pages: int, total: int
+) -> Markup:
+    """Links to the page before and after, and which jobs this page shows."""
+    if pages <= 1:
+        return Markup()
+    first = (number - 1) * PER_PAGE + 1
+    last = min(number * PER_PAGE, total)
+    before = (
+        html(
+            '<a href="{}" rel=prev>Previous</a>',
+            link(f"{path}/", view, state=state, q=q, page=number - 1),
+        )
+        if number > 1
+        else Markup()
+    )
+    after = (
+        html(
+            '<a href="{}" rel=next>Next</a>',
+            link(f"{path}/", view, state=state, q=q, page=number + 1),
+        )
+        if number < pages
+        else Markup()
+    )
+    return html(
+        "<nav class=pager id=job-pages aria-label=Pages>{} <span>jobs {} to {} of {},"
+        " page {} of {}</span> {}</nav>",
+        before,
+        first,
+        last,
+        total,
+        number,
+        pages,
+        after,
+    )
 
 
 def _refused() -> Markup:

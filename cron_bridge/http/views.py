@@ -3,7 +3,7 @@ header, a job's drawn occurrences, zone and next run, and links that keep the na
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING
@@ -68,19 +68,39 @@ class View:
             return ""
         return f"{'?' if first else '&'}ns={quote(self.name, safe='')}"
 
-    def jobs(self) -> list[tuple[JobInfo, Job | None]]:
+    def names(self) -> list[str]:
+        """Every job's name, sorted: the beat's own, or another namespace's catalog."""
+        if self.name is None:
+            return sorted(job.name for job in self.beat.jobs())
+        return sorted(catalog.read(self.store))
+
+    def job(self, name: str) -> Job | None:
+        """The job ``name`` of the serving beat (None for another namespace's)."""
+        return self.beat.job(name) if self.name is None else None
+
+    def infos(self, names: Sequence[str]) -> list[tuple[JobInfo, Job | None]]:
+        """Each of ``names`` that is a job, with what a page shows of it: a job of the beat
+        from its declaration, another namespace's from its catalog in one read."""
         if self.name is None:
             today = datetime.now(UTC).date().isoformat()
             stored = self.beat.stored_jobs
-            found = [(JobInfo.of(job, today), job) for job in self.beat.jobs()]
-            # Marked as the CLI's list marks them: a schedule kept in the store, not in code.
-            return [
-                (
-                    replace(info, target=f"stored:{info.target}") if info.name in stored else info,
-                    job,
-                )
-                for info, job in found
-            ]
+            found: list[tuple[JobInfo, Job | None]] = []
+            for name in names:
+                job = self.beat.job(name)
+                if job is not None:
+                    info = JobInfo.of(job, today)
+                    if name in stored:  # marked as the CLI's list marks it
+                        info = replace(info, target=f"stored:{info.target}")
+                    found.append((info, job))
+            return found
+        entries = self.store.controls_of(catalog.GROUP, list(names))
+        parsed = (JobInfo.parse(name, entries[name]) for name in names if name in entries)
+        return [(info, None) for info in parsed if info is not None]
+
+    def jobs(self) -> list[tuple[JobInfo, Job | None]]:
+        """Every job with what a page shows of it (``infos`` of every name)."""
+        if self.name is None:
+            return self.infos(self.names())
         return [(info, None) for info in catalog.read(self.store).values()]
 
 

@@ -44,12 +44,13 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import ClassVar, Literal, Self
 
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import keys
+from cron_bridge.stores import run_summary
 from cron_bridge.stores.records import CONTROLS_BYTES, CONTROLS_MAX, ReplicaInfo, RunRecord
 
 __all__ = [
@@ -226,7 +227,12 @@ class Store(ABC):
     def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
         """``claimed_by`` for each occurrence, one answer each, in a small, fixed number of
         round trips where the store can (a dashboard strip asks for up to 50)."""
-        return [self.claimed_by(occurrence) for occurrence in occurrences]
+        return self.holders([occurrence.claim_key for occurrence in occurrences])
+
+    def holders(self, keys: Sequence[str]) -> list[str | None]:
+        """``holder`` for each key, one answer each, in a small, fixed number of round trips
+        where the store can (a dashboard counting the jobs running reads every job's lock)."""
+        return [self.holder(key) for key in keys]
 
     def finish(self, occurrence: Occurrence, lock: tuple[str, str] | None = None) -> None:
         """Mark ``occurrence`` completed (kept as long as its claim), then release ``lock``
@@ -353,6 +359,31 @@ class Store(ABC):
             made.append(key)
         return []
 
+    def raise_controls(self, group: str, values: Mapping[str, str], *, ceiling_ms: int) -> None:
+        """Write each of ``values`` (run summaries' entries, which only go up) where its key
+        is absent or holds an entry before it, one scheduled after ``ceiling_ms``, or text of
+        another shape (``run_summary.raised``). One round trip where the store can, and
+        atomic per key where it can.
+
+        This default reads, then writes the greater ones: a raise by another writer in
+        between can be undone (the job's next record mends it).
+
+        Raises:
+            StoreUnavailable: the store could not be reached.
+        """
+        if values:
+            current = self.controls_of(group, list(values))
+            greater = run_summary.keep_greatest(values, current, ceiling_ms)
+            if greater:
+                self.write_controls({group: greater})
+
+    def _summarize(self, records: Sequence[RunRecord]) -> None:
+        """Raise the run summaries of ``records`` (for a store whose ``record_many`` cannot
+        do it in its own round trip)."""
+        ceiling_ms = run_summary.ceiling(datetime.now(UTC))
+        for group, values in run_summary.summaries(records).items():
+            self.raise_controls(group, values, ceiling_ms=ceiling_ms)
+
     def notify(self, channel: str) -> None:  # noqa: B027 - a hook: stores without push poll
         """Tell the processes that ``listen`` on ``channel`` that something changed, at once
         (best effort: a listener that misses it finds the change when it next looks).
@@ -455,7 +486,9 @@ class Store(ABC):
 
     @abstractmethod
     def record_many(self, records: Sequence[RunRecord]) -> None:
-        """Append run records to their jobs' histories, in one round trip.
+        """Append run records to their jobs' histories, in one round trip, and raise each
+        job's run summary (``run_summary``: ``latest-run`` and ``latest-end``) where they
+        are newer, in that round trip where the store can.
 
         Each job's history keeps its newest ``history_limit`` records (an option of every
         store, 1,000 by default).

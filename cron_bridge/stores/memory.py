@@ -13,6 +13,7 @@ from cron_bridge.clock import Clock, SystemClock
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.schedules import EPOCH
+from cron_bridge.stores import run_summary
 from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store
 from cron_bridge.stores.records import (
     CONTROLS_BYTES,
@@ -207,11 +208,11 @@ class MemoryStore(Store):
             held = self._keys.get(key)
             return held[0] if held is not None and held[1] > self._clock.now() else None
 
-    def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
+    def holders(self, keys: Sequence[str]) -> list[str | None]:
         with self._lock:
             self.stats.add()
             now = self._clock.now()
-            held = [self._keys.get(occurrence.claim_key) for occurrence in occurrences]
+            held = [self._keys.get(key) for key in keys]
             return [h[0] if h is not None and h[1] > now else None for h in held]
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
@@ -252,10 +253,23 @@ class MemoryStore(Store):
             return held[1] > self._clock.now()
 
     def record_many(self, records: Sequence[RunRecord]) -> None:
+        found = run_summary.summaries(records)
         with self._lock:
             self.stats.add()
             for record in records:
                 self._runs[record.job].appendleft(record)
+            ceiling_ms = run_summary.ceiling(self._clock.now())
+            for group, entries in found.items():
+                self._raise(group, entries, ceiling_ms)
+
+    def raise_controls(self, group: str, values: Mapping[str, str], *, ceiling_ms: int) -> None:
+        with self._lock:
+            self.stats.add()
+            self._raise(group, values, ceiling_ms)
+
+    def _raise(self, group: str, values: Mapping[str, str], ceiling_ms: int) -> None:
+        records = self._controls[group]
+        records.update(run_summary.keep_greatest(values, records, ceiling_ms))
 
     def history(self, job: str, n: int = 20) -> list[RunRecord]:
         with self._lock:

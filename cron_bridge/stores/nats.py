@@ -31,6 +31,7 @@ from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
+from cron_bridge.stores import run_summary
 from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store, ttl_ms
 from cron_bridge.stores.nats_link import NatsLink, bounded, dec, enc, expires
 from cron_bridge.stores.nats_pending import PendingSends
@@ -53,6 +54,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 _ONE_MS = timedelta(milliseconds=1)
 _CLOCK_EVERY = 10.0  # seconds between measurements of the server's clock
+_RAISE_TRIES = 5  # a run summary raised by several writers at once: reads before it gives up
 
 
 class NatsStore(Store):
@@ -309,17 +311,17 @@ class NatsStore(Store):
 
         return self._run(work)
 
-    def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
+    def holders(self, keys: Sequence[str]) -> list[str | None]:
         async def work() -> list[str | None]:
             now = await self._now_ms()
-            found = await bounded(self._read(self._keys, enc(o.claim_key)) for o in occurrences)
+            found = await bounded(self._read(self._keys, enc(key)) for key in keys)
             owners = [
                 entry[1].get("o") if entry is not None and expires(entry[1]) > now else None
                 for entry in found
             ]
             return [owner if isinstance(owner, str) else None for owner in owners]
 
-        return self._run(work, size=len(occurrences)) if occurrences else []
+        return self._run(work, size=len(keys)) if keys else []
 
     def put_control(self, group: str, key: str, value: str | None) -> None:
         name = f"ctl.{enc(group)}.{enc(key)}"
@@ -345,6 +347,35 @@ class NatsStore(Store):
             return True
 
         return self._run(work)
+
+    def raise_controls(self, group: str, values: Mapping[str, str], *, ceiling_ms: int) -> None:
+        from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+
+        async def one(key: str, value: str) -> None:
+            name = f"ctl.{enc(group)}.{enc(key)}"
+            for _ in range(_RAISE_TRIES):  # each write conditional on the revision read
+                try:
+                    entry = await self._state.get(name)
+                except KeyNotFoundError:
+                    entry = None
+                held = None if entry is None or entry.value is None else entry.value
+                current = None if held is None else held.decode(errors="replace")
+                if not run_summary.raised(current, value, ceiling_ms):
+                    return
+                try:
+                    if entry is None or entry.revision is None:
+                        await self._state.create(name, value.encode())
+                    else:
+                        await self._state.update(name, value.encode(), last=entry.revision)
+                except KeyWrongLastSequenceError:
+                    continue  # another writer raised it meanwhile: read again
+                return
+
+        async def work() -> None:
+            await bounded(one(key, value) for key, value in values.items())
+
+        if values:
+            self._run(work, size=len(values))
 
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if not values:
@@ -485,6 +516,7 @@ class NatsStore(Store):
             )
 
         self._run(work, size=len(records))
+        self._summarize(records)  # each key read, then written on its revision
 
     def history(self, job: str, n: int = 20) -> list[RunRecord]:
         if n <= 0:

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -23,6 +23,7 @@ from cron_bridge.errors import ConfigError, FenceUnreadable, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.plumbing.redaction import redact_url
+from cron_bridge.stores import run_summary
 from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store, ttl_ms
 from cron_bridge.stores.postgres_controls import PostgresControls
 from cron_bridge.stores.postgres_sql import (
@@ -417,17 +418,18 @@ class PostgresStore(PostgresControls, Store):
         rows = self._call(lambda conn: fetch(conn, statement, (key,)))
         return inbound.text(rows[0][0], "claims and locks", key) if rows else None
 
-    def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
-        if not occurrences:
+    def holders(self, keys: Sequence[str]) -> list[str | None]:
+        if not keys:
             return []
-        keys = [occurrence.claim_key for occurrence in occurrences]
+        keys = list(keys)
         statement = self._sql(
             "SELECT key, owner FROM {claims} WHERE key = ANY(%s) AND expires_at > now()"
         )
         rows = self._call(lambda conn: fetch(conn, statement, (keys,)))
         owners = {own(key): owner for key, owner in rows}  # the keys asked for
         return [
-            None if key not in owners else inbound.text(owners[key], "claims", key) for key in keys
+            None if key not in owners else inbound.text(owners[key], "claims and locks", key)
+            for key in keys
         ]
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
@@ -496,7 +498,11 @@ class PostgresStore(PostgresControls, Store):
                 [list(column) for column in zip(*rows, strict=True)][: len(there)],
             )
             conn.execute(self._sql(TRIM), (jobs, self.history_limit))
+            for group, entries in found.items():
+                self._raise_on(conn, group, entries, ceiling_ms)
 
+        found = run_summary.summaries(records)
+        ceiling_ms = run_summary.ceiling(datetime.now(UTC))
         self._call(work)
 
     def history(self, job: str, n: int = 20) -> list[RunRecord]:

@@ -24,6 +24,27 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresControls"]
 
+# An entry's shape and place (run_summary.order), read by the server: a value of another
+# shape is replaced before its digits are read (CASE keeps that order).
+_SHAPE = "^" + "[0-9]" * 15 + " [1-4] " + "[0-9]" * 5 + " "
+
+
+def _place(value: str) -> str:
+    return (
+        f"(substr({value}, 1, 15)::bigint, substr({value}, 17, 1)::int,"
+        f" substr({value}, 19, 5)::int)"
+    )
+
+
+RAISE = (
+    "INSERT INTO {controls} AS c (grp, key, value) SELECT %s, k, v"
+    " FROM unnest(%s::text[], %s::text[]) AS t(k, v)"
+    " ON CONFLICT (grp, key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()"
+    f" WHERE CASE WHEN c.value !~ '{_SHAPE}' THEN true"
+    " WHEN substr(c.value, 1, 15)::bigint > %s THEN true"
+    f" ELSE {_place('c.value')} < {_place('EXCLUDED.value')} END"
+)
+
 T = TypeVar("T")
 
 
@@ -81,6 +102,24 @@ class PostgresControls:
 
         if sets or deletes:
             self._call(work)
+
+    def raise_controls(self, group: str, values: Mapping[str, str], *, ceiling_ms: int) -> None:
+        if values:
+            self._call(lambda conn: self._raise_on(conn, group, values, ceiling_ms))
+
+    def _raise_on(
+        self,
+        conn: psycopg.Connection[Any],
+        group: str,
+        values: Mapping[str, str],
+        ceiling_ms: int,
+    ) -> None:
+        """``raise_controls`` in the caller's transaction (``record_many``'s): one statement,
+        the order of ``run_summary.raised`` kept by the server, row by row."""
+        conn.execute(
+            self._sql(RAISE),
+            (group, list(values), list(values.values()), ceiling_ms),
+        )
 
     def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
         if not values:

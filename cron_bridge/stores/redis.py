@@ -26,13 +26,14 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
+from cron_bridge.stores import run_summary
 from cron_bridge.stores.base import (
     PENDING_LEASE,
     TAKE_OVER_MOST,
@@ -253,10 +254,10 @@ class RedisStore(RedisControls, Store):
         owner = self._link.call(lambda client: raw(client, "GET", name), key=name, holds="string")
         return None if owner is None else inbound.text(owner, "claims and locks", key)
 
-    def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
-        if not occurrences:
+    def holders(self, keys: Sequence[str]) -> list[str | None]:
+        if not keys:
             return []
-        keys = [self._key(occurrence.claim_key) for occurrence in occurrences]
+        keys = [self._key(key) for key in keys]
         if not self._cluster:
             values = self._link.call(lambda client: raw(client, "MGET", *keys))
         else:  # the keys live on several nodes: one pipeline, split by node
@@ -269,7 +270,7 @@ class RedisStore(RedisControls, Store):
 
             values = self._link.call(work, pipelines=1, commands=0)
         return [
-            None if value is None else inbound.text(value, "claims", key)
+            None if value is None else inbound.text(value, "claims and locks", key)
             for key, value in zip(keys, values, strict=True)
         ]
 
@@ -398,17 +399,28 @@ class RedisStore(RedisControls, Store):
 
         keys = [self._key(f"runs:{record.job}") for record in records]
         values = [json.dumps(record.to_json()) for record in records]
-        if not self._cluster:  # one script for the batch
+        if not self._cluster:  # one script for the batch, the run summaries with it
+            found = run_summary.summaries(records)
+            hashes = [self._key(f"controls:{group}") for group in run_summary.GROUPS]
+            entries: list[Any] = []
+            for group in run_summary.GROUPS:
+                raised = found.get(group, {})
+                entries += [len(raised), *(x for pair in raised.items() for x in pair)]
+            ceiling_ms = run_summary.ceiling(datetime.now(UTC))
 
             def script(client: Client) -> None:
                 skipped = self._link.run_script(
-                    client, "record_many", keys, [self.history_limit, *values]
+                    client,
+                    "record_many",
+                    [*keys, *hashes],
+                    [self.history_limit, len(keys), *values, ceiling_ms, *entries],
                 )
                 for key, kind in zip(skipped[::2], skipped[1::2], strict=True):
+                    name = bytes(key).decode(errors="replace")
                     warn_wrong_type(
-                        bytes(key).decode(errors="replace"),
+                        name,
                         kind,
-                        "list",
+                        "hash" if name in hashes else "list",
                         "its records are not written, the others are",
                     )
 
@@ -425,6 +437,7 @@ class RedisStore(RedisControls, Store):
             self._link.replies(client, pipe, [*keys, *trimmed], "list")
 
         self._link.call(work, pipelines=1, commands=0)
+        self._summarize(records)  # the hashes live on other nodes: read, then raised
 
     def history(self, job: str, n: int = 20) -> list[RunRecord]:
         if n <= 0:

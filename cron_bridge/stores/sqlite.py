@@ -25,6 +25,7 @@ from cron_bridge.errors import FenceUnreadable, StoreUnavailable
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
+from cron_bridge.stores import run_summary
 from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store, ttl_ms
 from cron_bridge.stores.records import (
     REPLICA_TTL_MAX,
@@ -35,7 +36,7 @@ from cron_bridge.stores.records import (
     readable,
 )
 from cron_bridge.stores.rows import RUN_COLUMNS, record_from_row, record_to_row
-from cron_bridge.stores.sqlite_controls import SQLiteControls
+from cron_bridge.stores.sqlite_controls import SQLiteControls, raise_on
 
 __all__ = ["SQLiteStore"]
 
@@ -312,8 +313,8 @@ class SQLiteStore(SQLiteControls, Store):
         )
         return inbound.text(rows[0][0], "claims and locks", key) if rows else None
 
-    def claimed_by_many(self, occurrences: Sequence[Occurrence]) -> list[str | None]:
-        keys = [occurrence.claim_key for occurrence in occurrences]
+    def holders(self, keys: Sequence[str]) -> list[str | None]:
+        keys = list(keys)
         now = self._now_ms()
 
         def work(conn: sqlite3.Connection) -> dict[str, str | None]:
@@ -327,7 +328,7 @@ class SQLiteStore(SQLiteControls, Store):
                 ).fetchall()
                 for key, owner in rows:
                     name = bytes(key).decode()  # one of the keys asked for
-                    owners[name] = inbound.text(owner, "claims", name)
+                    owners[name] = inbound.text(owner, "claims and locks", name)
             return owners
 
         owners = self._run(work, write=False) if keys else {}
@@ -410,7 +411,11 @@ class SQLiteStore(SQLiteControls, Store):
                     " ORDER BY id DESC LIMIT 1 OFFSET ?)",
                     (job, job, self.history_limit),
                 )
+            for group, entries in found.items():
+                raise_on(conn, group, entries, ceiling_ms)
 
+        found = run_summary.summaries(records)
+        ceiling_ms = run_summary.ceiling(self._clock.now())
         self._run(work)
 
     def history(self, job: str, n: int = 20) -> list[RunRecord]:

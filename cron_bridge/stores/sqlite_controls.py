@@ -17,7 +17,7 @@ from cron_bridge.stores.records import (
     control_records,
 )
 
-__all__ = ["SQLiteControls"]
+__all__ = ["SQLiteControls", "raise_on"]
 
 T = TypeVar("T")
 
@@ -29,6 +29,34 @@ SELECT key, CASE WHEN size <= :one_max AND used <= :max_bytes THEN value END, to
     FROM controls WHERE grp = :grp AND length(CAST(key AS BLOB)) <= :key_max
 ) ORDER BY key LIMIT :most
 """
+
+
+# An entry's shape and place (run_summary.order), read by SQLite: a value of another shape
+# (or not text) is replaced before its digits are read (CASE keeps that order).
+_SHAPE = "[0-9]" * 15 + " [1-4] " + "[0-9]" * 5 + " *"
+
+
+def _place(value: str) -> str:
+    return (
+        f"(CAST(substr({value}, 1, 15) AS INTEGER), CAST(substr({value}, 17, 1) AS INTEGER),"
+        f" CAST(substr({value}, 19, 5) AS INTEGER))"
+    )
+
+
+_RAISE = (
+    "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET"
+    " value = excluded.value WHERE CASE"
+    f" WHEN typeof(controls.value) <> 'text' OR controls.value NOT GLOB '{_SHAPE}' THEN 1"
+    " WHEN CAST(substr(controls.value, 1, 15) AS INTEGER) > ? THEN 1"
+    f" ELSE {_place('controls.value')} < {_place('excluded.value')} END"
+)
+
+
+def raise_on(
+    conn: sqlite3.Connection, group: str, values: Mapping[str, str], ceiling_ms: int
+) -> None:
+    """``raise_controls`` in the caller's transaction (``record_many``'s)."""
+    conn.executemany(_RAISE, [(group, key, value, ceiling_ms) for key, value in values.items()])
 
 
 class SQLiteControls:
@@ -80,6 +108,10 @@ class SQLiteControls:
 
         if sets or deletes:
             self._run(work)
+
+    def raise_controls(self, group: str, values: Mapping[str, str], *, ceiling_ms: int) -> None:
+        if values:
+            self._run(lambda conn: raise_on(conn, group, values, ceiling_ms))
 
     def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
         rows = [(group, key, value) for key, value in values.items()]

@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cron_bridge.jobs import Occurrence
 from cron_bridge.plumbing.keys import began_key, lock_key
-from cron_bridge.stores import RunRecord, Store, store_from_url
+from cron_bridge.stores import RunRecord, Store, run_summary, store_from_url
 from cron_bridge.stores.base import Admission, done_key
 from tests.conftest import StoreKit, store_kinds
 from tests.waiting import wait_for
 
 T0 = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+_examples = itertools.count()
 T = TypeVar("T")
 
 
@@ -729,3 +734,96 @@ def test_records_of_many_groups_are_set_and_deleted_in_one_write(kit: StoreKit) 
     store.write_controls({"change:tenant-0": {"k1": "again", "k2": None}})
     assert store.controls("change:tenant-0") == {"k1": "again"}
     store.write_controls({})
+
+
+# Records as a beat and a worker write them: enqueued, then an attempt or two, each with an
+# outcome; any order, any batching; and skipped-claimed, which a summary leaves out.
+_summary_records = st.lists(
+    st.tuples(
+        st.sampled_from(["a.job", "b.job"]),
+        st.integers(0, 4),  # minutes after T0
+        st.integers(1, 3),  # attempt
+        st.sampled_from(
+            ["enqueued", "completed", "failed", "aborted", "missed", "skipped-claimed"]
+        ),
+        st.booleans(),  # a new batch begins here
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+@given(written=_summary_records)
+def test_each_jobs_newest_run_and_newest_end_are_kept_whatever_the_order(
+    kit: StoreKit, written: list[tuple[str, int, int, str, bool]]
+) -> None:
+    """``record_many`` raises ``latest-run`` and ``latest-end`` (``run_summary``) as the
+    records one after another would, on every store, in its own round trip where it can; a
+    hostile entry (another shape, or a day ahead) is replaced, never kept."""
+    store = kit.open()
+    prefix = f"n{next(_examples)}."
+    left = {  # what another program left
+        f"{prefix}a.job": "garbage that is no entry",
+        f"{prefix}b.job": run_summary.value(4 * 10**12, 1, "failed"),  # in 2096
+    }
+    for group in run_summary.GROUPS:
+        store.put_controls(group, left)
+    ceiling_ms = run_summary.ceiling(datetime.now(UTC))
+    batches: list[list[RunRecord]] = [[]]
+    expected = {group: dict(left) for group in run_summary.GROUPS}
+    for job, minute, attempt, outcome, new_batch in written:
+        if new_batch and batches[-1]:
+            batches.append([])
+        record = replace(run(prefix + job, minute, outcome), attempt=attempt)
+        batches[-1].append(record)
+        for group, entries in run_summary.summaries([record]).items():
+            if run_summary.raised(expected[group][record.job], entries[record.job], ceiling_ms):
+                expected[group][record.job] = entries[record.job]
+    for batch in batches:
+        before = store.stats.round_trips
+        store.record_many(batch)
+        if kit.kind in ("memory", "sqlite", "redis", "valkey", "postgres"):
+            assert store.stats.round_trips - before <= 1 + (kit.kind == "postgres")
+    for group in run_summary.GROUPS:
+        found = store.controls_of(group, [f"{prefix}a.job", f"{prefix}b.job"])
+        assert found == expected[group], group
+
+
+def test_a_raise_writes_only_what_is_newer_alike_on_every_store(kit: StoreKit) -> None:
+    """``raise_controls`` against the base class's read-then-write, on entries before, after
+    and beside what is held, and on what is no entry at all."""
+    store = kit.open()
+    at = run_summary.value
+    held = {
+        "older": at(1000, 1, "completed"),
+        "newer": at(3000, 1, "enqueued"),
+        "same-place": at(2000, 2, "failed"),
+        "ahead": at(10**14, 1, "completed"),
+        "garbage": "not an entry at all",
+        "near-miss": "00000000000200x 4 00001 completed",
+    }
+    offered = {key: at(2000, 2, "aborted" if key == "same-place" else "failed") for key in held}
+    offered["absent"] = at(2000, 1, "enqueued")
+    expected = {
+        **held,
+        "older": offered["older"],
+        "ahead": offered["ahead"],
+        "garbage": offered["garbage"],
+        "near-miss": offered["near-miss"],
+        "absent": offered["absent"],
+    }
+    for group, raise_ in (("here", store.raise_controls), ("steps", None)):
+        store.put_controls(group, held)
+        if raise_ is not None:
+            raise_(group, offered, ceiling_ms=10**13)
+        else:
+            Store.raise_controls(store, group, offered, ceiling_ms=10**13)
+        assert store.controls(group) == expected, group
+    store.raise_controls("here", {}, ceiling_ms=0)
