@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,7 +21,7 @@ from cron_bridge.http.tally import Tally, count
 from cron_bridge.http.views import View, last_run, marks_of
 from cron_bridge.jobs import Job, Occurrence, declare
 from cron_bridge.plumbing.keys import lock_key
-from cron_bridge.stores import RunRecord, Store, store_from_url
+from cron_bridge.stores import RunRecord, Store, run_summary, store_from_url
 from cron_bridge.stores.memory import MemoryStore
 from tests.waiting import wait_for
 
@@ -228,3 +229,56 @@ def test_the_overview_pages_searches_and_filters_a_thousand_jobs_reading_one_pag
         _overview(small, tally)
         trips.append(store.stats.round_trips - before)
     assert trips[0] == trips[1] <= 4 * PER_PAGE, trips
+
+
+def _record(job: str, at: datetime, outcome: str, attempt: int = 1) -> RunRecord:
+    return RunRecord(
+        job=job,
+        occurrence_id=Occurrence(job=job, scheduled_at=at).id,
+        outcome=outcome,  # type: ignore[arg-type]
+        trigger="schedule",
+        replica="beat-1",
+        started_at=at,
+        attempt=attempt,
+    )
+
+
+def test_records_written_without_summaries_are_counted_from_the_histories() -> None:
+    """Records of an earlier version keep no summary (a job that failed before the upgrade),
+    and an older worker's end does not raise the beat's ``enqueued`` (a rolling upgrade): the
+    count reads what the summaries cannot say from the histories, and mends them."""
+    store = MemoryStore()
+    jobs = {job.name: job for job in (_job(n, "10s") for n in range(3))}
+    due = NOW.replace(second=0)  # 30 s ago: the newest occurrence, its grace past
+    store.record_many([_record("tenant-0.sync", due, "failed")])
+    store.record_many([_record("tenant-1.sync", due, "enqueued")])
+    store.record_many([_record("tenant-2.sync", due, "enqueued")])
+    summaries = {
+        group: store.controls_of(group, ["tenant-1.sync", "tenant-2.sync"])
+        for group in run_summary.GROUPS
+    }
+    store.record_many([_record("tenant-1.sync", due, "completed")])  # by an older worker:
+    store.record_many([_record("tenant-2.sync", due, "failed")])
+    cleared = {group: dict.fromkeys(["tenant-0.sync"], None) for group in run_summary.GROUPS}
+    for group, held in summaries.items():  # ... its records raised no summary
+        cleared[group].update({k: held.get(k) for k in ("tenant-1.sync", "tenant-2.sync")})
+    store.write_controls(cleared)
+    counted = count(store, sorted(jobs), jobs.get, NOW)
+    assert counted.failing == {"tenant-0.sync", "tenant-2.sync"}
+    assert counted.late == set()
+    assert run_summary.parse(store.control(run_summary.ENDED, "tenant-0.sync") or "") is not None
+    assert counted == replace(count(store, sorted(jobs), jobs.get, NOW), at=counted.at)
+
+
+def test_a_forged_summary_leaves_out_its_job_and_counts_the_others() -> None:
+    store = MemoryStore()
+    jobs = {job.name: job for job in (_job(n, "10s") for n in range(3))}
+    due = NOW.replace(second=0) - timedelta(minutes=1)
+    store.record_many([_record(name, due, "failed") for name in jobs])
+    store.put_controls(run_summary.LATEST, {"tenant-1.sync": "999999999999999 1 00001 enqueued"})
+    store.put_controls(run_summary.ENDED, {"tenant-2.sync": "999999999999999 3 00001 failed"})
+    counted = count(store, sorted(jobs), jobs.get, NOW)
+    assert {"tenant-0.sync", "tenant-1.sync"} <= counted.failing
+    tally = Tally(every=3600)
+    assert tally.counted(None, store, lambda: sorted(jobs), jobs.get) is not None
+    assert tally.failure(None) is None

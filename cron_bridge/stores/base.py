@@ -49,7 +49,7 @@ from types import TracebackType
 from typing import ClassVar, Literal, Self
 
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
-from cron_bridge.plumbing import keys
+from cron_bridge.plumbing import inbound, keys
 from cron_bridge.stores import run_summary
 from cron_bridge.stores.records import CONTROLS_BYTES, CONTROLS_MAX, ReplicaInfo, RunRecord
 
@@ -378,11 +378,20 @@ class Store(ABC):
                 self.write_controls({group: greater})
 
     def _summarize(self, records: Sequence[RunRecord]) -> None:
-        """Raise the run summaries of ``records`` (for a store whose ``record_many`` cannot
-        do it in its own round trip)."""
+        """Raise the run summaries of ``records``, after they were written (for a store whose
+        ``record_many`` cannot do it in its own round trip). Never raises: the records are
+        written, and a summary not raised is mended by the job's next record (or read from
+        its history by the dashboard's count), so a failure here is logged, not given to the
+        writer, which would write the records again."""
         ceiling_ms = run_summary.ceiling(datetime.now(UTC))
         for group, values in run_summary.summaries(records).items():
-            self.raise_controls(group, values, ceiling_ms=ceiling_ms)
+            try:
+                self.raise_controls(group, values, ceiling_ms=ceiling_ms)
+            except Exception as exc:  # noqa: BLE001 - the records are written; see above
+                why = str(exc)[:300]
+                inbound.warn_once(
+                    log, "run-summary", group, why, "run summaries %s not updated: %s", group, why
+                )
 
     def notify(self, channel: str) -> None:  # noqa: B027 - a hook: stores without push poll
         """Tell the processes that ``listen`` on ``channel`` that something changed, at once

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cron_bridge.plumbing import inbound
+from cron_bridge.stores import run_summary
 from cron_bridge.stores.base import StoreStats
 from cron_bridge.stores.postgres_sql import CONTROLS, fetch
 from cron_bridge.stores.records import (
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
 __all__ = ["PostgresControls"]
 
 # An entry's shape and place (run_summary.order), read by the server: a value of another
-# shape is replaced before its digits are read (CASE keeps that order).
-_SHAPE = "^" + "[0-9]" * 15 + " [1-4] " + "[0-9]" * 5 + " "
+# shape (its outcome one an entry names) is replaced before its digits are read (CASE keeps
+# that order).
+_SHAPE = "^" + "[0-9]" * 15 + " [1-4] " + "[0-9]" * 5 + f" ({'|'.join(run_summary.OUTCOMES)})$"
 
 
 def _place(value: str) -> str:
@@ -115,11 +117,10 @@ class PostgresControls:
         ceiling_ms: int,
     ) -> None:
         """``raise_controls`` in the caller's transaction (``record_many``'s): one statement,
-        the order of ``run_summary.raised`` kept by the server, row by row."""
-        conn.execute(
-            self._sql(RAISE),
-            (group, list(values), list(values.values()), ceiling_ms),
-        )
+        the order of ``run_summary.raised`` kept by the server, row by row, the rows taken in
+        the order of their keys (two writers never wait for each other's)."""
+        keys = sorted(values)
+        conn.execute(self._sql(RAISE), (group, keys, [values[key] for key in keys], ceiling_ms))
 
     def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
         if not values:

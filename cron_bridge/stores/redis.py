@@ -64,6 +64,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 __all__ = ["RedisStore", "fence_key"]
 
 log = logging.getLogger(__name__)
+
+_OUTCOMES = json.dumps(run_summary.OUTCOMES)  # what a run summary's entry may name
 _ONE_MS = timedelta(milliseconds=1)
 
 
@@ -413,7 +415,15 @@ class RedisStore(RedisControls, Store):
                     client,
                     "record_many",
                     [*keys, *hashes],
-                    [self.history_limit, len(keys), *values, ceiling_ms, *entries],
+                    [
+                        self.history_limit,
+                        len(keys),
+                        *values,
+                        ceiling_ms,
+                        _OUTCOMES,
+                        run_summary.VALUE_MAX,
+                        *entries,
+                    ],
                 )
                 for key, kind in zip(skipped[::2], skipped[1::2], strict=True):
                     name = bytes(key).decode(errors="replace")

@@ -29,12 +29,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from cron_bridge.jobs import Occurrence
+from cron_bridge.plumbing import inbound
 from cron_bridge.stores.records import RunRecord
 
 __all__ = [
     "ENDED",
     "GROUPS",
     "LATEST",
+    "OUTCOMES",
     "VALUE_MAX",
     "Summary",
     "ceiling",
@@ -60,6 +62,7 @@ _RANK = {
     "aborted": 3,
     "completed": 4,
 }
+OUTCOMES = tuple(_RANK)  # what an entry may name after its place
 _ENDS = frozenset({"failed", "aborted", "completed"})
 _MS_DIGITS = 15
 _ATTEMPT_MAX = 99_999
@@ -94,17 +97,17 @@ def ceiling(now: datetime) -> int:
 
 
 def parse(text: str) -> Summary | None:
-    """An entry as ``value`` writes it, or None (another shape, from another program)."""
-    if len(text) > VALUE_MAX or order(text) is None:
+    """An entry as ``value`` writes it, or None: not an entry (``order``), or scheduled past
+    what a date can say (forged: read, it would stop whoever reads it)."""
+    place = order(text)
+    if place is None or place[0] > inbound.MAX_EPOCH_MS:
         return None
-    outcome = text[_PREFIX:]
-    if _RANK.get(outcome) is None or str(_RANK[outcome]) != text[16]:
-        return None
-    return Summary(int(text[:_MS_DIGITS]), int(text[18:23]), outcome)
+    return Summary(place[0], place[2], text[_PREFIX:])
 
 
 def summaries(records: Iterable[RunRecord]) -> dict[str, dict[str, str]]:
-    """The entries ``records`` raise, the greatest of the batch per job and group."""
+    """The entries ``records`` raise, the greatest of the batch per job and group, in the
+    order of the jobs' names (writers lock rows in one order: no deadlock between them)."""
     found: dict[str, dict[str, str]] = {LATEST: {}, ENDED: {}}
     for record in records:
         if record.outcome not in _RANK:
@@ -121,21 +124,23 @@ def summaries(records: Iterable[RunRecord]) -> dict[str, dict[str, str]]:
         for group in groups:
             if raised(found[group].get(record.job), entry, 10**_MS_DIGITS):
                 found[group][record.job] = entry
-    return {group: entries for group, entries in found.items() if entries}
+    return {group: dict(sorted(entries.items())) for group, entries in found.items() if entries}
 
 
 def order(text: str) -> tuple[int, int, int] | None:
     """An entry's place among a job's runs (scheduled, rank, attempt), or None when ``text``
-    does not begin as an entry does (the digits and spaces before the outcome): the order
-    every store keeps, on the server where it can."""
+    is not an entry: of another shape (the digits and spaces before the outcome), longer
+    than ``VALUE_MAX``, or naming no outcome an entry names. Every store keeps this order,
+    on the server where it can."""
     head = text[:_PREFIX]
     if not (
-        len(text) >= _PREFIX
+        _PREFIX < len(text) <= VALUE_MAX
         and head.isascii()
         and head[:_MS_DIGITS].isdigit()
         and head[16] in "1234"
         and head[18:23].isdigit()
         and head[_MS_DIGITS] == head[17] == head[23] == " "
+        and text[_PREFIX:] in _RANK
     ):
         return None
     return int(head[:_MS_DIGITS]), int(head[16]), int(head[18:23])

@@ -334,6 +334,23 @@ class SQLiteStore(SQLiteControls, Store):
         owners = self._run(work, write=False) if keys else {}
         return [owners.get(key) for key in keys]
 
+    def latest_runs(self, jobs: Sequence[str]) -> dict[str, RunRecord]:
+        wanted = list(dict.fromkeys(jobs))
+
+        def work(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
+            rows: list[tuple[object, ...]] = []
+            for start in range(0, len(wanted), _PARAMETERS):  # each job's newest, by the index
+                part = wanted[start : start + _PARAMETERS]
+                rows += conn.execute(
+                    f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE id IN (SELECT MAX(id)"
+                    f" FROM runs WHERE job IN ({','.join('?' * len(part))}) GROUP BY job)",
+                    part,
+                ).fetchall()
+            return rows
+
+        found = readable(self._run(work, write=False) if wanted else [], record_from_row, "runs")
+        return {record.job: record for record in found}
+
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         def work(conn: sqlite3.Connection) -> dict[str, datetime]:
             marks = ",".join("?" * len(jobs))

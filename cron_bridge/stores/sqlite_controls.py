@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from cron_bridge.plumbing import inbound
+from cron_bridge.stores import run_summary
 from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
@@ -32,7 +33,8 @@ SELECT key, CASE WHEN size <= :one_max AND used <= :max_bytes THEN value END, to
 
 
 # An entry's shape and place (run_summary.order), read by SQLite: a value of another shape
-# (or not text) is replaced before its digits are read (CASE keeps that order).
+# (its outcome one an entry names), or not text, is replaced before its digits are read (CASE
+# keeps that order).
 _SHAPE = "[0-9]" * 15 + " [1-4] " + "[0-9]" * 5 + " *"
 
 
@@ -43,10 +45,12 @@ def _place(value: str) -> str:
     )
 
 
+_OUTCOMES = ", ".join(f"'{outcome}'" for outcome in run_summary.OUTCOMES)
 _RAISE = (
     "INSERT INTO controls VALUES (?, ?, ?) ON CONFLICT (grp, key) DO UPDATE SET"
     " value = excluded.value WHERE CASE"
-    f" WHEN typeof(controls.value) <> 'text' OR controls.value NOT GLOB '{_SHAPE}' THEN 1"
+    f" WHEN typeof(controls.value) <> 'text' OR controls.value NOT GLOB '{_SHAPE}'"
+    f" OR substr(controls.value, 25) NOT IN ({_OUTCOMES}) THEN 1"
     " WHEN CAST(substr(controls.value, 1, 15) AS INTEGER) > ? THEN 1"
     f" ELSE {_place('controls.value')} < {_place('excluded.value')} END"
 )
@@ -56,7 +60,8 @@ def raise_on(
     conn: sqlite3.Connection, group: str, values: Mapping[str, str], ceiling_ms: int
 ) -> None:
     """``raise_controls`` in the caller's transaction (``record_many``'s)."""
-    conn.executemany(_RAISE, [(group, key, value, ceiling_ms) for key, value in values.items()])
+    rows = [(group, key, values[key], ceiling_ms) for key in sorted(values)]
+    conn.executemany(_RAISE, rows)
 
 
 class SQLiteControls:

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Occurrence
 from cron_bridge.plumbing.keys import began_key, lock_key
 from cron_bridge.stores import RunRecord, Store, run_summary, store_from_url
@@ -769,8 +770,8 @@ def test_each_jobs_newest_run_and_newest_end_are_kept_whatever_the_order(
     hostile entry (another shape, or a day ahead) is replaced, never kept."""
     store = kit.open()
     prefix = f"n{next(_examples)}."
-    left = {  # what another program left
-        f"{prefix}a.job": "garbage that is no entry",
+    left = {  # what another program left: the place of an entry, then a huge outcome
+        f"{prefix}a.job": "000000000000001 4 00001 " + "x" * 100_000,
         f"{prefix}b.job": run_summary.value(4 * 10**12, 1, "failed"),  # in 2096
     }
     for group in run_summary.GROUPS:
@@ -808,6 +809,7 @@ def test_a_raise_writes_only_what_is_newer_alike_on_every_store(kit: StoreKit) -
         "ahead": at(10**14, 1, "completed"),
         "garbage": "not an entry at all",
         "near-miss": "00000000000200x 4 00001 completed",
+        "no-outcome": "000000000002000 4 00009 finished",
     }
     offered = {key: at(2000, 2, "aborted" if key == "same-place" else "failed") for key in held}
     offered["absent"] = at(2000, 1, "enqueued")
@@ -817,6 +819,7 @@ def test_a_raise_writes_only_what_is_newer_alike_on_every_store(kit: StoreKit) -
         "ahead": offered["ahead"],
         "garbage": offered["garbage"],
         "near-miss": offered["near-miss"],
+        "no-outcome": offered["no-outcome"],
         "absent": offered["absent"],
     }
     for group, raise_ in (("here", store.raise_controls), ("steps", None)):
@@ -827,3 +830,21 @@ def test_a_raise_writes_only_what_is_newer_alike_on_every_store(kit: StoreKit) -
             Store.raise_controls(store, group, offered, ceiling_ms=10**13)
         assert store.controls(group) == expected, group
     store.raise_controls("here", {}, ceiling_ms=0)
+
+
+def test_a_summary_that_could_not_be_raised_never_fails_the_records_it_follows(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the summaries are raised after the records (NATS, a Redis Cluster), a failure
+    to raise them is logged, not raised: the writer would write the records again."""
+    store = kit.open()
+
+    def down(group: str, values: Any, *, ceiling_ms: int) -> None:
+        raise StoreUnavailable("the summary's node is down")
+
+    monkeypatch.setattr(store, "raise_controls", down)
+    for n in range(3):
+        store.record_many([run("blip.job", n)])
+    assert [r.occurrence_id for r in store.history("blip.job", 10)] == [
+        run("blip.job", n).occurrence_id for n in (2, 1, 0)
+    ]
