@@ -197,6 +197,17 @@ class CountingStore(MemoryStore):
         return found
 
 
+def polled(sync: StoredSync, now: float) -> tuple[dict[str, Any], set[str]] | None:
+    """``poll``, and once the full read it may have begun (on its thread) is done, ``poll``
+    again: what the two found."""
+    first = sync.poll(now)
+    assert sync.wait_read(30)
+    second = sync.poll(now)
+    changed = {**(first[0] if first else {}), **(second[0] if second else {})}
+    gone = (first[1] if first else set()) | (second[1] if second else set())
+    return (changed, gone) if changed or gone else None
+
+
 def test_a_change_costs_what_it_changes_not_a_read_of_every_schedule() -> None:
     """1,000 stored schedules: a look while nothing changed reads one feed entry; a change
     reads its feed entry and its one schedule; a record written past the feed is found by the
@@ -206,7 +217,8 @@ def test_a_change_costs_what_it_changes_not_a_read_of_every_schedule() -> None:
     for n in range(1000):
         schedules.add(f"tenant-{n}.report", every="1h", **RQ)
     sync = StoredSync(store)
-    changed, gone = sync.poll(0.0)  # type: ignore[misc]
+    assert sync.poll(0.0) is None  # the first read runs on a thread of its own
+    changed, gone = polled(sync, 0.0)  # type: ignore[misc]
     assert len(changed) == 1000 and gone == set() and sync.full_reads == 1
     store.read.clear()
     assert sync.poll(1.0) is None
@@ -230,7 +242,7 @@ def test_a_change_costs_what_it_changes_not_a_read_of_every_schedule() -> None:
         store.control("schedule", "tenant-9.report").replace("tenant-9", "tenant-8"),
     )  # type: ignore[union-attr]
     assert sync.poll(3.0) is None
-    changed, gone = sync.poll(3.0 + FULL_EVERY)  # type: ignore[misc]
+    changed, gone = polled(sync, 3.0 + FULL_EVERY)  # type: ignore[misc]
     assert set(changed) == {"tenant-8.report"} and sync.full_reads == 2
 
 
@@ -270,7 +282,7 @@ def test_more_schedules_than_a_control_group_holds_are_all_read_and_all_run() ->
             for n in range(count)
         },
     )
-    changed, gone = StoredSync(store).poll(0.0)  # type: ignore[misc]
+    changed, gone = polled(StoredSync(store), 0.0)  # type: ignore[misc]
     assert len(changed) == count and gone == set()
 
 
@@ -289,7 +301,7 @@ class FlakyStore(MemoryStore):
 def test_a_change_whose_schedule_read_failed_is_followed_at_the_next_look() -> None:
     store = FlakyStore()
     sync = StoredSync(store)
-    sync.poll(0.0)
+    polled(sync, 0.0)
     StoredSchedules(store).add("tenant-1.report", every="1h", **RQ)
     store.fail_next = True
     with pytest.raises(StoreUnavailable):
@@ -324,7 +336,7 @@ def _tenants(count: int, **extra: Any) -> list[dict[str, Any]]:
 def test_many_schedules_are_added_a_batch_a_round_trip_and_followed_by_the_replicas() -> None:
     store = MemoryStore()
     sync = StoredSync(store)
-    sync.poll(0.0)
+    polled(sync, 0.0)
     before = store.stats.round_trips
     specs = StoredSchedules(store).add_many(_tenants(12_000), by="signup")
     trips = store.stats.round_trips - before
@@ -431,3 +443,77 @@ def test_add_many_refuses_exactly_what_add_refuses_one_by_one(
         got = (exc.job, exc.option)
     assert got == expected
     assert (got is None) == bool(StoredSchedules(store).list())
+
+
+class SlowStore(MemoryStore):
+    """A memory store whose read of every stored schedule waits for ``go`` (a million
+    schedules take a minute), or fails while ``fails`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.fails: Exception | None = None
+
+    def controls(self, group: str, **bounds: int) -> dict[str, str]:
+        if group == "schedule":
+            assert self.go.wait(30)
+            if self.fails is not None:
+                raise self.fails
+        return super().controls(group, **bounds)
+
+
+def test_every_schedule_is_read_beside_the_loop_and_a_failed_read_is_said_by_each_look() -> None:
+    """The full read runs on a thread of its own: a look meanwhile returns at once, and what
+    changed through the feed while it read is applied on top of it. A read that failed is
+    raised by the next look, and by every look until a read works."""
+    store = SlowStore()
+    schedules = StoredSchedules(store)
+    for n in range(5):
+        schedules.add(f"tenant-{n}.report", every="1h", **RQ)
+    sync = StoredSync(store)
+    assert sync.poll(0.0) is None  # the read waits; the look does not
+    assert sync.poll(1.0) is None and sync.full_reads == 0
+    store.go.set()
+    assert sync.wait_read(30)
+    schedules.update("tenant-3.report", every="2h")  # after the read's head: followed
+    changed, gone = sync.poll(2.0)  # type: ignore[misc]
+    assert set(changed) == {f"tenant-{n}.report" for n in range(5)} and gone == set()
+    assert changed["tenant-3.report"].schedule.describe() == "every 2h"
+    store.fails = StoreUnavailable("connection reset")
+    store.go.clear()
+    assert sync.poll(2.0 + FULL_EVERY) is None  # a safety net begun; the feed followed
+    store.go.set()
+    assert sync.wait_read(30)
+    for now in (3.0 + FULL_EVERY, 4.0 + FULL_EVERY):
+        with pytest.raises(StoreUnavailable):
+            sync.poll(now)
+        assert sync.wait_read(30)
+    store.fails = None
+    with pytest.raises(StoreUnavailable):  # the read the last look began failed too
+        sync.poll(5.0 + FULL_EVERY)
+    assert sync.wait_read(30)
+    assert sync.poll(6.0 + FULL_EVERY) is None  # read again, nothing changed
+    assert sync.full_reads == 2 and len(sync.jobs) == 5
+
+
+def test_the_texts_tenants_share_are_held_once_whatever_the_number_of_schedules() -> None:
+    """A replica holding a million stored schedules keeps one copy of each cron expression,
+    zone, task and queue they share, and of each name (its record's key), not one per
+    schedule."""
+    store = MemoryStore()
+    StoredSchedules(store).add_many(
+        [
+            {"name": f"tenant-{n}.report", **RQ, "cron": "0 3 * * *", "tz": "Europe/Warsaw"}
+            for n in range(3)
+        ],
+        by="signup",
+    )
+    store.put_controls("schedule", dict(store.controls("schedule")))  # texts read anew
+    specs = list(StoredSchedules(store).each())
+    assert len(specs) == 3
+    for field in ("library", "task", "queue"):
+        assert len({id(getattr(spec, field)) for spec in specs}) == 1, field
+    for option in ("cron", "tz"):
+        assert len({id(spec.options[option]) for spec in specs}) == 1, option
+    jobs = [spec.job() for spec in specs]
+    assert len({id(job.schedule.expr) for job in jobs}) == 1  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ tasks a stored schedule may name (``check_storable``), before anything is writte
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
@@ -43,6 +44,16 @@ SPEC_MAX = 64 * 1024  # bytes of JSON per schedule
 MIN_EVERY = timedelta(seconds=1)
 
 
+_SHARED = frozenset({"library", "task", "queue"})
+_INTERNED_MAX = 256  # longer texts are a tenant's own: not kept in the interpreter's table
+
+
+def _interned(value: Any) -> Any:
+    if isinstance(value, str) and len(value) <= _INTERNED_MAX:
+        return sys.intern(value)
+    return value
+
+
 @dataclass(frozen=True, kw_only=True)
 class ScheduleEntry:
     """One stored schedule: which task, on which library and queue, when, with what."""
@@ -62,9 +73,15 @@ class ScheduleEntry:
 
     @classmethod
     def from_json(cls, data: object) -> ScheduleEntry:
+        """The spec a record's JSON holds. Its texts that many schedules share (library,
+        task, queue, and the options' texts: a cron expression, a zone) are interned: a
+        replica holding a million stored schedules keeps one copy of each."""
         if not isinstance(data, dict):
             raise ValueError("a stored schedule is a JSON object")
-        return cls(**data)
+        shared = {k: _interned(v) if k in _SHARED else v for k, v in data.items()}
+        if isinstance(shared.get("options"), dict):
+            shared["options"] = {k: _interned(v) for k, v in shared["options"].items()}
+        return cls(**shared)
 
     def job(self, *, worker: bool = False) -> Job:
         """The job: as the beat enqueues it (to the library's stored-schedule task, which

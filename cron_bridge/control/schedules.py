@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
@@ -354,13 +355,18 @@ class StoredSchedules:
 
     def list(self) -> dict[str, ScheduleEntry]:
         """Every stored schedule that can be read (an unreadable one is logged and left out)."""
-        found = {}
+        return {spec.name: spec for spec in self.each()}
+
+    def each(self) -> Iterator[ScheduleEntry]:
+        """Every stored schedule that can be read, one at a time: what a replica makes of
+        each is kept, the spec and its text need not be (a million of them at once would be
+        gigabytes)."""
         read = self.store.controls(GROUP, most=SCHEDULES_MOST, max_bytes=SCHEDULES_BYTES)
-        for name, raw in read.items():
+        while read:
+            name, raw = read.popitem()
             spec = _read(name, raw)
             if spec is not None:
-                found[name] = spec
-        return found
+                yield spec
 
     def _write(
         self,
@@ -414,6 +420,7 @@ def _read(name: str, raw: str) -> ScheduleEntry | None:
         spec = ScheduleEntry.from_json(inbound.loads(raw, max_bytes=SPEC_MAX))
         if spec.name != name:
             raise ValueError(f"it is kept under another name, {spec.name!r:.200}")
+        spec = replace(spec, name=name)  # the key's text: one copy of the name, not two
     except (TypeError, ValueError) as exc:
         inbound.warn_once(
             log,

@@ -445,6 +445,8 @@ def read_everything(store: Store, jobs: list[Job], app: Callable[..., Any], url:
     pauses.current(1.0)
     sync = StoredSync(store)
     sync.poll(time.monotonic())
+    assert sync.wait_read(60)
+    sync.poll(time.monotonic())
     sync._seen = 0  # follow the feed from its first entry, as a replica that saw none
     sync.poll(time.monotonic() + 1)
     feed_head(store)
