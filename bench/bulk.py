@@ -1,9 +1,12 @@
-"""Bulk writes of stored schedules: 100,000 tenants added with ``StoredSchedules.add_many``.
+"""Bulk writes of stored schedules: 100,000 tenants added with ``StoredSchedules.add_many``,
+then changed with ``update_many`` and removed with ``remove_many``.
 
 On a Redis and a PostgreSQL store on loopback, the tenants (each its own cron and
 arguments, on one task: a signup service's) are added in one call; reported: the seconds
 it took, of which checking them, the store round trips, and a replica's full read
-afterwards (every schedule, as a beat starting reads them).
+afterwards (every schedule, as a beat starting reads them). Then every one of them is changed
+(another zone and queue) in one call, and removed in one more: the seconds and round trips
+of each.
 
     make bench 'BENCH_ARGS=--only bulk'
 """
@@ -16,6 +19,7 @@ import time
 import uuid
 from typing import Any
 
+from cron_bridge.control.bulk import checked_adds
 from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.stores import store_from_url
 from tests.servers import PostgresServer, RedisServer
@@ -45,7 +49,7 @@ def bulk(kind: str, url: str, count: int = COUNT) -> dict[str, Any]:
         schedules = StoredSchedules(store)
         entries = _tenants(count)
         started = time.perf_counter()
-        schedules._checked_many(entries)
+        checked_adds(entries)
         checked_s = time.perf_counter() - started
         before = store.stats.round_trips
         started = time.perf_counter()
@@ -55,6 +59,20 @@ def bulk(kind: str, url: str, count: int = COUNT) -> dict[str, Any]:
         started = time.perf_counter()
         read = len(schedules.list())
         read_s = time.perf_counter() - started
+        changes = [
+            {"name": entry["name"], "tz": "America/New_York", "queue": "reports-2"}
+            for entry in entries
+        ]
+        before = store.stats.round_trips
+        started = time.perf_counter()
+        updated = len(schedules.update_many(changes, by="bench"))
+        updated_s = time.perf_counter() - started
+        update_trips = store.stats.round_trips - before
+        before = store.stats.round_trips
+        started = time.perf_counter()
+        gone = schedules.remove_many([entry["name"] for entry in entries], by="bench")
+        removed_s = time.perf_counter() - started
+        remove_trips = store.stats.round_trips - before
         return {
             "store": kind,
             "schedules": count,
@@ -63,6 +81,13 @@ def bulk(kind: str, url: str, count: int = COUNT) -> dict[str, Any]:
             "round_trips": trips,
             "read_back": read,
             "full_read_s": round(read_s, 2),
+            "updated": updated,
+            "update_many_s": round(updated_s, 2),
+            "update_round_trips": update_trips,
+            "removed": sum(spec is not None for spec in gone.values()),
+            "remove_many_s": round(removed_s, 2),
+            "remove_round_trips": remove_trips,
+            "left": len(schedules.names()),
         }
     finally:
         store.close()

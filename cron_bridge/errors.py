@@ -38,6 +38,9 @@ class ConfigError(CronBridgeError, ValueError):
         job: the job the declaration is for, when there is one.
         option: the option that is wrong.
         value: the value given for it.
+        entry: the entry of a batch it is about, counted from 0 (``StoredSchedules.add_many``,
+            ``update_many`` and ``remove_many`` say it; the command line and the API name its
+            line).
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class ConfigError(CronBridgeError, ValueError):
         self.job = job
         self.option = option
         self.value = value
+        self.entry: int | None = None
         parts = []
         if job is not None:
             parts.append(f"job {job!r}")

@@ -1,15 +1,17 @@
-"""``cron-bridge schedule add|add-many|update|remove|list``: stored schedules from the command
-line."""
+"""``cron-bridge schedule add|add-many|update|update-many|remove|remove-many|list``: stored
+schedules from the command line."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import click
 
 from cron_bridge.cli.common import (
+    fail,
     load_app,
     one_line_errors,
     open_store,
@@ -18,6 +20,7 @@ from cron_bridge.cli.common import (
     store_option,
 )
 from cron_bridge.control import pause as control
+from cron_bridge.control.bulk import json_lines, line_of
 from cron_bridge.control.schedules import LIBRARIES, SPEC_MAX, ScheduleEntry, StoredSchedules
 from cron_bridge.errors import ConfigError
 from cron_bridge.options import OPTIONS, WHEN, Option, shown
@@ -186,10 +189,6 @@ def update(
     _echo(spec)
 
 
-LINE_MAX = 2 * SPEC_MAX  # bytes of one line of an add-many file
-LINES_MAX = 1_000_000
-
-
 @schedule.command("add-many")
 @click.argument("source", type=click.File("rb"))
 @_app
@@ -200,48 +199,70 @@ def add_many(source: Any, app: tuple[str, ...], store: str | None) -> None:
     "at", ...}). Every line is checked before anything is written; then they are written a
     few thousand at a time, each batch whole or not at all. Prints how many were added."""
     with one_line_errors():
-        entries = _lines(source)
+        lines = json_lines(source.readline)
         if app:
             load_app(app)
-        opened = open_store(store)
-        try:
-            added = StoredSchedules(opened).add_many(entries, by=control.cli_actor())
-        finally:
-            opened.close()
+        with _lines_named(lines), _opened(store) as schedules:
+            added = schedules.add_many([e for _, e in lines], by=control.cli_actor())
     click.echo(json.dumps({"added": len(added)}))
 
 
-def _lines(source: Any) -> list[dict[str, Any]]:
-    """The objects of a JSON lines file, each line bounded; a bad one is a one-line error
-    naming its line."""
-    entries: list[dict[str, Any]] = []
-    for number, line in enumerate(iter(lambda: source.readline(LINE_MAX + 1), b""), start=1):
-        if len(line) > LINE_MAX:
-            raise ConfigError(
-                f"a line is at most {LINE_MAX} bytes", job=f"line {number}", option="line"
-            )
-        if not line.strip():
-            continue
-        if len(entries) >= LINES_MAX:
-            raise ConfigError(f"at most {LINES_MAX} schedules at once", option="source")
-        try:
-            entry = inbound.loads(line, max_bytes=LINE_MAX)
-        except ValueError as exc:
-            raise ConfigError(
-                f"not JSON ({exc})",
-                job=f"line {number}",
-                option="line",
-                value=line[:80].decode(errors="replace"),
-            ) from None
-        if not isinstance(entry, dict):
-            raise ConfigError(
-                "expected a JSON object",
-                job=f"line {number}",
-                option="line",
-                value=line[:80].decode(errors="replace"),
-            )
-        entries.append(entry)
-    return entries
+@schedule.command("update-many")
+@click.argument("source", type=click.File("rb"))
+@_app
+@store_option
+def update_many(source: Any, app: tuple[str, ...], store: str | None) -> None:
+    """Change many stored schedules from SOURCE, a JSON lines file (``-``: standard input):
+    one object per line, the schedule's "name" and the fields to change, as the API's PATCH
+    takes them (null drops an option). Every line is checked as update checks it (the
+    schedule must exist) before anything is written; then they are written a few thousand
+    at a time. Prints how many were updated."""
+    with one_line_errors():
+        lines = json_lines(source.readline)
+        if app:
+            load_app(app)
+        with _lines_named(lines), _opened(store) as schedules:
+            updated = schedules.update_many([e for _, e in lines], by=control.cli_actor())
+    click.echo(json.dumps({"updated": len(updated)}))
+
+
+@schedule.command("remove-many")
+@click.argument("source", type=click.File("rb"))
+@store_option
+def remove_many(source: Any, store: str | None) -> None:
+    """Stop many stored schedules on every replica, from SOURCE, a JSON lines file (``-``:
+    standard input): one object per line with the schedule's "name" (other fields are not
+    read, so an add-many file removes what it added). Prints how many were removed and the
+    names that were not stored."""
+    with one_line_errors():
+        lines = json_lines(source.readline)
+        names: list[Any] = [entry.get("name") for _, entry in lines]  # checked by remove_many
+        with _lines_named(lines), _opened(store) as schedules:
+            gone = schedules.remove_many(names, by=control.cli_actor())
+    missing = [name for name, spec in gone.items() if spec is None]
+    click.echo(json.dumps({"removed": len(gone) - len(missing), "missing": missing}))
+
+
+@contextmanager
+def _opened(url: str | None) -> Iterator[StoredSchedules]:
+    """The stored schedules of the store at ``url``, closed after."""
+    opened = open_store(url)
+    try:
+        yield StoredSchedules(opened)
+    finally:
+        opened.close()
+
+
+@contextmanager
+def _lines_named(lines: Sequence[tuple[int, Any]]) -> Iterator[None]:
+    """A refusal of an entry within, one line on stderr naming the entry's line (exit 2)."""
+    try:
+        yield
+    except ConfigError as exc:
+        line = line_of(exc, [number for number, _ in lines])
+        if line is None:
+            raise
+        fail(f"line {line}: {exc}")
 
 
 @schedule.command("remove")

@@ -29,10 +29,12 @@ __all__ = [
     "StoredChanges",
     "as_stored",
     "backoff_json",
+    "changed",
     "check_own",
     "check_storable",
     "shared_key",
     "spec_from",
+    "stored_json",
     "summary",
 ]
 
@@ -257,6 +259,33 @@ def as_stored(options: Mapping[str, Any], name: str) -> dict[str, Any]:
     return stored
 
 
+def changed(current: ScheduleEntry, changes: Mapping[str, Any]) -> ScheduleEntry:
+    """The schedule ``update`` would store (not checked yet): ``current`` with ``changes``,
+    its own fields (task, library, args, kwargs, queue, backoff) replaced and its options
+    merged, an option given as None dropped, and a new ``cron``, ``every`` or ``at``
+    replacing whichever of them it had."""
+    name = current.name
+    fields: dict[str, Any] = {k: v for k, v in changes.items() if k in _OWN}
+    if "backoff" in fields:
+        fields["backoff"] = backoff_json(fields["backoff"])
+    options = dict(current.options)
+    for key, value in as_stored(changes, name).items():
+        if key in fields:
+            continue
+        if key in _KINDS and value is not None:
+            for other in _KINDS:
+                options.pop(other, None)
+        if value is None:
+            options.pop(key, None)
+        else:
+            options[key] = value
+    return ScheduleEntry(**{**current.to_json(), **fields, "options": options})
+
+
+_OWN = ("task", "library", "args", "kwargs", "queue", "backoff")  # fields, not options
+_KINDS = ("cron", "every", "at")  # a schedule has one of them
+
+
 def spec_from(
     name: str,
     *,
@@ -297,7 +326,13 @@ def shared_key(spec: ScheduleEntry) -> str | None:
 def check_own(spec: ScheduleEntry) -> None:
     """The checks of ``ScheduleEntry.job`` that depend on the name and the arguments: of an
     entry whose task and options were checked with another name, and whose arguments are
-    JSON (the whole spec was)."""
+    JSON (the whole spec was). In the order ``job`` makes them (the arguments' types, then
+    the name, which ``declare`` checks), so that an entry wrong in both is refused for the
+    same option either way."""
+    for option, kind, said in (("args", list, "a JSON list"), ("kwargs", dict, "a JSON object")):
+        value = getattr(spec, option)
+        if not isinstance(value, kind):
+            raise ConfigError(f"expected {said}", job=spec.name, option=option, value=value)
     if not isinstance(spec.name, str) or not NAME_PATTERN.fullmatch(spec.name):
         raise ConfigError(
             "a name is [A-Za-z0-9][A-Za-z0-9._-]{0,199}",
@@ -305,10 +340,6 @@ def check_own(spec: ScheduleEntry) -> None:
             option="name",
             value=spec.name,
         )
-    for option, kind, said in (("args", list, "a JSON list"), ("kwargs", dict, "a JSON object")):
-        value = getattr(spec, option)
-        if not isinstance(value, kind):
-            raise ConfigError(f"expected {said}", job=spec.name, option=option, value=value)
 
 
 def backoff_json(backoff: Backoff | dict[str, Any] | None) -> dict[str, Any] | None:
@@ -316,6 +347,25 @@ def backoff_json(backoff: Backoff | dict[str, Any] | None) -> dict[str, Any] | N
     if isinstance(backoff, Backoff):
         return {"kind": backoff.kind, "base": backoff.base, "max": backoff.max}
     return backoff
+
+
+def stored_json(spec: ScheduleEntry, raw: str | None = None) -> str:
+    """``spec`` as stored (``raw``, when made already): its JSON, at most ``SPEC_MAX`` bytes.
+
+    Raises:
+        ConfigError: larger, naming ``kwargs`` (where the bytes are).
+        TypeError, ValueError: not JSON (``ScheduleEntry.job`` refuses it first).
+    """
+    if raw is None:
+        raw = json.dumps(spec.to_json(), allow_nan=False)
+    if len(raw.encode()) > SPEC_MAX:
+        raise ConfigError(
+            f"a stored schedule is at most {SPEC_MAX} bytes of JSON",
+            job=spec.name,
+            option="kwargs",
+            value=len(raw),
+        )
+    return raw
 
 
 def summary(spec: ScheduleEntry) -> str:

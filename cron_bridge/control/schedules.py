@@ -8,6 +8,10 @@ anything is written). Every change is also announced in the schedules' change fe
 followed within about a second, and an occurrence already claimed under the old spec is not
 affected (the claim key is the job and the scheduled time, whatever the spec).
 
+Many are added, changed and removed at once with ``add_many``, ``update_many`` and
+``remove_many``: every entry checked as one would be (``control.bulk``) before anything is
+written, then written a few thousand a round trip.
+
 The beat enqueues a stored schedule's occurrences to its queue library's *stored-schedule
 task* (the adapter's ``stored_task``: ``cron_bridge_rq.stored.run_stored``,
 ``cron_bridge.stored`` for Celery, ``cron_bridge_stored`` for Dramatiq), which reads the spec
@@ -19,23 +23,29 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
 from cron_bridge.control import pause as control
+from cron_bridge.control.bulk import (
+    BULK,
+    checked_adds,
+    checked_names,
+    checked_updates,
+    stored_only,
+)
 from cron_bridge.control.feed import Feed
 from cron_bridge.control.schedule_spec import (
     LIBRARIES,
     SPEC_MAX,
     ScheduleEntry,
     StoredChanges,
-    as_stored,
-    backoff_json,
-    check_own,
+    changed,
     check_storable,
-    shared_key,
     spec_from,
+    stored_json,
     summary,
 )
 from cron_bridge.errors import ConfigError, StoreUnavailable
@@ -45,6 +55,7 @@ from cron_bridge.plumbing import inbound
 from cron_bridge.stores.base import Store
 
 __all__ = [
+    "BULK",
     "FEED",
     "FEED_GROUP",
     "LIBRARIES",
@@ -65,7 +76,6 @@ FULL_EVERY_MINUTES = 10  # how often replicas read every schedule (cron_bridge.b
 # tenant's is a few hundred bytes); one past the bytes is read unreadable, and warned about.
 SCHEDULES_MOST = 1_000_000
 SCHEDULES_BYTES = 512 * 1024 * 1024
-BULK = 5_000  # schedules written in one round trip by add_many
 
 
 class StoredSchedules:
@@ -151,101 +161,106 @@ class StoredSchedules:
         its change logs in one more and its feed entries in one or two.
 
         Raises:
-            ConfigError: a bad entry, naming it, the option and the value, or two entries
-                of one name (nothing is written); or a batch with a name already stored
-                (that batch and the ones after it are not written: the message says how
-                many were).
+            ConfigError: a bad entry, naming it (``entry``), the option and the value, or two
+                entries of one name (nothing is written); or a batch with a name already
+                stored (that batch and the ones after it are not written: the message says
+                how many were).
             StoreUnavailable: the store could not be reached (the batches before are
                 written: the message says how many).
         """
-        checked = self._checked_many(entries)
+        checked = checked_adds(entries)
         specs = [spec for spec, _ in checked]
         added = 0
         for start in range(0, len(checked), BULK):
-            batch = specs[start : start + BULK]
-            raws = {spec.name: raw for spec, raw in checked[start : start + BULK]}
-            try:
-                taken = self.store.add_controls(GROUP, raws)
-            except StoreUnavailable as exc:
-                raise StoreUnavailable(
-                    f"{exc} ({added} of {len(specs)} schedule(s) added before it)"
-                ) from exc
+            batch = checked[start : start + BULK]
+            with _counted(added, len(specs), "added"):
+                taken = self.store.add_controls(GROUP, {spec.name: raw for spec, raw in batch})
             if taken:
-                raise ConfigError(
+                error = ConfigError(
                     f"stored schedules of these names exist; update them ({added} of "
                     f"{len(specs)} added before this batch of {len(batch)}, which is not)",
                     job=taken[0],
                     option="name",
                     value=", ".join(taken[:5]) + (", ..." if len(taken) > 5 else ""),
                 )
+                at = {spec.name: index for index, (spec, _) in enumerate(batch, start)}
+                error.entry = at.get(taken[0])
+                raise error
             self._logged_and_announced(
-                {spec.name: summary(spec) for spec in batch}, by=by, action="schedule added"
+                {spec.name: summary(spec) for spec, _ in batch}, by=by, action="schedule added"
             )
             added += len(batch)
         return specs
 
-    def _checked_many(
-        self, entries: Iterable[Mapping[str, Any]]
-    ) -> list[tuple[ScheduleEntry, str]]:
-        """Each entry as ``add`` would store it, checked as ``add`` checks it. The options
-        of a task are checked once for the entries that share them (a thousand tenants on
-        one cron and task): what depends on the name, the arguments and the size is checked
-        for each. Each with its JSON, as stored."""
-        specs: list[tuple[ScheduleEntry, str]] = []
-        names: set[str] = set()
-        checked: set[str] = set()
-        for index, entry in enumerate(entries):
-            if not isinstance(entry, Mapping):
-                raise ConfigError(
-                    "expected a schedule: an object with name, task and library",
-                    job=f"entry {index + 1}",
-                    option="entry",
-                    value=str(entry)[:80],
-                )
-            fields = dict(entry)
-            name = fields.pop("name", None)
-            try:
-                spec = spec_from(name, **fields)
-            except TypeError as exc:  # a missing task or library, an unknown field
-                raise ConfigError(
-                    f"expected name, task, library and the options of add ({exc})",
-                    job=str(name) if name is not None else f"entry {index + 1}",
-                    option="entry",
-                    value=sorted(entry)[:10],
-                ) from None
-            shared = shared_key(spec)
-            try:
-                raw: str | None = json.dumps(spec.to_json(), allow_nan=False)
-            except (TypeError, ValueError):  # the arguments: spec.job() names which
-                raw = None
-            if shared is not None and shared in checked and raw is not None:
-                check_own(spec)  # what else spec.job() checks depends on these alone
-            else:
-                spec.job()
-                check_storable(spec)
-                if shared is not None:
-                    checked.add(shared)
-            if spec.name in names:
-                raise ConfigError(
-                    "two entries of one name", job=spec.name, option="name", value=spec.name
-                )
-            names.add(spec.name)
-            specs.append((spec, self._raw(spec, raw)))  # its size, before anything is written
-        return specs
+    def update_many(
+        self, changes: Iterable[Mapping[str, Any]], *, by: str = "python"
+    ) -> list[ScheduleEntry]:
+        """Change many stored schedules at once. Each entry is a mapping of the schedule's
+        ``name`` and the fields to change, as ``update`` takes them (an option given as None
+        is dropped). Every entry is checked as ``update`` checks it (the schedule must exist;
+        a new task is asked of the allow-list) before anything is written, reading ``BULK``
+        schedules a round trip; then ``BULK`` of them are written at a time, each batch in one
+        round trip (``write_controls`` of one group: one transaction on PostgreSQL and SQLite,
+        one ``HSET`` on Redis; on NATS record by record), its change logs in one more and its
+        feed entries in one or two. As with ``update``, reading and writing are two steps: a
+        schedule removed by someone else between them is written again.
 
-    def _raw(self, spec: ScheduleEntry, raw: str | None = None) -> str:
-        """``spec`` as stored (``raw``, when made already), at most ``SPEC_MAX`` bytes of
-        JSON."""
-        if raw is None:
-            raw = json.dumps(spec.to_json(), allow_nan=False)
-        if len(raw.encode()) > SPEC_MAX:
-            raise ConfigError(
-                f"a stored schedule is at most {SPEC_MAX} bytes of JSON",
-                job=spec.name,
-                option="kwargs",
-                value=len(raw),
+        Returns:
+            The schedules as stored now, in the order given.
+
+        Raises:
+            ConfigError: a bad entry, naming it (``entry``), the option and the value; a name
+                that is not stored; or two entries of one name (nothing is written).
+            StoreUnavailable: the store could not be reached (the batches before are
+                written: the message says how many).
+        """
+        checked = checked_updates(changes, self.get_many)
+        updated = 0
+        for start in range(0, len(checked), BULK):
+            batch = checked[start : start + BULK]
+            with _counted(updated, len(checked), "updated"):
+                self.store.write_controls({GROUP: {spec.name: raw for spec, raw, _ in batch}})
+            self._logged_and_announced(
+                {spec.name: said for spec, _, said in batch}, by=by, action="schedule updated"
             )
-        return raw
+            updated += len(batch)
+        return [spec for spec, _, _ in checked]
+
+    def remove_many(
+        self, names: Iterable[str], *, by: str = "python"
+    ) -> dict[str, ScheduleEntry | None]:
+        """Stop running many stored schedules on every replica. A name that is not stored
+        (or whose schedule cannot be read) is left as ``remove`` leaves it, and said (None); a
+        name given twice is removed once. ``BULK`` names at a time: their schedules read in
+        one round trip, deleted in one more (one transaction on PostgreSQL and SQLite, one
+        ``HDEL`` on Redis; on NATS record by record), their change logs in one more and their
+        feed entries in one or two.
+
+        Returns:
+            Each name given, once, in order: the schedule removed, or None when there was none.
+
+        Raises:
+            ConfigError: a name that is not text, naming its entry (nothing is removed).
+            StoreUnavailable: the store could not be reached (the batches before are
+                removed: the message says how many).
+        """
+        wanted = checked_names(names)
+        removed: dict[str, ScheduleEntry | None] = dict.fromkeys(wanted)
+        done = 0
+        for start in range(0, len(wanted), BULK):
+            found = self.get_many(stored_only(wanted[start : start + BULK]))
+            if not found:
+                continue
+            with _counted(done, len(wanted), "removed"):
+                self.store.write_controls({GROUP: dict.fromkeys(found)})
+            self._logged_and_announced(
+                {name: summary(spec) for name, spec in found.items()},
+                by=by,
+                action="schedule removed",
+            )
+            removed.update(found)
+            done += len(found)
+        return removed
 
     def _logged_and_announced(self, summaries: Mapping[str, str], *, by: str, action: str) -> None:
         """Each schedule's change log gets its entry, in one write, and the feed names them
@@ -292,25 +307,7 @@ class StoredSchedules:
             raise ConfigError(
                 "no stored schedule of this name", job=name, option="name", value=name
             )
-        fields: dict[str, Any] = {
-            k: v
-            for k, v in changes.items()
-            if k in ("task", "library", "args", "kwargs", "queue", "backoff")
-        }
-        if "backoff" in fields:
-            fields["backoff"] = backoff_json(fields["backoff"])
-        options = dict(current.options)
-        for key, value in as_stored(changes, name).items():
-            if key in fields:
-                continue
-            if key in ("cron", "every", "at") and value is not None:
-                for other in ("cron", "every", "at"):
-                    options.pop(other, None)
-            if value is None:
-                options.pop(key, None)
-            else:
-                options[key] = value
-        spec = ScheduleEntry(**{**current.to_json(), **fields, "options": options})
+        spec = changed(current, changes)
         spec.job()
         if (spec.library, spec.task) != (current.library, current.task):
             check_storable(spec)  # a new name is checked as when added
@@ -379,14 +376,7 @@ class StoredSchedules:
     ) -> None:
         """Write ``spec``; with ``create``, only if no schedule has its name (of two
         concurrent adds one wins, the other is told)."""
-        raw = json.dumps(spec.to_json(), allow_nan=False)
-        if len(raw.encode()) > SPEC_MAX:
-            raise ConfigError(
-                f"a stored schedule is at most {SPEC_MAX} bytes of JSON",
-                job=spec.name,
-                option="kwargs",
-                value=len(raw),
-            )
+        raw = stored_json(spec)
         if not create:
             self.store.put_control(GROUP, spec.name, raw)
         elif not self.store.add_control(GROUP, spec.name, raw):
@@ -411,6 +401,16 @@ class StoredSchedules:
                 exc,
                 FULL_EVERY_MINUTES,
             )
+
+
+@contextmanager
+def _counted(done: int, total: int, verb: str) -> Iterator[None]:
+    """A store failure within, saying how many of the ``total`` schedules were ``verb``
+    (written) before it."""
+    try:
+        yield
+    except StoreUnavailable as exc:
+        raise StoreUnavailable(f"{exc} ({done} of {total} schedule(s) {verb} before it)") from exc
 
 
 def _read(name: str, raw: str) -> ScheduleEntry | None:

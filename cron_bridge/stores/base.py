@@ -325,7 +325,11 @@ class Store(ABC):
     def write_controls(self, writes: Mapping[str, Mapping[str, str | None]]) -> None:
         """Set (or, with None, delete) control records of several groups, ``{group: {key:
         value}}``: in one round trip where the store can (the change logs of a batch of
-        stored schedules), not necessarily at once.
+        stored schedules), not necessarily at once. Where the store has transactions, what
+        it sets in one group is set at once and what it deletes is deleted at once (memory,
+        SQLite, PostgreSQL: one transaction; Redis: one ``HSET`` and one ``HDEL`` per group):
+        a batch of stored schedules is written whole or not at all. This default, for a
+        store without them, writes record by record.
 
         Raises:
             StoreUnavailable: the store could not be reached (some may be written).

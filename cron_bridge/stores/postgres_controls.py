@@ -89,7 +89,7 @@ class PostgresControls:
         upsert = self._sql(
             "INSERT INTO {controls} (grp, key, value) SELECT * FROM"
             " unnest(%s::text[], %s::text[], %s::text[])"
-            " ON CONFLICT (grp, key) DO UPDATE SET value = EXCLUDED.value"
+            " ON CONFLICT (grp, key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()"
         )
         delete = self._sql(
             "DELETE FROM {controls} c USING unnest(%s::text[], %s::text[]) AS d(g, k)"

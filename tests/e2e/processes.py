@@ -35,13 +35,20 @@ def command_env(journal: Path | None = None, **extra: str) -> dict[str, str]:
 
 
 def cli(
-    *args: str, env: dict[str, str], cwd: Path, timeout: float = 60, python: str = sys.executable
+    *args: str,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float = 60,
+    python: str = sys.executable,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``cron-bridge ARGS`` to completion (under ``python``: another venv's, for a floor)."""
+    """Run ``cron-bridge ARGS`` to completion (under ``python``: another venv's, for a floor),
+    with ``stdin`` on its standard input."""
     return subprocess.run(
         [python, "-m", "cron_bridge", *args],
         env=env,
         cwd=cwd,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,

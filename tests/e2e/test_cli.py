@@ -13,6 +13,7 @@ import pytest
 from cron_bridge.control import pause as control
 from cron_bridge.stores import RunRecord, store_from_url
 from tests.e2e.processes import BeatProcess, cli, command_env
+from tests.servers import free_port
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -313,6 +314,69 @@ def test_schedule_add_many_adds_a_json_lines_file_or_nothing(
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     done = cli("schedule", "list", "--json", env=env, cwd=tmp_path)
     assert len(json.loads(done.stdout)) == 6_000  # nothing more was written
+
+
+def test_schedule_update_many_and_remove_many_read_json_lines_or_change_nothing(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """``schedule update-many`` and ``remove-many``: 6,000 tenants changed from a JSON lines
+    file and 5,000 removed from standard input, in batches; a bad line, a schedule that is
+    not stored, a refused task, two lines of one name, an unreachable store: one line
+    naming the line, exit 2, and nothing changed."""
+    env = {**env, "CRON_BRIDGE_STORED_TASKS": "proj.*"}
+
+    def lines(name: str, entries: list[dict[str, object]]) -> str:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(entry) + "\n" for entry in entries) + "\n")
+        return str(path)
+
+    names = [f"tenant-{n}.report" for n in range(6_000)]
+    tenants = [
+        {"name": n, "library": "rq", "task": "proj.reports.report", "every": "1h"} for n in names
+    ]
+    done = cli("schedule", "add-many", lines("tenants.jsonl", tenants), env=env, cwd=tmp_path)
+    assert (done.returncode, done.stdout.strip()) == (0, '{"added": 6000}'), done.stderr
+    changes = [
+        {"name": n, "cron": "0 6 * * *", "tz": "Europe/Warsaw", "every": None} for n in names
+    ]
+    done = cli("schedule", "update-many", lines("changes.jsonl", changes), env=env, cwd=tmp_path)
+    assert (done.returncode, done.stdout.strip()) == (0, '{"updated": 6000}'), done.stderr
+
+    def stored() -> list[dict[str, object]]:
+        listed = cli("schedule", "list", "--json", env=env, cwd=tmp_path)
+        return json.loads(listed.stdout)  # type: ignore[no-any-return]
+
+    before = stored()
+    assert len(before) == 6_000
+    assert {str(s["options"]) for s in before} == {"{'cron': '0 6 * * *', 'tz': 'Europe/Warsaw'}"}
+    good = {"name": "tenant-1.report", "queue": "q"}
+    for command, entries, says in (
+        ("update-many", [good, {"name": "tenant-x.report", "queue": "q"}], "line 2: job 'tenant-x"),
+        ("update-many", [good, {"name": "tenant-2.report", "task": "os.system"}], "line 2: "),
+        ("update-many", [good, {"name": "tenant-2.report", "cron": "99 * * * *"}], "option cron"),
+        ("update-many", [good, good], "two entries of one name"),
+        ("update-many", [good, "tenant-2.report"], "expected a JSON object"),
+        ("remove-many", [{"name": "tenant-1.report"}, {"name": 7}], "line 2: "),
+        ("remove-many", [{"name": "tenant-1.report"}, {"nmae": "x"}], "line 2: "),
+    ):
+        done = cli("schedule", command, lines("bad.jsonl", entries), env=env, cwd=tmp_path)  # type: ignore[arg-type]
+        assert done.returncode == 2 and says in done.stderr, (says, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"name": "tenant-1.report", "queue": "q"}\n{oops\n')
+    done = cli("schedule", "update-many", str(bad), env=env, cwd=tmp_path)
+    assert done.returncode == 2 and "line 2" in done.stderr, done.stderr
+    assert stored() == before  # nothing was written
+    gone = "".join(json.dumps({"name": n}) + "\n" for n in [*names[:5_000], "nope"])
+    done = cli("schedule", "remove-many", "-", env=env, cwd=tmp_path, stdin=gone)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"removed": 5_000, "missing": ["nope"]}
+    assert [s["name"] for s in stored()] == sorted(names[5_000:])
+    down = {**env, "CRON_BRIDGE_STORE": f"redis://127.0.0.1:{free_port()}/0"}
+    for command in ("update-many", "remove-many"):
+        done = cli("schedule", command, lines("one.jsonl", [good]), env=down, cwd=tmp_path)
+        assert done.returncode == 2 and "redis" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
 def test_history_shows_a_failures_traceback_and_times_in_utc_or_the_zone_asked(
