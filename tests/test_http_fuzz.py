@@ -310,6 +310,9 @@ ROUTES = [
     f"/api/jobs/{JOB}/resume",
     "/api/schedules",
     "/api/schedules/x",
+    "/api/schedules:add-many",
+    "/api/schedules:update-many",
+    "/api/schedules:remove-many",
     "/login",
     "/logout",
     "/healthz",
@@ -370,6 +373,7 @@ methods = st.one_of(
 CONTENT_TYPES = [
     "application/x-www-form-urlencoded",
     "application/json",
+    "application/x-ndjson",
     "text/plain",
     "multipart/form-data; boundary=x",
     "application/x-www-form-urlencoded; charset=latin-1",
@@ -413,6 +417,16 @@ def requests(draw: st.DrawFn, surface: Surface) -> dict[str, Any]:
                 st.sampled_from(["reason", "catch_up", "name", "cron"]),
                 st.one_of(texts, st.integers(), st.booleans(), st.none()),
             ).map(lambda d: json.dumps(d).encode()),
+            st.lists(  # JSON lines, as the bulk routes take them
+                st.one_of(
+                    st.dictionaries(
+                        st.sampled_from(["name", "library", "task", "every", "queue"]),
+                        st.one_of(texts, st.integers(), st.none()),
+                    ).map(json.dumps),
+                    texts,
+                ),
+                max_size=5,
+            ).map(lambda lines: "\n".join(lines).encode("utf-8", "surrogatepass")),
             st.just(b"x" * (MAX_BODY + 1)),
             st.just(b"\xff\xfe" * 100),
         )

@@ -1,9 +1,16 @@
 """The HTTP trigger and the dashboard as ASGI and WSGI apps: read the request (bounded), hand it
-to ``TriggerHandler``, write the response; ``/healthz`` answered on the event loop itself."""
+to ``TriggerHandler``, write the response; ``/healthz`` answered on the event loop itself.
+
+A body is bounded before any of it is read: the handler says how much the request may send
+from its method, path and headers (``TriggerHandler.body_bound``: ``MAX_BODY``, or
+``BULK_BODY`` for a bulk write of stored schedules with the bearer secret), a
+``Content-Length`` past it is refused at once, and a body sent in chunks is read no further
+than one chunk past it."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -63,29 +70,39 @@ def asgi_app(
         if scope["type"] != "http":
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        body = b""
-        refused = _refused_length(headers.get("content-length"))
-        more = refused is None and scope["method"] in ("POST", "PUT", "PATCH")
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client went away (or the server's deadline cut it off)
-            body += message.get("body", b"")
-            more = message.get("more_body", False) and len(body) <= MAX_BODY
         client = scope.get("client") or ("unknown", 0)
         request = Request(
             scope["method"],
             _asgi_path(scope),
             headers,
-            body,
+            b"",
             scope.get("query_string", b"").decode("latin-1"),
             client=str(client[0]),
             https=scope.get("scheme") == "https",
         )
+        bound = handler.body_bound(request)
+        if isinstance(bound, Response):
+            refused: Response | None = bound
+            most = 0
+        else:
+            refused = _refused_length(headers.get("content-length"), bound)
+            most = bound
+        chunks: list[bytes] = []  # joined once: a body of megabytes comes in many chunks
+        size = 0
+        more = refused is None and scope["method"] in ("POST", "PUT", "PATCH")
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went away (or the server's deadline cut it off)
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
+            more = message.get("more_body", False) and size <= most
+        if refused is None and size > most:
+            refused = Response(413, {"error": "request body too large"})
+        request = dataclasses.replace(request, body=b"".join(chunks))
         if refused is not None:
             response = refused
-        elif len(body) > MAX_BODY:
-            response = Response(413, {"error": "request body too large"})
         elif request.path == handler.health_path:
             response = handler.respond(request)  # no I/O: never waits behind other requests
         elif not slots.acquire(blocking=False):
@@ -105,15 +122,15 @@ def asgi_app(
     return app
 
 
-def _refused_length(declared: str | None) -> Response | None:
-    """400 for a ``Content-Length`` that is not a length, 413 for one past ``MAX_BODY``,
+def _refused_length(declared: str | None, bound: int = MAX_BODY) -> Response | None:
+    """400 for a ``Content-Length`` that is not a length, 413 for one past ``bound``,
     answered at once, before any of the body is read; None when it may be read."""
     if declared is None:
         return None
     text = declared.strip()
     if not (text.isascii() and text.isdigit()):
         return Response(400, {"error": "bad Content-Length"})
-    if len(text) > 18 or int(text) > MAX_BODY:
+    if len(text) > 18 or int(text) > bound:
         return Response(413, {"error": "request body too large"})
     return None
 
@@ -159,25 +176,30 @@ def wsgi_app(
         }
         if environ.get("CONTENT_TYPE"):
             headers["content-type"] = environ["CONTENT_TYPE"]
-        refused = _refused_length(environ.get("CONTENT_LENGTH") or None)
-        length = 0 if refused is not None else int(environ.get("CONTENT_LENGTH") or 0)
+        request = Request(
+            # Mounted under a prefix (werkzeug's DispatcherMiddleware, a Django view), the
+            # prefix is SCRIPT_NAME: the path served is both together.
+            environ["REQUEST_METHOD"],
+            environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""),
+            headers,
+            b"",
+            environ.get("QUERY_STRING", ""),
+            client=str(environ.get("REMOTE_ADDR", "unknown")),
+            https=environ.get("wsgi.url_scheme") == "https",
+        )
+        bound = handler.body_bound(request)
+        if isinstance(bound, Response):
+            refused: Response | None = bound
+        else:
+            refused = _refused_length(environ.get("CONTENT_LENGTH") or None, bound)
         if refused is not None:
             response = refused
         else:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
             body = environ["wsgi.input"].read(length) if length > 0 else b""
-            request = Request(
-                # Mounted under a prefix (werkzeug's DispatcherMiddleware, a Django view),
-                # the prefix is SCRIPT_NAME: the path served is both together.
-                environ["REQUEST_METHOD"],
-                environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""),
-                headers,
-                body,
-                environ.get("QUERY_STRING", ""),
-                client=str(environ.get("REMOTE_ADDR", "unknown")),
-                https=environ.get("wsgi.url_scheme") == "https",
-            )
+            request = dataclasses.replace(request, body=body)
             response = handler.respond(request)
-            log_request(request, response)
+        log_request(request, response)
         encoded = response.encoded()
         start_response(f"{response.status} {STATUS[response.status]}", head(response, encoded))
         return [encoded]

@@ -7,6 +7,10 @@ No web framework is needed: both apps share one small request handler.
   ``200 {"outcome", "occurrence_id", "duration_ms"}`` once the job finished (a queue target:
   once enqueued), ``401`` for a wrong or missing token, ``404`` for an unknown job, ``500``
   when the run failed, ``503`` when the store could not be reached (the job did not run).
+- ``POST <path>/api/schedules:add-many`` (``:update-many``, ``:remove-many``) with the bearer
+  secret: many stored schedules at once, in a body of up to ``BULK_BODY``; the route and the
+  secret are checked before any of the body is read (``body_bound``), so a caller without
+  the secret is refused at once and can never make the server hold more than ``MAX_BODY``.
 - ``GET <path>/healthz`` needs no token: ``200 {"replica", "running", "store_reachable",
   "claiming"}`` while the beat's loop runs, ``503`` once it stopped or failed its last ticks (with
   ``"failing"`` saying so; a liveness probe).
@@ -35,10 +39,10 @@ from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.errors import ConfigError, StoreUnavailable
 from cron_bridge.http import dashboard
 from cron_bridge.http.api_control import ACTIONS, control_response
-from cron_bridge.http.api_schedules import schedules_response
+from cron_bridge.http.api_schedules import BULK_ACTIONS, bulk_response, schedules_response
 from cron_bridge.http.auth import Auth
 from cron_bridge.http.tally import Tally
-from cron_bridge.http.wire import Request, Response, redirect
+from cron_bridge.http.wire import BULK_BODY, MAX_BODY, Request, Response, redirect
 from cron_bridge.plumbing.secret import check_secret
 from cron_bridge.stores import Store, store_from_url
 
@@ -103,8 +107,20 @@ class TriggerHandler:
         self.api_prefix = self.base + "/api/jobs/"
         self.schedules_path = self.base + "/api/schedules"
         self.tally = Tally()  # the overview's counts, shared by every tab
+        # ":" is in no schedule's name: <path>/api/schedules/<name> never meets these.
+        self.bulk_paths = {f"{self.schedules_path}:{action}": action for action in BULK_ACTIONS}
         self.health_path = self.base + "/healthz"
         self._probe = StoreProbe(beat.store)
+
+    def body_bound(self, head: Request) -> int | Response:
+        """The bytes of body ``head`` (a request whose body is not read yet) may send, or the
+        answer it gets at once: ``BULK_BODY`` for a ``POST`` to a bulk route with the bearer
+        secret, its refusal (``401``, counted; ``429``) without it, ``MAX_BODY`` for any
+        other request. No I/O: the ASGI app asks it on its event loop."""
+        if head.method != "POST" or head.path not in self.bulk_paths:
+            return MAX_BODY
+        caller = self.auth.caller(head)  # no body, so no form: the bearer secret or nothing
+        return caller if isinstance(caller, Response) else BULK_BODY
 
     def respond(self, request: Request) -> Response:
         path = request.path
@@ -122,6 +138,8 @@ class TriggerHandler:
                 return self._control(request)
             if path == self.schedules_path or path.startswith(self.schedules_path + "/"):
                 return self._schedules(request)
+            if path in self.bulk_paths:
+                return self._bulk(request)
         except StoreUnavailable as exc:
             return Response(503, {"error": str(exc)})
         return Response(404, {"error": "not found"})
@@ -164,6 +182,13 @@ class TriggerHandler:
         if name is not None and "/" in name:
             return Response(404, {"error": "not found"})
         return schedules_response(StoredSchedules(self.beat.store), request, name)
+
+    def _bulk(self, request: Request) -> Response:
+        caller = self.auth.caller(request)
+        if isinstance(caller, Response):
+            return caller
+        schedules = StoredSchedules(self.beat.store)
+        return bulk_response(schedules, request, self.bulk_paths[request.path])
 
     def _run(self, request: Request) -> Response:
         caller = self.auth.caller(request)

@@ -3,7 +3,9 @@ the JSON API over a real socket."""
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -211,6 +213,69 @@ def test_the_json_api_manages_stored_schedules_behind_the_secret(tmp_path: Path)
         status, body = call(f"{api}/tenant-7.report", SECRET, method="DELETE")
         assert (status, body["removed"]["task"]) == (200, "proj.reports.report")
         assert call(api, SECRET, method="GET")[1] == {"schedules": []}
+        beat.terminate()
+    finally:
+        beat.ensure_stopped()
+
+
+def test_the_bulk_routes_take_megabytes_over_a_real_socket_only_with_the_secret(
+    tmp_path: Path,
+) -> None:
+    """``:add-many`` and ``:remove-many`` with 10,000 tenants (some 2 MB of JSON lines) through
+    ``cron-bridge beat --http``; a length past 16 KiB without the secret, or past 16 MiB with
+    it, answered at once, before any of the body is sent."""
+    beat, base = _served_beat(tmp_path)
+    port = int(base.split(":")[2].split("/")[0])
+    api = "/_scheduler/api/schedules"
+    tenants = [
+        {
+            "name": f"tenant-{n}.report",
+            "library": "rq",
+            "task": "proj.reports.report",
+            "cron": f"{n % 60} 3 * * *",
+            "tz": "Europe/Warsaw",
+            "kwargs": {"tenant": n, "plan": "pro" * 20},
+        }
+        for n in range(10_000)
+    ]
+    body = "".join(json.dumps(t) + "\n" for t in tenants).encode()
+    assert len(body) > 2_000_000
+
+    def post(path: str, data: bytes, token: str | None) -> tuple[int, dict[str, Any]]:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        headers = {"Content-Type": "application/x-ndjson"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        connection.request("POST", path, body=data, headers=headers)
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        connection.close()
+        return response.status, answer
+
+    def first_line(path: str, length: int, token: str | None) -> str:
+        """The status line answered to headers that promise ``length`` bytes, none sent."""
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        auth = f"Authorization: Bearer {token}\r\n" if token else ""
+        try:
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n"
+                f"{auth}Content-Length: {length}\r\n\r\n".encode()
+            )
+            return sock.recv(4096).decode(errors="replace").split("\r\n")[0]
+        finally:
+            sock.close()
+
+    try:
+        assert post(f"{api}:add-many", body, SECRET) == (200, {"added": 10_000})
+        assert first_line(f"{api}:add-many", len(body), None).startswith("HTTP/1.1 401 ")
+        assert first_line(f"{api}:add-many", len(body), "wrong").startswith("HTTP/1.1 401 ")
+        assert first_line(f"{api}:add-many", 16 * 1024 * 1024 + 1, SECRET).startswith(
+            "HTTP/1.1 413 "
+        )
+        assert first_line(api, len(body), SECRET).startswith("HTTP/1.1 413 ")
+        status, answer = post(f"{api}:remove-many", body, SECRET)
+        assert (status, answer) == (200, {"removed": 10_000, "missing": []})
+        assert call(f"{base}/api/schedules", SECRET, method="GET")[1] == {"schedules": []}
         beat.terminate()
     finally:
         beat.ensure_stopped()

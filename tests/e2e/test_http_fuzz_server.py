@@ -102,6 +102,8 @@ ROUTES = [
     b"/api/jobs/cache.warm",
     b"/api/jobs/cache.warm/pause",
     b"/api/schedules",
+    b"/api/schedules:add-many",
+    b"/api/schedules:remove-many",
     b"/login",
     b"/logout",
     b"/healthz",
