@@ -88,7 +88,7 @@ def test_a_task_whose_adapter_is_not_installed_names_the_distribution_to_install
     from cron_bridge.queues import installed
 
     others = [a for a in installed_adapters() if a.name != library]
-    monkeypatch.setattr(installed, "_adapters", others)
+    monkeypatch.setattr(installed, "installed_adapters", lambda: others)
     if library == "celery":
         task: Any = Celery("missing", set_as_current=False).task(name="missing.task")(report)
         queue: Any = None

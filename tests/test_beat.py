@@ -77,7 +77,7 @@ class QueueTask:
 @pytest.fixture
 def queue(monkeypatch: pytest.MonkeyPatch) -> ListQueue:
     """The test adapter, registered for this test only."""
-    monkeypatch.setattr(installed, "_adapters", list(installed.installed_adapters()))
+    monkeypatch.setattr(installed, "_registered", dict(installed._registered))
     adapter = ListQueue()
     register(adapter)
     return adapter
@@ -337,7 +337,7 @@ def test_a_drop_in_senders_occurrences_are_audited_as_sent_plain_tasks(
     """A beat_schedule entry's task records nothing on the worker: its enqueued record says it
     is a plain task, and the audit counts its occurrences sent, not never completed (exit 0),
     while an occurrence of it that was never sent is still one to look into."""
-    monkeypatch.setattr(installed, "_adapters", list(installed.installed_adapters()))
+    monkeypatch.setattr(installed, "_registered", dict(installed._registered))
     sender = PlainSender()
     register(sender)
     store = MemoryStore(clock=clock)

@@ -45,7 +45,7 @@ class WatchedQueue(ListQueue):
 
 
 def burst(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> tuple[Beat, WatchedQueue]:
-    monkeypatch.setattr(installed, "_adapters", list(installed.installed_adapters()))
+    monkeypatch.setattr(installed, "_registered", dict(installed._registered))
     names = [f"burst.{n:04d}" for n in range(JOBS)]
     store = MemoryStore(clock=clock)
     queue = WatchedQueue(store, names)

@@ -22,6 +22,7 @@ from cron_bridge.control.schedules import FEED_GROUP, GROUP, StoredSchedules
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.stores import MemoryStore, Store
 from tests.conftest import StoreKit, make_kit, store_kinds
+from tests.test_stored import polled
 
 # Stored schedules are checked by the adapter they name (RQ's here).
 pytestmark = pytest.mark.extras
@@ -73,7 +74,7 @@ def test_update_many_changes_thousands_a_batch_a_round_trip_and_the_replicas_fol
     schedules = StoredSchedules(store)
     schedules.add_many(_tenants(12_000))
     sync = StoredSync(store)
-    sync.poll(0.0)
+    polled(sync, 0.0)  # every schedule read (on its thread), before the writes are counted
     written = _updated_at(kit, "tenant-7.report") if kit.kind == "postgres" else None
     before = store.stats.round_trips
     specs = schedules.update_many(
@@ -129,7 +130,7 @@ def test_remove_many_removes_a_batch_a_round_trip_and_says_which_were_not_stored
     schedules = StoredSchedules(store)
     schedules.add_many(_tenants(12_000))
     sync = StoredSync(store)
-    sync.poll(0.0)
+    polled(sync, 0.0)  # every schedule read (on its thread), before the writes are counted
     names = [f"tenant-{n}.report" for n in range(11_000)]
     before = store.stats.round_trips
     gone = schedules.remove_many([*names, "nope", "tenant-3.report", "../x"], by="ops")

@@ -37,7 +37,7 @@ from cron_bridge.control import pause as control
 from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import Job
-from cron_bridge.queues.installed import installed_adapters
+from cron_bridge.queues.installed import imported_adapters
 from cron_bridge.schedules import load_zone
 from cron_bridge.stores import Store
 from cron_bridge.windows import NEVER
@@ -229,7 +229,7 @@ def _as_listed(store: Store | None, jobs: list[Job]) -> dict[str, Job | str]:
     """How the adapters show some of their jobs in a listing (``as_listed``): an ``rq cron``
     interval registration anchored where the store keeps its anchor, or a note for NEXT."""
     found: dict[str, Job | str] = {}
-    for adapter in installed_adapters():
+    for adapter in imported_adapters():
         found.update(adapter.as_listed(store, jobs))
     return found
 
@@ -244,7 +244,7 @@ def listed_jobs(jobs: list[Job], modules: tuple[str, ...]) -> list[tuple[Job, st
     found = [(job, "code") for job in jobs]
     loaded = [sys.modules[name] for name in modules if name in sys.modules]
     names = {job.name for job in jobs}
-    for adapter in installed_adapters():
+    for adapter in imported_adapters():
         for job in adapter.declared_in(loaded):
             if job.name not in names:
                 names.add(job.name)

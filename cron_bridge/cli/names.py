@@ -10,7 +10,7 @@ from cron_bridge.cli.common import fail, load_app
 from cron_bridge.control import catalog
 from cron_bridge.control import pause as control
 from cron_bridge.control.schedules import StoredSchedules
-from cron_bridge.queues.installed import installed_adapters
+from cron_bridge.queues.installed import imported_adapters
 from cron_bridge.stores import Store
 
 __all__ = ["check_name", "known_names"]
@@ -27,7 +27,7 @@ def known_names(store: Store, app: tuple[str, ...]) -> set[str]:
     if app:
         known |= {job.name for job in load_app(app)}
         loaded = [sys.modules[name] for name in app if name in sys.modules]
-        for adapter in installed_adapters():
+        for adapter in imported_adapters():
             known |= {job.name for job in adapter.declared_in(loaded)}
     return known
 

@@ -9,9 +9,10 @@ decorated object, so a fourth queue library needs no change here.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
-from collections.abc import Sequence
-from importlib.metadata import entry_points
+from collections.abc import Callable, Sequence
+from importlib.metadata import EntryPoint, entry_points
 
 from cron_bridge.errors import ConfigError
 from cron_bridge.queues.adapter import Adapter
@@ -20,6 +21,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "find_adapter",
     "get_adapter",
+    "imported_adapters",
     "installed_adapters",
     "register",
 ]
@@ -30,28 +32,56 @@ log = logging.getLogger(__name__)
 
 
 _lock = threading.Lock()
-_adapters: list[Adapter] | None = None
+_points: tuple[EntryPoint, ...] | None = None  # the group's entry points, read once
+_loaded: dict[str, Adapter | None] = {}  # by entry point name, each loaded once (None: broken)
+_registered: dict[str, Adapter] = {}  # by ``register``, by name: they win over the installed
+
+
+def _load(point: EntryPoint) -> Adapter | None:
+    """The adapter an entry point names, loaded once (under ``_lock``); None, said once, when
+    it cannot be."""
+    if point.name not in _loaded:
+        adapter: Adapter | None = None
+        try:
+            factory = point.load()
+            made = factory()
+        except Exception as exc:  # noqa: BLE001 - one broken adapter must not hide the others
+            log.warning("cannot load the cron-bridge adapter %r: %s", point.name, exc)
+        else:
+            wrong = _not_an_adapter(made)
+            if wrong is not None:
+                log.warning("cannot load the cron-bridge adapter %r: %s", point.name, wrong)
+            else:
+                adapter = made
+        _loaded[point.name] = adapter
+    return _loaded[point.name]
+
+
+def _adapters(wanted: Callable[[str], bool]) -> tuple[Adapter, ...]:
+    global _points
+    with _lock:
+        if _points is None:  # reading the installed distributions' metadata takes a while
+            _points = tuple(entry_points(group=ENTRY_POINT_GROUP))
+        found = [
+            adapter
+            for point in _points
+            if wanted(point.name) and (adapter := _load(point)) is not None
+        ]
+        found = [a for a in found if a.name not in _registered]
+        return (*found, *_registered.values())
 
 
 def installed_adapters() -> Sequence[Adapter]:
     """The adapters registered under the entry point group (and by ``register``), once loaded."""
-    global _adapters
-    with _lock:
-        if _adapters is None:
-            _adapters = []
-            for point in entry_points(group=ENTRY_POINT_GROUP):
-                try:
-                    factory = point.load()
-                    adapter = factory()
-                except Exception as exc:  # noqa: BLE001 - one broken adapter must not hide the others
-                    log.warning("cannot load the cron-bridge adapter %r: %s", point.name, exc)
-                    continue
-                wrong = _not_an_adapter(adapter)
-                if wrong is not None:
-                    log.warning("cannot load the cron-bridge adapter %r: %s", point.name, wrong)
-                    continue
-                _adapters.append(adapter)
-        return tuple(_adapters)
+    return _adapters(lambda _: True)
+
+
+def imported_adapters() -> Sequence[Adapter]:
+    """The installed adapters whose queue library this process has imported already (an
+    adapter's entry point is named after its library), and those registered: the ones that
+    can find a declaration among the loaded modules. The others are not loaded: importing
+    Celery, RQ or Dramatiq for nothing is most of a short command's start."""
+    return _adapters(lambda name: name in sys.modules)
 
 
 def register(adapter: Adapter) -> None:
@@ -60,13 +90,12 @@ def register(adapter: Adapter) -> None:
     Raises:
         TypeError: ``adapter`` is not an ``Adapter`` with a name.
     """
-    global _adapters
     wrong = _not_an_adapter(adapter)
     if wrong is not None:
         raise TypeError(wrong)
-    loaded = installed_adapters()
     with _lock:
-        _adapters = [a for a in loaded if a.name != adapter.name] + [adapter]
+        _registered.pop(adapter.name, None)
+        _registered[adapter.name] = adapter
 
 
 def get_adapter(name: str) -> Adapter:
@@ -75,6 +104,15 @@ def get_adapter(name: str) -> Adapter:
     Raises:
         ConfigError: no adapter of that name is installed.
     """
+    with _lock:
+        if name in _registered:
+            return _registered[name]
+        known = _loaded.get(name)
+    if known is not None and known.name == name:  # asked for each stored schedule: at once
+        return known
+    for adapter in _adapters(lambda point: point == name):  # its own entry point, if named so
+        if adapter.name == name:
+            return adapter
     for adapter in installed_adapters():
         if adapter.name == name:
             return adapter
