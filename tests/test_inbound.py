@@ -4,6 +4,8 @@ and a bad record warned about once, again only once it changed."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import pytest
 
@@ -109,3 +111,25 @@ def test_a_moment_is_aware_utc() -> None:
     at = inbound.moment("2026-01-01T01:00:00+01:00")
     assert at is not None and at.isoformat() == "2026-01-01T00:00:00+00:00"
     assert inbound.moment(inbound.LATEST) == inbound.LATEST
+
+
+def test_no_text_makes_the_depth_check_backtrack() -> None:
+    """A string that never closes, of 256 KiB of escaped quotes (two bulk lines long, a
+    record in the store), is refused at once: the depth check tried it again from every
+    quote, a minute of one core with the GIL held. In a process of its own, so a regression
+    is stopped after 60 s (a thread could not be: the match holds the GIL)."""
+    check = (
+        "from cron_bridge.plumbing import inbound\n"
+        "hostile = ['\"' + '\\\\\"' * 131_072, '[\"' + '\\\\' * 262_144]\n"
+        "refused = 0\n"
+        "for text in hostile:\n"
+        "    try:\n"
+        "        inbound.loads(text)\n"
+        "    except ValueError:\n"
+        "        refused += 1\n"
+        "print(refused)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["2"], done.stderr[-2000:]

@@ -4,6 +4,7 @@ round trip on every store, each batch whole or not at all, and followed by the r
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from io import BytesIO
@@ -195,6 +196,9 @@ def test_entries_that_are_not_changes_or_names_are_refused_by_number() -> None:
     for entries in (
         [{"name": "tenant-0.report", "cron": "0 4 * * *"}, ["tenant-1.report"]],
         [{"name": "tenant-0.report", "cron": "0 4 * * *"}, "tenant-1.report"],
+        # A name that is no text, of a kind a dictionary cannot hold (it was a TypeError).
+        [{"name": "tenant-0.report", "cron": "0 4 * * *"}, {"name": ["tenant-1.report"]}],
+        [{"name": "tenant-0.report", "cron": "0 4 * * *"}, {"name": {"a": 1}}],
     ):
         with pytest.raises(ConfigError) as caught:
             schedules.update_many(entries)  # type: ignore[arg-type]
@@ -418,3 +422,35 @@ def test_json_lines_are_objects_and_a_bad_one_is_named_by_its_line() -> None:
     ):
         with pytest.raises(ConfigError, match=says):
             json_lines(BytesIO(body).readline)
+
+
+class LogsDown(MemoryStore):
+    """A memory store whose writes of change logs fail (the schedules' own writes do not)."""
+
+    def write_controls(self, writes: Any) -> None:
+        if any(group.startswith("change:") for group in writes):
+            raise StoreUnavailable("connection reset by peer")
+        super().write_controls(writes)
+
+
+def test_a_batch_whose_change_logs_fail_is_followed_by_the_replicas_and_said() -> None:
+    """The feed names a batch before its change logs are written: a failure there leaves the
+    replicas following what was written, and the error says how many were."""
+    store = LogsDown()
+    schedules = StoredSchedules(store)
+    store.put_controls(
+        GROUP,
+        {
+            f"t{n}": json.dumps({"name": f"t{n}", **RQ, "options": {"every": "1h"}})
+            for n in range(3)
+        },
+    )
+    sync = StoredSync(store)
+    polled(sync, 0.0)
+    assert set(sync.jobs) == {"t0", "t1", "t2"}
+    with pytest.raises(StoreUnavailable, match=r"\(1 of 1 schedule\(s\) removed before it\)"):
+        schedules.remove_many(["t1"])
+    with pytest.raises(StoreUnavailable, match=r"\(1 of 1 schedule\(s\) updated before it\)"):
+        schedules.update_many([{"name": "t2", "every": "2h"}])
+    changed, gone = sync.poll(1.0)  # type: ignore[misc]
+    assert gone == {"t1"} and set(changed) == {"t2"}

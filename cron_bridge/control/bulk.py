@@ -157,7 +157,8 @@ def checked_updates(
     for start in range(0, len(listed), BULK):
         chunk = listed[start : start + BULK]
         wanted = [entry.get("name") for entry in chunk if isinstance(entry, Mapping)]
-        stored = read(stored_only(dict.fromkeys(wanted)))
+        # Only names that are text are read (one that is not is refused below, by its entry).
+        stored = read(stored_only(dict.fromkeys(n for n in wanted if isinstance(n, str))))
         for index, entry in enumerate(chunk, start):
             with _entry(index):
                 name = _name_of(entry, index)

@@ -186,10 +186,11 @@ class StoredSchedules:
                 at = {spec.name: index for index, (spec, _) in enumerate(batch, start)}
                 error.entry = at.get(taken[0])
                 raise error
-            self._logged_and_announced(
-                {spec.name: summary(spec) for spec, _ in batch}, by=by, action="schedule added"
-            )
             added += len(batch)
+            with _counted(added, len(specs), "added"):
+                self._logged_and_announced(
+                    {spec.name: summary(spec) for spec, _ in batch}, by=by, action="schedule added"
+                )
         return specs
 
     def update_many(
@@ -220,10 +221,11 @@ class StoredSchedules:
             batch = checked[start : start + BULK]
             with _counted(updated, len(checked), "updated"):
                 self.store.write_controls({GROUP: {spec.name: raw for spec, raw, _ in batch}})
-            self._logged_and_announced(
-                {spec.name: said for spec, _, said in batch}, by=by, action="schedule updated"
-            )
             updated += len(batch)
+            with _counted(updated, len(checked), "updated"):
+                self._logged_and_announced(
+                    {spec.name: said for spec, _, said in batch}, by=by, action="schedule updated"
+                )
         return [spec for spec, _, _ in checked]
 
     def remove_many(
@@ -253,18 +255,35 @@ class StoredSchedules:
                 continue
             with _counted(done, len(wanted), "removed"):
                 self.store.write_controls({GROUP: dict.fromkeys(found)})
-            self._logged_and_announced(
-                {name: summary(spec) for name, spec in found.items()},
-                by=by,
-                action="schedule removed",
-            )
             removed.update(found)
             done += len(found)
+            with _counted(done, len(wanted), "removed"):
+                self._logged_and_announced(
+                    {name: summary(spec) for name, spec in found.items()},
+                    by=by,
+                    action="schedule removed",
+                )
         return removed
 
     def _logged_and_announced(self, summaries: Mapping[str, str], *, by: str, action: str) -> None:
-        """Each schedule's change log gets its entry, in one write, and the feed names them
-        all: every replica follows them within a second."""
+        """The feed names the schedules first (every replica follows them within a second,
+        whatever comes next), then each one's change log gets its entry, in one write, as
+        ``update`` and ``remove`` do it for one.
+
+        Raises:
+            StoreUnavailable: the change logs could not be written (the schedules are, and
+                the replicas told, or told within ``FULL_EVERY_MINUTES``).
+        """
+        try:
+            FEED.announce_many(self.store, list(summaries))
+        except StoreUnavailable as exc:  # written: every replica sees them at its next full read
+            log.warning(
+                "%d stored schedule(s) changed, but the replicas are not told (%s); they "
+                "see them within %d minutes",
+                len(summaries),
+                exc,
+                FULL_EVERY_MINUTES,
+            )
         now = datetime.now(UTC)
         self.store.write_controls(
             {
@@ -282,16 +301,6 @@ class StoredSchedules:
                 for name, said in summaries.items()
             }
         )
-        try:
-            FEED.announce_many(self.store, list(summaries))
-        except StoreUnavailable as exc:  # written: every replica sees them at its next full read
-            log.warning(
-                "%d stored schedule(s) changed, but the replicas are not told (%s); they "
-                "see them within %d minutes",
-                len(summaries),
-                exc,
-                FULL_EVERY_MINUTES,
-            )
 
     def update(
         self, name: str, *, by: str = "python", **changes: Unpack[StoredChanges]
