@@ -544,6 +544,7 @@ def main() -> None:
         "bulk",
         "listing",
         "dashboard",
+        "stored_scale",
         "imports",
         "takeover",
     ]
@@ -687,6 +688,10 @@ def main() -> None:
         from bench import dashboard
 
         results["dashboard"] = dashboard.measure()
+    if "stored_scale" in only:
+        from bench import stored_scale
+
+        results["stored_scale"] = stored_scale.measure()
     out = REPO / "bench" / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
     measured = {"command": results["command"], "started": results["started"]}
@@ -711,6 +716,7 @@ def main() -> None:
                 "bulk",
                 "listing",
                 "dashboard",
+                "stored_scale",
                 "imports",
                 "takeover",
             )
