@@ -282,3 +282,27 @@ def test_a_forged_summary_leaves_out_its_job_and_counts_the_others() -> None:
     tally = Tally(every=3600)
     assert tally.counted(None, store, lambda: sorted(jobs), jobs.get) is not None
     assert tally.failure(None) is None
+
+
+def test_a_count_that_keeps_failing_is_said_once_until_one_works(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken(MemoryStore):
+        broken = True
+
+        def holders(self, keys: Any) -> list[str | None]:
+            if self.broken:
+                raise RuntimeError("an answer nobody expected")
+            return super().holders(keys)
+
+    store = Broken()
+    jobs = {job.name: job for job in (_job(n, "10s") for n in range(3))}
+    tally = Tally(every=0)
+    for _ in range(3):
+        assert tally.counted(None, store, lambda: sorted(jobs), jobs.get) is None
+        assert tally.failure(None) == "the count failed (see the log)"
+    said = [r for r in caplog.records if "could not count" in r.getMessage()]
+    assert len(said) == 1 and said[0].exc_info
+    store.broken = False
+    assert tally.counted(None, store, lambda: sorted(jobs), jobs.get) is not None
+    assert tally.failure(None) is None

@@ -189,8 +189,23 @@ def update(
     _echo(spec)
 
 
+class _Source(click.File):
+    """A JSON lines file, or ``-`` for standard input: one that cannot be opened (standard
+    input closed, a directory, no such file) is click's one-line usage error, not a
+    traceback."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except (RuntimeError, OSError) as exc:  # no standard input to read
+            self.fail(f"{value!r}: {exc}", param, ctx)
+
+
+SOURCE = _Source("rb")
+
+
 @schedule.command("add-many")
-@click.argument("source", type=click.File("rb"))
+@click.argument("source", type=SOURCE)
 @_app
 @store_option
 def add_many(source: Any, app: tuple[str, ...], store: str | None) -> None:
@@ -208,7 +223,7 @@ def add_many(source: Any, app: tuple[str, ...], store: str | None) -> None:
 
 
 @schedule.command("update-many")
-@click.argument("source", type=click.File("rb"))
+@click.argument("source", type=SOURCE)
 @_app
 @store_option
 def update_many(source: Any, app: tuple[str, ...], store: str | None) -> None:
@@ -227,7 +242,7 @@ def update_many(source: Any, app: tuple[str, ...], store: str | None) -> None:
 
 
 @schedule.command("remove-many")
-@click.argument("source", type=click.File("rb"))
+@click.argument("source", type=SOURCE)
 @store_option
 def remove_many(source: Any, store: str | None) -> None:
     """Stop many stored schedules on every replica, from SOURCE, a JSON lines file (``-``:

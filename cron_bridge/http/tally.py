@@ -342,10 +342,12 @@ class Tally:
                 self._failed[namespace] = str(exc)
             if said is None:
                 log.warning("the dashboard could not count the jobs: %s", exc)
-        except Exception:
-            log.exception("the dashboard could not count the jobs")
+        except Exception:  # a count never takes the server down; said once until one works
             with self._lock:
+                said = self._failed.get(namespace)
                 self._failed[namespace] = "the count failed (see the log)"
+            if said != self._failed[namespace]:
+                log.exception("the dashboard could not count the jobs")
         else:
             with self._lock:
                 self._counted[namespace] = counted

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -697,3 +700,28 @@ def test_next_lists_occurrences_in_the_jobs_zone_and_marks_what_dst_does(tmp_pat
     typo = cli("next", "nightyl", "-A", "dstjobs", env=env, cwd=tmp_path)
     assert typo.returncode == 2
     assert "no job called 'nightyl' (did you mean 'nightly'?) in dstjobs" in typo.stderr
+
+
+@pytest.mark.parametrize("command", ["add-many", "update-many", "remove-many"])
+def test_a_bulk_source_that_cannot_be_read_is_one_line_and_exit_2(
+    tmp_path: Path, env: dict[str, str], command: str
+) -> None:
+    """``-`` with standard input closed, a directory, a file that is not there: click's
+    usage error naming the source, never a traceback."""
+    closed = subprocess.run(
+        [sys.executable, "-m", "cron_bridge", "schedule", command, "-"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(0),  # the child starts with its standard input closed
+    )
+    for done in (
+        closed,
+        cli("schedule", command, str(tmp_path), env=env, cwd=tmp_path),
+        cli("schedule", command, str(tmp_path / "missing.jsonl"), env=env, cwd=tmp_path),
+    ):
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and "Invalid value for 'SOURCE'" in done.stderr
