@@ -157,7 +157,7 @@ def test_pages_asking_at_once_share_one_count_and_a_stale_one_is_made_again_behi
         names_read.append(1)
         return sorted(jobs)
 
-    tally = Tally(every=3600)
+    tally = Tally(every=3600, first_wait=60)
     pages = [
         threading.Thread(target=lambda: counts.append(tally.counted(None, store, names, jobs.get)))
         for _ in range(8)
@@ -169,7 +169,7 @@ def test_pages_asking_at_once_share_one_count_and_a_stale_one_is_made_again_behi
     assert len(counts) == 8 and all(c is counts[0] for c in counts), counts
     assert counts[0] is not None and counts[0].failing == {"tenant-3.sync"}
     assert len(names_read) == 1  # one count for the eight pages
-    stale = Tally(every=0)
+    stale = Tally(every=0, first_wait=60)
     first = stale.counted(None, store, names, jobs.get)
     again = stale.counted(None, store, names, jobs.get)  # the old one, a new one begun
     assert again is first
@@ -204,7 +204,7 @@ def test_the_overview_pages_searches_and_filters_a_thousand_jobs_reading_one_pag
             for name in failing
         ]
     )
-    tally = Tally(every=3600)
+    tally = Tally(every=3600, first_wait=60)
     names = sorted(job.name for job in jobs)
     first = _overview(beat, tally)
     assert _rows(first) == names[:PER_PAGE]
@@ -279,7 +279,7 @@ def test_a_forged_summary_leaves_out_its_job_and_counts_the_others() -> None:
     store.put_controls(run_summary.ENDED, {"tenant-2.sync": "999999999999999 3 00001 failed"})
     counted = count(store, sorted(jobs), jobs.get, NOW)
     assert {"tenant-0.sync", "tenant-1.sync"} <= counted.failing
-    tally = Tally(every=3600)
+    tally = Tally(every=3600, first_wait=60)
     assert tally.counted(None, store, lambda: sorted(jobs), jobs.get) is not None
     assert tally.failure(None) is None
 
@@ -297,7 +297,7 @@ def test_a_count_that_keeps_failing_is_said_once_until_one_works(
 
     store = Broken()
     jobs = {job.name: job for job in (_job(n, "10s") for n in range(3))}
-    tally = Tally(every=0)
+    tally = Tally(every=0, first_wait=60)
     for _ in range(3):
         assert tally.counted(None, store, lambda: sorted(jobs), jobs.get) is None
         assert tally.failure(None) == "the count failed (see the log)"
@@ -306,3 +306,26 @@ def test_a_count_that_keeps_failing_is_said_once_until_one_works(
     store.broken = False
     assert tally.counted(None, store, lambda: sorted(jobs), jobs.get) is not None
     assert tally.failure(None) is None
+
+
+def test_a_page_is_not_held_for_a_slow_first_count() -> None:
+    """The first page of a namespace waits for its count only ``first_wait``: a count still
+    going (100,000 jobs) leaves the counts ``?`` and says they come with a reload, and the
+    next page has them."""
+
+    class Slow(MemoryStore):
+        going = threading.Event()
+
+        def holders(self, keys: Any) -> list[str | None]:
+            self.going.wait(30)
+            return super().holders(keys)
+
+    store = Slow()
+    jobs = [_job(n, "10s") for n in range(3)]
+    beat = Beat(store, jobs)
+    tally = Tally(every=3600, first_wait=0.05)
+    first = _overview(beat, tally)
+    assert "<b>?</b> failing" in first and "counting the jobs" in first
+    assert _rows(first) == sorted(job.name for job in jobs)  # the page itself, not held
+    store.going.set()
+    wait_for(lambda: "<b>0</b> failing" in _overview(beat, tally), 10, "the counts shown")

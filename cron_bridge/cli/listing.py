@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -97,31 +97,31 @@ def list_jobs(
     rows: list[dict[str, Any]] = []  # JSON: written whole, so a failure leaves no half list
     table = StreamedTable(HEADER)
     with one_line_errors():
-        entries = [Entry(job.name, job, source) for job, source in listed_jobs(load_app(app), app)]
+        declared = {job.name: (job, source) for job, source in listed_jobs(load_app(app), app)}
         opened = open_existing_store(store)
         try:
-            if opened is not None:
-                declared = {entry.name for entry in entries}
-                names = StoredSchedules(opened).names()
-                entries += [Entry(name, None, "stored") for name in names if name not in declared]
-            entries.sort(key=lambda entry: entry.name)
+            names, count = _names(declared, opened, None if limit is None else offset + limit)
             # Declarations read from the modules and not run (an rq cron registration RQ
             # refuses) come after the last job, so a job that will never run is seen; pages
             # count them as they count jobs.
             refused = [_refused_row(r) for r in refusals.refused()]
-            total = len(entries) + len(refused)
+            total = count + len(refused)
             end = total if limit is None else min(total, offset + limit)
             now = datetime.now(UTC)
-            for start in range(offset, min(end, len(entries)), BLOCK):
-                block = _rows(entries[start : min(start + BLOCK, end)], opened, now)
+            for start in range(offset, min(end, len(names)), BLOCK):
+                block = [
+                    Entry(name, *declared.get(name, (None, "stored")))
+                    for name in names[start : min(start + BLOCK, end)]
+                ]
+                rows_read = _rows(block, opened, now)
                 if as_json:
-                    rows += [row for _, row in block]
+                    rows += [row for _, row in rows_read]
                 else:
-                    table.add([_table_row(job, row, tz) for job, row in block])
+                    table.add([_table_row(job, row, tz) for job, row in rows_read])
         finally:
             if opened:
                 opened.close()
-        refused = refused[max(0, offset - len(entries)) : max(0, end - len(entries))]
+        refused = refused[max(0, offset - count) : max(0, end - count)]
     if as_json:
         click.echo(json.dumps(rows + refused, indent=2))
         return
@@ -130,6 +130,30 @@ def list_jobs(
         click.echo(f"\nRefused declarations ({len(refused)}): not run; the jobs above run.")
         refusals_table = StreamedTable(["DECLARATION", "DECLARED IN", "WHY"])
         refusals_table.add([[row["name"], row["source"], row["refused"]] for row in refused])
+
+
+def _names(
+    declared: Collection[str], store: Store | None, first: int | None
+) -> tuple[list[str], int]:
+    """The names of the listing, sorted (the first ``first`` of them, or all), and how many
+    there are: the jobs the modules declare and the stored schedules, each name once. Plain
+    text: an ``Entry`` is made for the jobs of a block, not for every stored schedule."""
+    names = sorted(declared)
+    if store is None:
+        return names[:first], len(names)
+    schedules = StoredSchedules(store)
+    if first is None:
+        stored = schedules.names()
+        merged = sorted({*stored, *names}) if names else stored
+        return merged, len(merged)
+    # A page: the first names of the stored schedules in order, as many as the page reaches
+    # (a name the merged list shows among its first ``first`` is among them), and how many.
+    stored, stored_count = schedules.first_names(first)
+    seen = set(stored)
+    also_stored = schedules.stored_of([name for name in names if name not in seen])
+    merged = sorted({*stored, *names})[:first]
+    count = stored_count + sum(1 for name in names if name not in seen and name not in also_stored)
+    return merged, count
 
 
 def _rows(

@@ -349,6 +349,17 @@ class StoredSchedules:
         of a listing picks its names from them)."""
         return self.store.control_keys(GROUP, most=SCHEDULES_MOST)
 
+    def first_names(self, count: int) -> tuple[list[str], int]:
+        """The first ``count`` names of the stored schedules, sorted, and how many there are:
+        a listing's first pages, read without the other names where the store can (SQL, and
+        Redis's ordered index of the names)."""
+        return self.store.first_control_keys(GROUP, count, most=SCHEDULES_MOST)
+
+    def stored_of(self, names: Sequence[str]) -> set[str]:
+        """Those of ``names`` that are stored schedules (readable or not), in one round trip
+        where the store can."""
+        return set(self.store.controls_of(GROUP, names)) if names else set()
+
     def get_many(self, names: Sequence[str]) -> dict[str, ScheduleEntry]:
         """Those of ``names`` that are stored schedules and can be read, in one round trip
         where the store can (an unreadable one is logged and left out)."""

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 READ_EACH = 10_000  # summaries (and, when mended, newest records) read per round trip
 VERIFIED_MOST = 200  # jobs late in the queue whose histories a count reads, at most
 HISTORY_READ = 20  # records of each read: the newest occurrence's, and a few more
+FIRST_WAIT = 0.3  # s a page waits for its namespace's first count: 10,000 jobs' count fits
 _GRACE = timedelta(seconds=30)  # another namespace's jobs: the default misfire grace
 _FAILED = ("failed", "aborted")
 STATES = ("failing", "paused", "late", "running")
@@ -278,7 +279,7 @@ class Tally:
     """Counts per namespace, each made again at most every ``every`` seconds while pages
     ask for it, on a thread of its own."""
 
-    def __init__(self, *, every: float = 5.0, first_wait: float = 10.0) -> None:
+    def __init__(self, *, every: float = 5.0, first_wait: float = FIRST_WAIT) -> None:
         self.every = every
         self.first_wait = first_wait
         self._lock = threading.Lock()

@@ -434,6 +434,21 @@ class Store(ABC):
         """
         return sorted(self.controls(group, most=most))
 
+    def first_control_keys(
+        self, group: str, count: int, *, most: int = CONTROLS_MAX
+    ) -> tuple[list[str], int]:
+        """The first ``count`` keys of ``group``'s control records in code-point order (as
+        Python sorts text), and how many records the group holds: a listing's first pages,
+        read without the rest of the group where the store can (SQL: an ordered read with a
+        limit; Redis: an ordered index kept beside the group). Where the store reads the whole
+        group (this default: ``control_keys``), at most ``most`` keys of it.
+
+        Raises:
+            StoreUnavailable: the store could not be reached.
+        """
+        keys = self.control_keys(group, most=most)
+        return keys[: max(count, 0)], len(keys)
+
     def controls_of(self, group: str, keys: Sequence[str]) -> dict[str, str]:
         """The control records of ``group`` with those ``keys`` that exist, in one round trip
         where the store can (a page's pauses and stored schedules); ``UNREADABLE`` for one

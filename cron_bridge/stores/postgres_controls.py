@@ -181,6 +181,23 @@ class PostgresControls:
         keys = (inbound.text(row[0], where, row[0], max_bytes=CONTROL_KEY_MAX) for row in rows)
         return sorted(key for key in keys if key is not None)
 
+    def first_control_keys(
+        self, group: str, count: int, *, most: int = CONTROLS_MAX
+    ) -> tuple[list[str], int]:
+        if count <= 0:
+            statement = self._sql("SELECT count(*) FROM {controls} WHERE grp = %s")
+            return [], int(self._call(lambda conn: fetch(conn, statement, (group,)))[0][0])
+        # Byte order (COLLATE "C"), which is code-point order in UTF-8, as Python sorts: not
+        # the database's collation, which may put "b" before "B" before "c".
+        statement = self._sql(
+            'SELECT key, count(*) OVER () FROM {controls} WHERE grp = %s ORDER BY key COLLATE "C"'
+            " LIMIT %s"
+        )
+        rows = self._call(lambda conn: fetch(conn, statement, (group, count)))
+        where = f"controls:{group}"
+        keys = (inbound.text(row[0], where, row[0], max_bytes=CONTROL_KEY_MAX) for row in rows)
+        return [key for key in keys if key is not None], int(rows[0][1]) if rows else 0
+
     def controls_of(self, group: str, keys: Sequence[str]) -> dict[str, str]:
         wanted = list(dict.fromkeys(keys))
         if not wanted:

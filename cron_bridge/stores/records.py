@@ -24,6 +24,7 @@ __all__ = [
     "CONTROLS_MAX",
     "CONTROL_KEY_MAX",
     "LONG_TEXT_MAX",
+    "ORDERED_GROUPS",
     "PLAIN_TASK",
     "REPLICA_ID_MAX",
     "REPLICA_TTL_MAX",
@@ -163,6 +164,10 @@ entries as the schedule feed keeps."""
 CONTROLS_BYTES = 16 * inbound.MAX_BYTES
 """Bytes of values of one control group a reader holds (10,000 catalog entries take 3 MB)."""
 CONTROL_KEY_MAX = 1000  # bytes of a control key: job names are 200 at most, replica ids 1,000
+ORDERED_GROUPS = frozenset({"schedule"})
+"""Control groups whose first keys in order are read as a page (``first_control_keys``: the
+stored schedules of a listing). A store that cannot read its records in order (Redis) keeps an
+ordered index of their keys beside them, written with them; the other groups are read whole."""
 UNREADABLE = ""
 """What ``controls`` gives for a record it cannot hand over (bytes that are not UTF-8, a value
 larger than ``inbound.MAX_BYTES`` or past ``CONTROLS_BYTES``): no reader takes the empty

@@ -42,6 +42,7 @@ from cron_bridge.stores.base import (
     ttl_ms,
 )
 from cron_bridge.stores.records import (
+    ORDERED_GROUPS,
     REPLICA_ID_MAX,
     REPLICA_TTL_MAX,
     ReplicaInfo,
@@ -278,6 +279,12 @@ class RedisStore(RedisControls, Store):
 
     # pause must not say it was made when nothing was written (the reads go on as they were).
     def put_control(self, group: str, key: str, value: str | None) -> None:
+        if group in ORDERED_GROUPS:  # with its index, in one script
+            if value is None:
+                self._put_ordered(group, {}, [key])
+            else:
+                self._put_ordered(group, {key: value}, [])
+            return
         name = self._key(f"controls:{group}")  # one hash per group
         if value is None:
             done = self._link.call(

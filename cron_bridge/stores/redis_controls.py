@@ -5,7 +5,9 @@ to never. ``RedisStore`` takes them from this mixin."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from cron_bridge.errors import StoreUnavailable
@@ -14,13 +16,18 @@ from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
     CONTROLS_MAX,
+    ORDERED_GROUPS,
     UNREADABLE,
     control_records,
 )
 from cron_bridge.stores.redis_link import Client, RedisLink, raw
+from cron_bridge.stores.redis_pending import hash_tag
 from cron_bridge.stores.redis_types import LastReads
 
-__all__ = ["RedisControls"]
+__all__ = ["RedisControls", "order_key"]
+
+
+_log = logging.getLogger(__name__)
 
 
 class RedisControls:
@@ -38,6 +45,8 @@ class RedisControls:
     # A control write into a group of the wrong type is refused, not skipped: an operator's
 
     def add_control(self, group: str, key: str, value: str) -> bool:
+        if group in ORDERED_GROUPS:
+            return not self._put_ordered(group, {key: value}, (), add=True)
         name = self._key(f"controls:{group}")
         added = self._link.call(
             lambda client: int(client.hsetnx(name, key, value)),
@@ -51,10 +60,14 @@ class RedisControls:
 
     def write_controls(self, writes: Mapping[str, Mapping[str, str | None]]) -> None:
         commands: list[tuple[str, Any, list[str]]] = []  # (hash, values to set, keys to delete)
+        refused: list[str] = []  # groups of another type: written to never, the others written
         for group, values in writes.items():
             sets = {k: v for k, v in values.items() if v is not None}
             deletes = [k for k, v in values.items() if v is None]
-            if sets or deletes:
+            if group in ORDERED_GROUPS and (sets or deletes):  # with its index: a script
+                if self._ordered(group, sets, deletes) is None:
+                    refused.append(self._key(f"controls:{group}"))
+            elif sets or deletes:
                 commands.append((self._key(f"controls:{group}"), sets, deletes))
         names = [
             name for name, sets, deletes in commands for _ in range(bool(sets) + bool(deletes))
@@ -69,16 +82,17 @@ class RedisControls:
                     pipe.hdel(name, *deletes)
             return self._link.replies(client, pipe, names, "hash")
 
-        if not commands:
-            return
-        replies = self._link.call(work, pipelines=1, commands=0)
-        refused = [name for name, reply in zip(names, replies, strict=True) if reply is None]
+        if commands:
+            replies = self._link.call(work, pipelines=1, commands=0)
+            refused += [name for name, reply in zip(names, replies, strict=True) if reply is None]
         if refused:
             raise self._refused_write(refused[0])
 
     def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
         if not values:
             return []
+        if group in ORDERED_GROUPS:
+            return self._put_ordered(group, values, (), add=True)
         name = self._key(f"controls:{group}")
         flat = [item for pair in values.items() for item in pair]
         found = self._link.call(
@@ -89,7 +103,9 @@ class RedisControls:
         return sorted(bytes(key).decode(errors="replace") for key in found[1:])
 
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
-        if values:
+        if values and group in ORDERED_GROUPS:
+            self._put_ordered(group, values, ())
+        elif values:
             name = self._key(f"controls:{group}")
             mapping: Any = dict(values)  # redis-py's stubs want an invariant key type
             done = self._link.call(
@@ -100,6 +116,48 @@ class RedisControls:
             )
             if not done:
                 raise self._refused_write(name)
+
+    def _put_ordered(
+        self,
+        group: str,
+        sets: Mapping[str, str],
+        deletes: Sequence[str],
+        *,
+        add: bool = False,
+    ) -> list[str]:
+        """Set and delete records of an ordered group with its index, in one script; with
+        ``add``, create them all or none. The keys that existed (``add``), sorted.
+
+        Raises:
+            StoreUnavailable: the group's key holds another type (nothing written), or the
+                store could not be reached.
+        """
+        existed = self._ordered(group, sets, deletes, add=add)
+        if existed is None:
+            raise self._refused_write(self._key(f"controls:{group}"))
+        return existed
+
+    def _ordered(
+        self,
+        group: str,
+        sets: Mapping[str, str],
+        deletes: Sequence[str],
+        *,
+        add: bool = False,
+    ) -> list[str] | None:
+        """``_put_ordered``, None when the group's key holds another type."""
+        flat = [item for pair in sets.items() for item in pair]
+        args = ["add" if add else "put", len(sets), *flat, *deletes]
+        keys = [self._key(f"controls:{group}"), self._order_key(group)]
+        found = self._link.call(
+            lambda client: self._link.run_script(client, "put_ordered", keys, args)
+        )
+        if int(found[0]) == 0:
+            return None
+        return sorted(bytes(key).decode(errors="replace") for key in found[1:])
+
+    def _order_key(self, group: str) -> str:
+        return order_key(self._key(""), group)
 
     def _refused_write(self, name: str) -> StoreUnavailable:
         return StoreUnavailable(
@@ -126,19 +184,41 @@ class RedisControls:
         return read
 
     def control_keys(self, group: str, *, most: int = CONTROLS_MAX) -> list[str]:
-        # The bounded read of ``controls`` with no bytes for values: names only.
-        bounds = [most, 0, 0, CONTROL_KEY_MAX]
         name = self._key(f"controls:{group}")
         found = self._link.call(
-            lambda client: self._link.run_script(client, "controls", [name], bounds),
+            lambda client: self._link.run_script(
+                client, "control_keys", [name], [most, CONTROL_KEY_MAX]
+            ),
             key=name,
             holds="hash",
         )
         if found is None:  # of the wrong type: as it was last read
             return sorted(self._last_reads.get(group))
-        where = f"controls:{group}"
-        keys = (inbound.text(k, where, k, max_bytes=CONTROL_KEY_MAX) for k in found[1::2])
-        return sorted(key for key in keys if key is not None)
+        return sorted(_unpacked(found, f"controls:{group}"))
+
+    def first_control_keys(
+        self, group: str, count: int, *, most: int = CONTROLS_MAX
+    ) -> tuple[list[str], int]:
+        if group not in ORDERED_GROUPS:
+            keys = self.control_keys(group, most=most)
+            return keys[: max(count, 0)], len(keys)
+        name = self._key(f"controls:{group}")
+        args = [max(count, 0), CONTROL_KEY_MAX, most]
+        found = self._link.call(
+            lambda client: self._link.run_script(
+                client, "first_keys", [name, self._order_key(group)], args
+            ),
+            key=name,
+            holds="hash",
+        )
+        if found is None:  # of the wrong type: as it was last read
+            last = sorted(self._last_reads.get(group))
+            return last[: max(count, 0)], len(last)
+        if not isinstance(found, list) or len(found) != 3 or not isinstance(found[0], int):
+            # more than ``most`` fields without an index to read them by: read whole
+            keys = self.control_keys(group, most=most)
+            return keys[: max(count, 0)], len(keys)
+        return _unpacked(found, f"controls:{group}"), max(found[0], 0)
 
     def controls_of(self, group: str, keys: Sequence[str]) -> dict[str, str]:
         wanted = list(dict.fromkeys(keys))
@@ -172,3 +252,39 @@ class RedisControls:
             return value
         found = inbound.text(value, f"controls:{group}", key)
         return UNREADABLE if found is None else found
+
+
+def order_key(prefix: str, group: str) -> str:
+    """The ordered index of ``group``'s keys (``ORDERED_GROUPS``), in the group's own Redis
+    Cluster slot (a script writes both): ``<prefix>controls-order:{<prefix>controls:<group>}``,
+    whose hash tag is the group's whole name, or ``<prefix>controls-order:<group>`` where the
+    prefix has a hash tag of its own, which then decides both slots (as ``fence_key``)."""
+    if hash_tag(prefix):
+        return f"{prefix}controls-order:{group}"
+    return f"{prefix}controls-order:{{{prefix}controls:{group}}}"
+
+
+def _unpacked(found: list[Any], where: str) -> list[str]:
+    """The names ``control_keys.lua`` packed: their lengths, then their bytes one after
+    another; a name that is not UTF-8 is warned once and left out."""
+    lengths, blob = found[1:3] if isinstance(found, list) and len(found) == 3 else (b"", b"")
+    if not isinstance(lengths, bytes) or not isinstance(blob, bytes):
+        lengths, blob = b"", b""
+    try:
+        sizes = [int(size) for size in lengths.split(b",")] if lengths else []
+    except ValueError:
+        sizes = [-1]
+    if any(size < 0 for size in sizes) or sum(sizes) != len(blob):
+        # not what the script packs: a server that is not Redis
+        inbound.warn_once(_log, where, "", lengths, "skipping unreadable names in %s", where)
+        return []
+    ends = list(accumulate(sizes))
+    starts = [0, *ends[:-1]] if ends else []
+    if blob.isascii():  # then a character is a byte: one decode, and slices of it
+        text = blob.decode()
+        return [text[start:end] for start, end in zip(starts, ends, strict=True)]
+    names = (
+        inbound.text(blob[start:end], where, blob[start:end], max_bytes=CONTROL_KEY_MAX)
+        for start, end in zip(starts, ends, strict=True)
+    )
+    return [name for name in names if name is not None]

@@ -181,6 +181,22 @@ class SQLiteControls:
         keys = (inbound.text(row[0], where, row[0], max_bytes=CONTROL_KEY_MAX) for row in rows)
         return sorted(key for key in keys if key is not None)
 
+    def first_control_keys(
+        self, group: str, count: int, *, most: int = CONTROLS_MAX
+    ) -> tuple[list[str], int]:
+        # BINARY collation: byte order, which is code-point order in UTF-8, as Python sorts.
+        rows = self._run(
+            lambda conn: conn.execute(
+                "SELECT key, count(*) OVER () FROM controls WHERE grp = ? ORDER BY key LIMIT ?",
+                (group, max(count, 1)),
+            ).fetchall(),
+            write=False,
+        )
+        where = f"controls:{group}"
+        keys = (inbound.text(row[0], where, row[0], max_bytes=CONTROL_KEY_MAX) for row in rows)
+        found = [key for key in keys if key is not None][: max(count, 0)]
+        return found, int(rows[0][1]) if rows else 0
+
     def controls_of(self, group: str, keys: Sequence[str]) -> dict[str, str]:
         wanted = list(dict.fromkeys(keys))
 

@@ -17,6 +17,7 @@ from cron_bridge.http.occurrences import PER_PAGE
 from cron_bridge.jobs import Occurrence
 from cron_bridge.stores import RunRecord, store_from_url
 from tests.e2e.scene import scene, signed_in
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,18 @@ def ids(page: Page) -> list[str]:
 
 
 def count(page: Page, name: str) -> int:
-    return int(page.locator(f"#count-{name} b").inner_text())
+    """The count ``name`` at the top of the overview; ``?`` while the first count of the
+    namespace is made (the page is not held for it), so the page is reloaded until it is."""
+    shown: list[str] = []
+
+    def counted() -> bool:
+        shown.append(page.locator(f"#count-{name} b").inner_text())
+        if shown[-1] == "?":
+            page.reload()
+        return shown[-1] != "?"
+
+    wait_for(counted, 30, f"the {name} count", every=0.5)
+    return int(shown[-1])
 
 
 def test_occurrences_counts_filters_and_run_now_with_ten_replicas(

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from cron_bridge.errors import StoreUnavailable
 from cron_bridge.jobs import Occurrence
 from cron_bridge.plumbing.keys import began_key, lock_key
-from cron_bridge.stores import RunRecord, Store, run_summary, store_from_url
+from cron_bridge.stores import RunRecord, Store, records, run_summary, store_from_url
 from cron_bridge.stores.base import Admission, done_key
 from tests.conftest import StoreKit, store_kinds
 from tests.waiting import wait_for
@@ -848,3 +848,77 @@ def test_a_summary_that_could_not_be_raised_never_fails_the_records_it_follows(
     assert [r.occurrence_id for r in store.history("blip.job", 10)] == [
         run("blip.job", n).occurrence_id for n in (2, 1, 0)
     ]
+
+
+# Names as tenants write them, with letters past ASCII (two, three and four bytes in UTF-8),
+# whose order as text and as bytes agree only when the store compares bytes as UTF-8 does.
+_listed_names = st.text(alphabet="aZ09._-:/éß€日🙂", min_size=1, max_size=6)
+_listing_writes = st.lists(
+    st.tuples(
+        st.sampled_from(["put", "delete", "add", "put_many", "add_many", "write"]),
+        st.lists(_listed_names, min_size=1, max_size=5, unique=True),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+@given(writes=_listing_writes)
+def test_a_listings_first_keys_are_read_in_order_after_any_writes(
+    kit: StoreKit, writes: list[tuple[str, list[str]]]
+) -> None:
+    """``first_control_keys`` of an ordered group (the stored schedules) gives the first keys
+    in Python's order and how many there are, after any mix of every writer (created,
+    replaced, deleted, one at a time or in batches), as the base class's steps read them, and
+    in one round trip where the store can read in order."""
+    store = kit.open()
+    group = "schedule"
+    assert group in records.ORDERED_GROUPS
+    store.write_controls({group: dict.fromkeys(store.control_keys(group, most=10_000))})
+    model: dict[str, str] = {}
+    for kind, names in writes:
+        value = json.dumps({"by": kind})
+        if kind == "put":
+            store.put_control(group, names[0], value)
+            model[names[0]] = value
+        elif kind == "delete":
+            store.put_control(group, names[0], None)
+            model.pop(names[0], None)
+        elif kind == "add":
+            if store.add_control(group, names[0], value):
+                model[names[0]] = value
+        elif kind == "put_many":
+            store.put_controls(group, dict.fromkeys(names, value))
+            model.update(dict.fromkeys(names, value))
+        elif kind == "add_many":
+            if not store.add_controls(group, dict.fromkeys(names, value)):
+                model.update(dict.fromkeys(names, value))
+        else:  # the first set, the rest deleted, in one write
+            store.write_controls({group: {names[0]: value, **dict.fromkeys(names[1:])}})
+            model[names[0]] = value
+            for name in names[1:]:
+                model.pop(name, None)
+    ordered = sorted(model)
+    for count in (0, 1, 3, len(ordered), len(ordered) + 5):
+        before = store.stats.round_trips
+        found = store.first_control_keys(group, count)
+        if kit.kind in ("memory", "sqlite", "redis", "valkey", "postgres", "redis-cluster"):
+            assert store.stats.round_trips - before == 1
+        assert found == (ordered[:count], len(ordered)), (count, writes)
+        assert found == Store.first_control_keys(store, group, count)
+    assert store.controls(group) == model
+
+
+def test_a_listings_first_keys_outside_an_ordered_group_are_read_whole(kit: StoreKit) -> None:
+    """Another group is listed in order too: read whole (no index is kept for it)."""
+    store = kit.open()
+    store.put_controls("pause", dict.fromkeys(("c.job", "a.job", "b.job"), "{}"))
+    assert store.first_control_keys("pause", 2) == (["a.job", "b.job"], 3)
+    assert store.first_control_keys("nothing-here", 5) == ([], 0)

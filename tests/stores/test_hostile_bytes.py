@@ -429,6 +429,7 @@ def read_everything(store: Store, jobs: list[Job], app: Callable[..., Any], url:
         store.controls(group)
         # A page of a listing: the keys, then the records of some of them.
         store.controls_of(group, [*store.control_keys(group)[:20], PAGE, OTHER])
+        store.first_control_keys(group, 20)  # a listing's first page, in order
     store.control(FEED_GROUP, "head")
     for job in JOBS:
         store.history(job, 50)
@@ -468,6 +469,7 @@ def read_everything(store: Store, jobs: list[Job], app: Callable[..., Any], url:
     runner = CliRunner()
     for args in (
         ["list", "-A", "tests.apps.cli_app", "--store", url],
+        ["list", "-A", "tests.apps.cli_app", "--store", url, "--limit", "5", "--offset", "1"],
         ["history", PAGE, "--store", url, "-n", "50"],
         ["history", PAGE, "--store", url, "--json"],
         ["history", PAGE, "--changes", "--store", url],

@@ -16,9 +16,10 @@ from redis.crc import key_slot
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
 from cron_bridge.plumbing.keys import began_key, lock_key
-from cron_bridge.stores import Store, store_from_url
+from cron_bridge.stores import Store, records, store_from_url
 from cron_bridge.stores.base import done_key
 from cron_bridge.stores.redis import RedisStore, fence_key
+from cron_bridge.stores.redis_controls import order_key
 from tests.servers import RedisServer
 
 pytestmark = pytest.mark.redis
@@ -93,6 +94,60 @@ def test_a_locks_fencing_counter_is_in_its_cluster_slot_under_the_prefix(
     fence = fence_key(prefix, key)
     assert key_slot((prefix + key).encode()) == key_slot(fence.encode())
     assert fence.startswith(f"{prefix}fence:")
+
+
+@given(
+    prefix=st.one_of(
+        st.text(st.characters(blacklist_characters="{}", codec="utf-8"), max_size=12),
+        st.builds(
+            lambda a, tag, b: f"{a}{{{tag}}}{b}",
+            st.text(st.characters(blacklist_characters="{}", codec="utf-8"), max_size=4),
+            st.text(st.characters(blacklist_characters="{}", codec="utf-8"), min_size=1),
+            st.text(max_size=6),
+        ),
+    ),
+    group=st.sampled_from(sorted(records.ORDERED_GROUPS)),
+)
+def test_an_ordered_groups_index_is_in_its_cluster_slot_under_the_prefix(
+    prefix: str, group: str
+) -> None:
+    """For every prefix Redis Cluster accepts, the index of an ordered group hashes to the
+    group's slot (one script writes both) and starts with the prefix."""
+    index = order_key(prefix, group)
+    assert key_slot(f"{prefix}controls:{group}".encode()) == key_slot(index.encode())
+    assert index.startswith(f"{prefix}controls-order:")
+
+
+def test_a_listings_index_follows_every_writer_and_is_made_again_when_it_disagrees(
+    redis_server: RedisServer,
+) -> None:
+    """The stored schedules' names are kept in order beside them by every writer (so a page
+    reads the index, never the whole group); names written past the store (an older release,
+    a hand-made ``HSET``) or an index of another type make the next page build it again from
+    the group, and the writers go on."""
+    prefix = f"order-{uuid.uuid4().hex[:8]}:"
+    client = redis.Redis(port=redis_server.port, decode_responses=True)
+    store = RedisStore(client, prefix=prefix)
+    group, hash_name = "schedule", f"{prefix}controls:schedule"
+    index = order_key(prefix, group)
+    store.put_controls(group, {f"t-{n:03d}": "{}" for n in range(300)})
+    store.put_control(group, "t-000", None)
+    store.add_controls(group, {"a-new": "{}"})
+    store.write_controls({group: {"t-001": None, "b-new": "{}"}})
+    assert client.zrange(index, 0, -1) == sorted(client.hkeys(hash_name))
+    assert store.first_control_keys(group, 3) == (["a-new", "b-new", "t-002"], 300)
+
+    client.hset(hash_name, mapping={"0-by-hand": "{}", "zz-by-hand": "{}"})
+    client.hdel(hash_name, "t-002")
+    assert store.first_control_keys(group, 2) == (["0-by-hand", "a-new"], 301)
+    assert client.zrange(index, 0, -1) == sorted(client.hkeys(hash_name))
+
+    client.delete(index)
+    client.set(index, "another program's value")
+    store.put_control(group, "c-new", "{}")  # written, the index of another type dropped
+    assert store.first_control_keys(group, 4) == (["0-by-hand", "a-new", "b-new", "c-new"], 302)
+    assert client.type(index) == "zset"
+    assert client.zcard(index) == 302
 
 
 def test_a_prefix_that_would_split_a_lock_from_its_counter_is_refused_on_a_cluster(
