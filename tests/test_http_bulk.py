@@ -1,12 +1,14 @@
 """The bulk routes of the schedules API (``POST <path>/api/schedules:add-many``,
 ``:update-many``, ``:remove-many``), through the real WSGI and ASGI apps: JSON lines bodies
 past the 16 KiB every other route takes, up to ``BULK_BODY``, only with the bearer secret,
-which is checked before any of the body is read."""
+which is checked before any of the body is read; and, served by the beat's own server, only
+as many bulk bodies read at once as the ASGI app has threads."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from io import BytesIO
 from typing import Any
 
@@ -15,8 +17,10 @@ import pytest
 from cron_bridge import Beat, declare
 from cron_bridge.control.schedules import StoredSchedules
 from cron_bridge.http import asgi_app, wsgi_app
+from cron_bridge.http import serve as serving
 from cron_bridge.http.wire import BULK_BODY, MAX_BODY
 from cron_bridge.stores import MemoryStore
+from tests.servers import free_port
 
 SECRET = "c2VjcmV0LWZvci10ZXN0cy1vbmx5LTMyYnl0ZXM"
 API = "/_scheduler/api/schedules"
@@ -235,3 +239,76 @@ def test_a_refused_entry_is_a_400_naming_it_and_nothing_is_written() -> None:
     assert status == 400 and "x-ndjson" in answer["error"]
     assert apps.call_wsgi(f"{API}:add-many", b"", method="GET")[0] == 405
     assert StoredSchedules(apps.store).list() == {}
+
+
+def _head(sock: socket.socket, path: str, length: int) -> bytes:
+    """Send the head of a bulk write with the secret, declaring ``length`` bytes of body and
+    asking for ``100 Continue`` before any of it is sent; what the server first answers."""
+    sock.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {SECRET}\r\n"
+        f"Content-Type: {NDJSON}\r\nContent-Length: {length}\r\n"
+        "Expect: 100-continue\r\n\r\n".encode()
+    )
+    return _answered_head(sock)
+
+
+def _answered_head(sock: socket.socket) -> bytes:
+    """What the server sends on ``sock`` up to the end of an answer's head."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = sock.recv(4096)
+        assert chunk, f"closed before it answered: {answer!r}"
+        answer += chunk
+    return answer
+
+
+def _answer(sock: socket.socket) -> tuple[bytes, bytes]:
+    """A whole response's head and its body (read by its Content-Length)."""
+    top, _, rest = _answered_head(sock).partition(b"\r\n\r\n")
+    [length] = [
+        int(line.partition(b":")[2])
+        for line in top.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    ]
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed before the end of its answer: {top + rest!r}"
+        rest += chunk
+    return top, rest
+
+
+def test_a_bulk_write_past_the_pool_is_refused_before_its_body_is_read() -> None:
+    """Served by the beat's own server with a pool of one: a bulk write holds the pool's slot
+    from before its body is read, so a second one is answered 503 while its body is still
+    unsent (no ``100 Continue`` asked for it first) and its connection closed; the first then
+    sends its body and is answered, and the slot serves the next."""
+    store = MemoryStore(allow_local_cluster=True)
+    job = declare("bulk.ok", every="1h", target="inline", handler=lambda ctx: None)
+    app = asgi_app(Beat(store, [job], replica_id="bulk-1"), secret=SECRET, max_concurrency=1)
+    port = free_port()
+    server = serving.serve(app, "127.0.0.1", port)
+    body = _lines([{"name": f"tenant-{n}.report"} for n in range(1_000)])
+    assert len(body) > MAX_BODY
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as first:
+            # 100 Continue: the app has asked for the body, so it holds the slot.
+            continued = _head(first, f"{API}:remove-many", len(body))
+            assert continued.startswith(b"HTTP/1.1 100 "), continued
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as second:
+                refused = _head(second, f"{API}:add-many", BULK_BODY)
+                assert refused.startswith(b"HTTP/1.1 503 "), refused
+                assert b"\r\nconnection: close\r\n" in refused.lower(), refused
+                rest = b""
+                while chunk := second.recv(4096):  # until the server closes it
+                    rest += chunk
+                assert b"busy; try again" in refused + rest
+            first.sendall(body)
+            top, answer = _answer(first)
+            assert top.startswith(b"HTTP/1.1 200 "), top
+            assert json.loads(answer)["removed"] == 0
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as third:
+            assert _head(third, f"{API}:remove-many", len(body)).startswith(b"HTTP/1.1 100 ")
+            third.sendall(body)
+            assert _answer(third)[0].startswith(b"HTTP/1.1 200 ")
+    finally:
+        server.shutdown()

@@ -5,7 +5,9 @@ A body is bounded before any of it is read: the handler says how much the reques
 from its method, path and headers (``TriggerHandler.body_bound``: ``MAX_BODY``, or
 ``BULK_BODY`` for a bulk write of stored schedules with the bearer secret), a
 ``Content-Length`` past it is refused at once, and a body sent in chunks is read no further
-than one chunk past it."""
+than one chunk past it. A bulk body is read only in a slot of the ASGI app's pool, so no more
+of them are held than it has threads. A response to a request whose body is left unread
+closes the connection."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from cron_bridge.http.wire import (
     Response,
     Scope,
     Send,
+    has_body,
     head,
 )
 from cron_bridge.plumbing.redaction import escape_log
@@ -52,7 +55,8 @@ def asgi_app(
 
     ``/healthz`` is answered on the event loop itself; everything else runs in a pool of
     ``max_concurrency`` threads, and a request that finds them all busy gets 503 at once, so
-    slow callers can never hold up the liveness probe.
+    slow callers can never hold up the liveness probe. A bulk write takes its thread before
+    its body is read, and gets its 503 unread.
 
     Raises:
         ConfigError: without a secret, or with one that is not one.
@@ -69,50 +73,52 @@ def asgi_app(
             return
         if scope["type"] != "http":
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        client = scope.get("client") or ("unknown", 0)
-        request = Request(
-            scope["method"],
-            _asgi_path(scope),
-            headers,
-            b"",
-            scope.get("query_string", b"").decode("latin-1"),
-            client=str(client[0]),
-            https=scope.get("scheme") == "https",
-        )
+        request = _asgi_request(scope)
         bound = handler.body_bound(request)
         if isinstance(bound, Response):
             refused: Response | None = bound
             most = 0
         else:
-            refused = _refused_length(headers.get("content-length"), bound)
+            refused = _refused_length(request.headers.get("content-length"), bound)
             most = bound
-        chunks: list[bytes] = []  # joined once: a body of megabytes comes in many chunks
-        size = 0
-        more = refused is None and scope["method"] in ("POST", "PUT", "PATCH")
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client went away (or the server's deadline cut it off)
-            chunk = message.get("body", b"")
-            chunks.append(chunk)
-            size += len(chunk)
-            more = message.get("more_body", False) and size <= most
-        if refused is None and size > most:
-            refused = Response(413, {"error": "request body too large"})
-        request = dataclasses.replace(request, body=b"".join(chunks))
-        if refused is not None:
-            response = refused
-        elif request.path == handler.health_path:
-            response = handler.respond(request)  # no I/O: never waits behind other requests
-        elif not slots.acquire(blocking=False):
-            response = Response(503, {"error": "busy; try again"}, (("Retry-After", "1"),))
-        else:
-            try:
+        # A bulk body (up to BULK_BODY) is read only once it holds a slot of the pool, so that
+        # at most max_concurrency of them are ever in memory: one more is refused unread.
+        # Smaller bodies are read first: a slot held while a stranger trickles in 16 KiB would
+        # let a few slow sockets without the secret lock every other caller out.
+        held = False
+        if refused is None and most > MAX_BODY:
+            held = slots.acquire(blocking=False)
+            refused = None if held else _busy()
+        whole = not has_body(scope)  # the body read to its end, or none sent
+        try:
+            if refused is None and scope["method"] in ("POST", "PUT", "PATCH"):
+                read = await _read_body(receive, most)
+                if read is None:
+                    return  # the client went away (or the server's deadline cut it off)
+                body, whole = read
+                request = dataclasses.replace(request, body=body)
+                if len(body) > most:
+                    refused = Response(413, {"error": "request body too large"})
+            if refused is not None:
+                response = refused
+            elif request.path == handler.health_path:
+                response = handler.respond(request)  # no I/O: never waits behind other requests
+            elif not held and not (held := slots.acquire(blocking=False)):
+                response = _busy()
+            else:
                 loop = asyncio.get_running_loop()
                 response = await loop.run_in_executor(pool, handler.respond, request)
-            finally:
+        finally:
+            if held:
                 slots.release()
+        if not whole and scope.get("http_version", "1.1").startswith("1"):
+            # The rest of the body is never read: the connection ends with this answer, or
+            # the server would go on parsing what follows as if it were read (uvicorn answers
+            # a malformed rest again, after this answer, and fails on it). HTTP/2 has no such
+            # header (a stream left unread is reset, the connection unharmed).
+            response = dataclasses.replace(
+                response, headers=(*response.headers, ("Connection", "close"))
+            )
         log_request(request, response)
         payload = response.encoded()
         raw = [(k.lower().encode(), v.encode("latin-1")) for k, v in head(response, payload)]
@@ -120,6 +126,40 @@ def asgi_app(
         await send({"type": "http.response.body", "body": payload})
 
     return app
+
+
+def _asgi_request(scope: Scope) -> Request:
+    """The request an ASGI scope carries, its body not read yet."""
+    client = scope.get("client") or ("unknown", 0)
+    return Request(
+        scope["method"],
+        _asgi_path(scope),
+        {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]},
+        b"",
+        scope.get("query_string", b"").decode("latin-1"),
+        client=str(client[0]),
+        https=scope.get("scheme") == "https",
+    )
+
+
+async def _read_body(receive: Receive, most: int) -> tuple[bytes, bool] | None:
+    """The body, read no further than one chunk past ``most`` bytes, and whether it was read
+    to its end; None when the client went away."""
+    chunks: list[bytes] = []  # joined once: a body of megabytes comes in many chunks
+    size, more = 0, True
+    while more and size <= most:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks), not more
+
+
+def _busy() -> Response:
+    return Response(503, {"error": "busy; try again"}, (("Retry-After", "1"),))
 
 
 def _refused_length(declared: str | None, bound: int = MAX_BODY) -> Response | None:

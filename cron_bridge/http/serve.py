@@ -42,7 +42,7 @@ from contextvars import ContextVar
 from typing import Any, ClassVar
 
 from cron_bridge.errors import ConfigError
-from cron_bridge.http.wire import Receive, Scope, Send
+from cron_bridge.http.wire import Receive, Scope, Send, has_body
 
 __all__ = ["HttpServer", "serve"]
 
@@ -176,7 +176,7 @@ def _reporting(app: Any) -> Any:
         if connection is None or scope["type"] != "http":
             await app(scope, receive, send)
             return
-        if not _has_body(scope):
+        if not has_body(scope):
             connection.request_read()
         sent = False
 
@@ -200,14 +200,6 @@ def _reporting(app: Any) -> Any:
                 connection.response_sent()
 
     return reporting
-
-
-def _has_body(scope: Scope) -> bool:
-    """Whether the request says a body follows (as HTTP/1.1 frames one: a length or chunks)."""
-    for name, value in scope["headers"]:
-        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
-            return True
-    return False
 
 
 class HttpServer:

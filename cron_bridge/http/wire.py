@@ -28,6 +28,7 @@ __all__ = [
     "Response",
     "Scope",
     "Send",
+    "has_body",
     "head",
 ]
 
@@ -100,6 +101,15 @@ class Response:
         if isinstance(self.body, Markup):
             return "text/html; charset=utf-8"
         return "application/json"
+
+
+def has_body(scope: Scope) -> bool:
+    """Whether an ASGI request says a body follows (as HTTP/1.1 frames one: a length or
+    chunks)."""
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
 
 
 def head(response: Response, body: bytes) -> list[tuple[str, str]]:
