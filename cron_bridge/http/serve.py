@@ -22,11 +22,17 @@ Each protection, and what gives it:
 - ``/healthz`` is answered on the event loop (see ``cron_bridge.http.asgi_app``), so requests
   waiting for a run never hold up the liveness probe.
 - uvicorn's own access log is off (``access_log``): the app logs one escaped line per request.
+- **A malformed body** is answered 400 by uvicorn, with one warning line, and the connection
+  closed: the app closes a connection whose body it leaves unread (so uvicorn never parses the
+  rest after the app's answer), and an answer of the app's that comes after uvicorn's own is
+  dropped (``_reporting``), where uvicorn would log a traceback.
 - ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed only from ``forwarded_allow_ips``.
 
 What this leans on beyond uvicorn's documented options: where its h11 protocol is and the
 arguments it is built with (handed over untouched), and that it starts a request's task from
-``data_received``, so the task inherits the context naming its connection. pyproject.toml pins
+``data_received``, so the task inherits the context naming its connection; and that once it
+has answered a request itself it closes the connection, and takes an app that then ends without
+an answer as one whose client went away. pyproject.toml pins
 uvicorn to the versions this was tested on, and ``tests/test_http_serve.py`` checks that the
 installed one is among them and that the two halves still meet.
 """
@@ -96,6 +102,11 @@ class _Connection(asyncio.Protocol):
         self._inner = self.inner(**built_with)
         self._transport: asyncio.BaseTransport | None = None
         self._deadline: asyncio.TimerHandle | None = None
+
+    @property
+    def closing(self) -> bool:
+        """Closed or closing: nothing more can be answered on it."""
+        return self._transport is None or self._transport.is_closing()
 
     @property
     def waiting(self) -> bool:
@@ -188,6 +199,15 @@ def _reporting(app: Any) -> Any:
 
         async def sending(message: Any) -> None:
             nonlocal sent
+            if connection.closing:
+                # Most often uvicorn has answered the request itself (400 for a malformed body
+                # the app had not read yet) and closed the connection: its h11 state takes no
+                # other answer, and the send would raise (a traceback in the log). The answer
+                # is dropped once uvicorn has seen the connection go, so that it takes the
+                # request as ended by the client, not as one the app left unanswered.
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                return
             await send(message)
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 sent = True

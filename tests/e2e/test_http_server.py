@@ -3,6 +3,7 @@ paths, forged log lines, guessed secrets, and secrets that are not secrets."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import time
@@ -269,3 +270,69 @@ def test_the_session_cookie_is_secure_behind_a_trusted_tls_proxy(
 
     assert "; Secure" in login(forwarded=True)
     assert "Secure" not in login(forwarded=False)
+
+
+def _head_of_answer(sock: socket.socket) -> bytes:
+    """What the server sends on ``sock`` up to the end of an answer's head."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = sock.recv(4096)
+        assert chunk, f"closed before it answered: {answer!r}"
+        answer += chunk
+    return answer
+
+
+def _until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends on ``sock`` until it closes it."""
+    answer = b""
+    with contextlib.suppress(ConnectionResetError):  # closed with bytes of ours unread
+        while chunk := sock.recv(4096):
+            answer += chunk
+    return answer
+
+
+def test_a_malformed_chunked_body_is_never_a_traceback(served: tuple[BeatProcess, int]) -> None:
+    """A body in broken chunks, to a bulk route without the secret and to the probe (which
+    both answer without reading it), and to a bulk route with the secret (which reads it):
+    each is answered, by the app or with uvicorn's 400, and its connection closed; the beat
+    logs at most one line for each and never a traceback, whether the broken chunks come with
+    the head or only once the app has answered it or asked for its body."""
+    beat, port = served
+    bulk = (
+        "POST /_scheduler/api/schedules:add-many HTTP/1.1\r\nHost: x\r\n"
+        "Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n"
+    )
+    probe = "GET /_scheduler/healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+    with_secret = bulk + f"Authorization: Bearer {SECRET}\r\nExpect: 100-continue\r\n"
+    broken = b"zz\r\nnot a chunk\r\n0\r\n\r\n"
+    # The head, whether the broken chunks come with it, and the status answered first.
+    cases = [
+        (bulk, True, None),
+        (bulk, False, b"HTTP/1.1 401 "),
+        (probe, True, None),
+        (probe, False, b"HTTP/1.1 200 "),
+        (with_secret, False, b"HTTP/1.1 100 "),
+    ]
+    unread = []  # the app's answers to a request whose body it left unread
+    for head, together, first in cases:
+        with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT + 5) as sock:
+            sent = head.encode("utf-8") + b"\r\n"
+            sock.sendall(sent + broken if together else sent)
+            if first is not None:
+                answer = _head_of_answer(sock)
+                assert answer.startswith(first), answer
+                if first != b"HTTP/1.1 100 ":  # the app's answer, the body left unread
+                    unread.append(answer)
+                with contextlib.suppress(OSError):  # it may be closed already, as it should
+                    sock.sendall(broken)
+            rest = _until_closed(sock)
+            if together or first == b"HTTP/1.1 100 ":  # uvicorn's 400, or the app's 401 first
+                assert rest.startswith((b"HTTP/1.1 400 ", b"HTTP/1.1 401 ")), rest
+    marker = "/_scheduler/after-the-broken-chunks"
+    get(port, marker)
+    wait_for(lambda: marker in beat.output(), 10, "the line of the request after them")
+    assert "Traceback" not in beat.output(), beat.output()[-4000:]
+    warned = [line for line in beat.output().splitlines() if "Invalid HTTP request" in line]
+    assert len(warned) <= len(cases), warned
+    for answer in unread:  # or the server would parse the rest of the body that follows
+        assert b"\r\nconnection: close\r\n" in answer.lower(), answer
