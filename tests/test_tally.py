@@ -18,7 +18,7 @@ from cron_bridge.beat.replica import Beat
 from cron_bridge.control import pause as control
 from cron_bridge.http.overview import PER_PAGE, _JobState, overview_page
 from cron_bridge.http.tally import Tally, count
-from cron_bridge.http.views import View, last_run, marks_of
+from cron_bridge.http.views import View, last_run, marks_of, marks_of_many
 from cron_bridge.jobs import Job, Occurrence, declare
 from cron_bridge.plumbing.keys import lock_key
 from cron_bridge.stores import RunRecord, Store, run_summary, store_from_url
@@ -122,6 +122,11 @@ def test_the_counts_say_of_each_job_what_its_row_says(drawn: list[dict[str, Any]
         }
         assert {state: name in counted.of(state) for state in said} == said, (name, marks)
     assert counted.jobs == len(names)
+    # A page draws its jobs in a few reads, each job as it would be drawn alone.
+    page = marks_of_many(store, [(name, jobs[name]) for name in names], NOW, after_newest=True)
+    assert page == {
+        name: marks_of(store, name, jobs[name], NOW, after_newest=True) for name in names
+    }
 
 
 def test_a_count_reads_the_same_few_times_whatever_the_number_of_jobs(tmp_path: Any) -> None:

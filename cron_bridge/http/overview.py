@@ -22,7 +22,7 @@ from cron_bridge.http.views import (
     header,
     last_run,
     link,
-    marks_of,
+    marks_of_many,
     next_run,
     zone_of,
 )
@@ -208,9 +208,11 @@ def overview_page(
     number = min(max(number, 1), pages)
     on_page = shown_names[(number - 1) * PER_PAGE : number * PER_PAGE]
     paused = control.pauses_of(store, on_page) if on_page else {}
+    infos = view.infos(on_page)
+    drawn = marks_of_many(store, [(info.name, job) for info, job in infos], now, after_newest=True)
     states = []
-    for info, job in view.infos(on_page):
-        records, found = marks_of(store, info.name, job, now, after_newest=True)
+    for info, job in infos:
+        records, found = drawn[info.name]
         states.append(_JobState(info, job, found, last_run(records), info.name in paused))
     rows = join(_job_row(s, view, path, now) for s in states)
     replicas = sorted(store.replicas(), key=lambda r: r.id)

@@ -22,7 +22,7 @@ from cron_bridge.windows import NEVER
 
 if TYPE_CHECKING:
     from cron_bridge.beat.replica import Beat
-    from cron_bridge.jobs import Job
+    from cron_bridge.jobs import Job, Occurrence
 
 __all__ = [
     "RECORDS_PER_STRIP",
@@ -32,6 +32,7 @@ __all__ = [
     "last_run",
     "link",
     "marks_of",
+    "marks_of_many",
     "next_run",
     "zone_of",
 ]
@@ -162,19 +163,47 @@ def marks_of(
     from their claims: one more read, only when there are such occurrences).
     ``after_newest``: only those due after its newest recorded one (the overview, which draws
     every job)."""
-    found_records = store.history(name, records)
-    running = charts.parse_holder(name, store.holder(lock_key(name)))
-    found = charts.marks(found_records, running, limit=limit)
-    if job is None or job.on_demand or not job.is_cluster:
-        return found_records, found
-    missing = charts.unrecorded(
-        found, found_records, job.schedule, name, now, limit=limit, after_newest=after_newest
-    )
-    if missing:
-        owners = store.claimed_by_many(missing)
-        found += charts.unrecorded_marks(missing, owners, now, job.misfire_grace, job.fire_at)
-        found = sorted(found, key=lambda m: m.scheduled_at)[-limit:]
-    return found_records, found
+    return marks_of_many(
+        store, [(name, job)], now, after_newest=after_newest, records=records, limit=limit
+    )[name]
+
+
+def marks_of_many(
+    store: Store,
+    jobs: Sequence[tuple[str, Job | None]],
+    now: datetime,
+    *,
+    after_newest: bool = False,
+    records: int = RECORDS_PER_STRIP,
+    limit: int = STRIP_OCCURRENCES,
+) -> dict[str, tuple[list[RunRecord], list[charts.Mark]]]:
+    """``marks_of`` for a page of jobs in a few round trips whatever their number: their
+    histories in one, their locks in one, and the claims of the occurrences no record names,
+    of every job at once, in one more when there are such."""
+    names = [name for name, _ in jobs]
+    histories = store.histories(names, records)
+    holders = store.holders([lock_key(name) for name in names])
+    drawn: dict[str, tuple[list[RunRecord], list[charts.Mark]]] = {}
+    unrecorded: dict[str, tuple[Job, list[Occurrence]]] = {}
+    for (name, job), holder in zip(jobs, holders, strict=True):
+        found_records = histories.get(name, [])
+        found = charts.marks(found_records, charts.parse_holder(name, holder), limit=limit)
+        drawn[name] = (found_records, found)
+        if job is None or job.on_demand or not job.is_cluster:
+            continue
+        missing = charts.unrecorded(
+            found, found_records, job.schedule, name, now, limit=limit, after_newest=after_newest
+        )
+        if missing:
+            unrecorded[name] = (job, missing)
+    asked = [occurrence for _, missing in unrecorded.values() for occurrence in missing]
+    owners = iter(store.claimed_by_many(asked) if asked else [])
+    for name, (job, missing) in unrecorded.items():
+        found_records, found = drawn[name]
+        mine = [next(owners) for _ in missing]
+        found += charts.unrecorded_marks(missing, mine, now, job.misfire_grace, job.fire_at)
+        drawn[name] = (found_records, sorted(found, key=lambda m: m.scheduled_at)[-limit:])
+    return drawn
 
 
 def zone_of(info: JobInfo) -> tzinfo:

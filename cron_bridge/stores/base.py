@@ -530,6 +530,12 @@ class Store(ABC):
     def history(self, job: str, n: int = 20) -> list[RunRecord]:
         """The newest ``n`` run records of ``job``, newest first."""
 
+    def histories(self, jobs: Sequence[str], n: int = 20) -> dict[str, list[RunRecord]]:
+        """``history`` of each of ``jobs`` (each once), in one round trip where the store can
+        (a dashboard page of 50 jobs): Redis a pipeline, PostgreSQL one statement. This
+        default reads them one after another."""
+        return {job: self.history(job, n) for job in dict.fromkeys(jobs)}
+
     @abstractmethod
     def heartbeat(
         self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None

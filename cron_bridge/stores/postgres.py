@@ -520,6 +520,38 @@ class PostgresStore(PostgresControls, Store):
             (tuple(row) for row in rows), lambda row: record_from_row(row, there), f"runs of {job}"
         )
 
+    def histories(self, jobs: Sequence[str], n: int = 20) -> dict[str, list[RunRecord]]:
+        wanted = list(dict.fromkeys(jobs))
+        if not wanted or n <= 0:
+            return {job: [] for job in wanted}
+
+        def work(conn: psycopg.Connection[Any]) -> tuple[tuple[str, ...], list[Any]]:
+            there = self._run_columns
+            # Each job's newest rows by the (job, id) index, in one statement.
+            statement = sql.SQL(
+                "SELECT wanted.at, {columns} FROM unnest(%s::text[]) WITH ORDINALITY"
+                " AS wanted(name, at) CROSS JOIN LATERAL (SELECT * FROM {runs}"
+                " WHERE job = wanted.name ORDER BY id DESC LIMIT %s) newest"
+                " ORDER BY wanted.at, newest.id DESC"
+            ).format(
+                columns=sql.SQL(", ").join(
+                    sql.SQL("newest.{}").format(sql.Identifier(c)) for c in there
+                ),
+                runs=self._names["runs"],
+            )
+            return there, fetch(conn, statement, (wanted, n))
+
+        there, rows = self._call(work)
+        by_job: dict[int, list[tuple[Any, ...]]] = {}
+        for row in rows:
+            by_job.setdefault(int(row[0]) - 1, []).append(tuple(row[1:]))
+        return {
+            job: readable(
+                by_job.get(at, []), lambda row: record_from_row(row, there), f"runs of {job}"
+            )
+            for at, job in enumerate(wanted)
+        }
+
     def heartbeat(
         self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
     ) -> datetime | None:

@@ -468,6 +468,24 @@ class RedisStore(RedisControls, Store):
         )
         return readable(items, _record_from_json, self._key(f"runs:{job}"))
 
+    def histories(self, jobs: Sequence[str], n: int = 20) -> dict[str, list[RunRecord]]:
+        wanted = list(dict.fromkeys(jobs))
+        if not wanted or n <= 0:
+            return {job: [] for job in wanted}
+        names = [self._key(f"runs:{job}") for job in wanted]
+
+        def work(client: Client) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for name in names:
+                raw(pipe, "LRANGE", name, 0, n - 1)
+            return self._link.replies(client, pipe, names, "list")
+
+        replies = self._link.call(work, pipelines=1, commands=0)
+        return {
+            job: readable(items or [], _record_from_json, name)
+            for job, name, items in zip(wanted, names, replies, strict=True)
+        }
+
     def heartbeat(
         self, replica: str, ttl: timedelta, *, clock_offset_ms: float | None = None
     ) -> datetime | None:

@@ -694,6 +694,25 @@ def test_a_page_is_read_by_keys_alike_on_every_store_and_as_the_steps_read_it(
     assert store.latest_runs([]) == {}
 
 
+def test_a_pages_histories_are_read_at_once_as_one_by_one(kit: StoreKit) -> None:
+    """``histories`` (a dashboard page's jobs) answers as ``history`` does for each job, a
+    job named twice once, in one round trip where the store can."""
+    store = kit.open()
+    store.record_many([run("a.job", n) for n in range(30)] + [run("b.job", 9)])
+    jobs = ["b.job", "a.job", "never.ran", "a.job"]
+    before = store.stats.round_trips
+    found = store.histories(jobs, 20)
+    if kit.kind in ("redis", "valkey", "postgres"):
+        assert store.stats.round_trips - before == 1
+    assert list(found) == ["b.job", "a.job", "never.ran"]
+    assert found == {job: store.history(job, 20) for job in ("b.job", "a.job", "never.ran")}
+    assert [r.occurrence_id for r in found["a.job"]] == [
+        run("a.job", n).occurrence_id for n in range(29, 9, -1)
+    ]
+    assert store.histories(jobs, 0) == {"b.job": [], "a.job": [], "never.ran": []}
+    assert store.histories([], 20) == {}
+
+
 def test_a_batch_of_new_records_is_written_whole_or_not_at_all(kit: StoreKit) -> None:
     """``add_controls``: every record when none of their keys exists; none, and the keys that
     exist, when some do; and of batches racing over shared keys, each is written whole or
