@@ -231,18 +231,19 @@ def test_a_refused_update_writes_nothing_on_a_shared_store(
 
 
 def _refuse_writes_of(kit: StoreKit, key: str, delete: bool) -> None:
-    """Make the store's server refuse to write (or, with ``delete``, to delete) the stored
-    schedule ``key``: a trigger that fails the statement, whose transaction then rolls back
-    whole (the store reports it as an outage)."""
+    """Make the store's server refuse to write (add or update; or, with ``delete``, to
+    delete) the stored schedule ``key``: a trigger that fails the statement, whose
+    transaction then rolls back whole (the store reports it as an outage)."""
     if kit.kind == "sqlite":
         path = kit.url.removeprefix("sqlite:///")
         row = "OLD" if delete else "NEW"
         with sqlite3.connect(path) as conn:
-            conn.execute(
-                f"CREATE TRIGGER refuse BEFORE {'DELETE' if delete else 'INSERT'} ON controls "
-                f"WHEN {row}.grp = '{GROUP}' AND {row}.key = '{key}' "
-                "BEGIN SELECT json_extract('refused', '$'); END"  # an error as it runs
-            )
+            for event in ("DELETE",) if delete else ("INSERT", "UPDATE"):  # an add, an update
+                conn.execute(
+                    f"CREATE TRIGGER refuse_{event} BEFORE {event} ON controls "
+                    f"WHEN {row}.grp = '{GROUP}' AND {row}.key = '{key}' "
+                    "BEGIN SELECT json_extract('refused', '$'); END"  # an error as it runs
+                )
         return
     import psycopg
 
@@ -255,7 +256,7 @@ def _refuse_writes_of(kit: StoreKit, key: str, delete: bool) -> None:
             "RAISE EXCEPTION 'refused' USING ERRCODE = 'query_canceled'; END $$"
         )
         conn.execute(
-            f"CREATE TRIGGER refuse BEFORE {'DELETE' if delete else 'INSERT'} ON "
+            f"CREATE TRIGGER refuse BEFORE {'DELETE' if delete else 'INSERT OR UPDATE'} ON "
             f"{schema}.cron_bridge_controls FOR EACH ROW WHEN ({row}.grp = '{GROUP}' AND "
             f"{row}.key = '{key}') EXECUTE FUNCTION {schema}.refuse()"
         )
@@ -454,3 +455,50 @@ def test_a_batch_whose_change_logs_fail_is_followed_by_the_replicas_and_said() -
         schedules.update_many([{"name": "t2", "every": "2h"}])
     changed, gone = sync.poll(1.0)  # type: ignore[misc]
     assert gone == {"t1"} and set(changed) == {"t2"}
+
+
+class _RemovedWhileRead(StoredSchedules):
+    """Stored schedules whose read of ``gone`` is followed at once by another operator
+    removing it (as a remove landing between an update's read and its write)."""
+
+    def __init__(self, store: Store, gone: str) -> None:
+        super().__init__(store)
+        self.gone = gone
+
+    def get_many(self, names: Any) -> Any:
+        found = super().get_many(names)
+        if self.gone in names:  # the read of its batch done
+            StoredSchedules(self.store).remove(self.gone, by="another operator")
+        return found
+
+    def get(self, name: str) -> Any:
+        found = super().get(name)
+        if name == self.gone:
+            StoredSchedules(self.store).remove(self.gone, by="another operator")
+        return found
+
+
+def test_a_schedule_removed_while_an_update_reads_it_is_not_brought_back(kit: StoreKit) -> None:
+    """A remove between an update's read and its write: ``update`` says there is no such
+    schedule and ``update_many`` refuses that batch whole, naming the schedule; nothing of it
+    is written and the removed schedule stays removed (it ran no more on any replica). The
+    batches before it are written, and said."""
+    store = kit.open()
+    StoredSchedules(store).add_many(_tenants(6_000))
+    racing = _RemovedWhileRead(store, "tenant-5500.report")
+    with pytest.raises(ConfigError) as refused:
+        racing.update_many(
+            [{"name": f"tenant-{n}.report", "queue": "q"} for n in range(6_000)], by="ops"
+        )
+    assert refused.value.job == "tenant-5500.report" and refused.value.entry == 5500
+    assert "removed since it was read" in str(refused.value)
+    assert f"{BULK} of 6000 schedule(s) updated before it" in str(refused.value)
+    stored = StoredSchedules(store).list()
+    assert "tenant-5500.report" not in stored and len(stored) == 5_999
+    assert {stored[f"tenant-{n}.report"].queue for n in range(BULK)} == {"q"}
+    assert {stored[f"tenant-{n}.report"].queue for n in range(BULK, 6_000) if n != 5500} == {None}
+
+    single = _RemovedWhileRead(store, "tenant-42.report")
+    with pytest.raises(ConfigError, match="removed since it was read"):
+        single.update("tenant-42.report", queue="other")
+    assert StoredSchedules(store).get("tenant-42.report") is None

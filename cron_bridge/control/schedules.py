@@ -201,17 +201,19 @@ class StoredSchedules:
         is dropped). Every entry is checked as ``update`` checks it (the schedule must exist;
         a new task is asked of the allow-list) before anything is written, reading ``BULK``
         schedules a round trip; then ``BULK`` of them are written at a time, each batch in one
-        round trip (``write_controls`` of one group: one transaction on PostgreSQL and SQLite,
-        one ``HSET`` on Redis; on NATS record by record), its change logs in one more and its
-        feed entries in one or two. As with ``update``, reading and writing are two steps: a
-        schedule removed by someone else between them is written again.
+        round trip (``replace_controls``: one transaction on PostgreSQL and SQLite, one script
+        on Redis; on NATS checked, then written record by record), its change logs in one more
+        and its feed entries in one or two. A schedule removed by someone else since it was
+        read is not written again: its batch is refused whole (``ConfigError`` naming it).
 
         Returns:
             The schedules as stored now, in the order given.
 
         Raises:
             ConfigError: a bad entry, naming it (``entry``), the option and the value; a name
-                that is not stored; or two entries of one name (nothing is written).
+                that is not stored; or two entries of one name (nothing is written). A name
+                removed since it was read (the batches before it are written: the message
+                says how many).
             StoreUnavailable: the store could not be reached (the batches before are
                 written: the message says how many).
         """
@@ -220,7 +222,20 @@ class StoredSchedules:
         for start in range(0, len(checked), BULK):
             batch = checked[start : start + BULK]
             with _counted(updated, len(checked), "updated"):
-                self.store.write_controls({GROUP: {spec.name: raw for spec, raw, _ in batch}})
+                gone = self.store.replace_controls(
+                    GROUP, {spec.name: raw for spec, raw, _ in batch}
+                )
+            if gone:
+                refused = ConfigError(
+                    f"no stored schedule of this name: removed since it was read; nothing of "
+                    f"its batch was written ({updated} of {len(checked)} schedule(s) updated "
+                    "before it)",
+                    job=gone[0],
+                    option="name",
+                    value=gone[0],
+                )
+                refused.entry = start + [spec.name for spec, _, _ in batch].index(gone[0])
+                raise refused
             updated += len(batch)
             with _counted(updated, len(checked), "updated"):
                 self._logged_and_announced(
@@ -398,7 +413,14 @@ class StoredSchedules:
         concurrent adds one wins, the other is told)."""
         raw = stored_json(spec)
         if not create:
-            self.store.put_control(GROUP, spec.name, raw)
+            if self.store.replace_controls(GROUP, {spec.name: raw}):
+                raise ConfigError(
+                    "no stored schedule of this name: removed since it was read; nothing "
+                    "was written",
+                    job=spec.name,
+                    option="name",
+                    value=spec.name,
+                )
         elif not self.store.add_control(GROUP, spec.name, raw):
             raise ConfigError(
                 "a stored schedule of this name exists; update it",

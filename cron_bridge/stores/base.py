@@ -363,6 +363,25 @@ class Store(ABC):
             made.append(key)
         return []
 
+    def replace_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        """Replace the control records ``values`` of ``group``, all of them or none: when any
+        of their keys does not exist, nothing is written and those keys are returned (sorted);
+        an empty list when every record was replaced. One round trip where the store can: an
+        update never brings back a record deleted since it was read.
+
+        Atomic where the store has transactions (memory, SQLite, PostgreSQL, Redis: one
+        script on one hash). This default, for a store without them, checks, then writes:
+        a record deleted between the two is written again.
+
+        Raises:
+            StoreUnavailable: the store could not be reached (on this default, some of the
+                records may be left written).
+        """
+        missing = sorted(set(values) - set(self.controls_of(group, list(values))))
+        if not missing:
+            self.put_controls(group, values)
+        return missing
+
     def raise_controls(self, group: str, values: Mapping[str, str], *, ceiling_ms: int) -> None:
         """Write each of ``values`` (run summaries' entries, which only go up) where its key
         is absent or holds an entry before it, one scheduled after ``ceiling_ms``, or text of

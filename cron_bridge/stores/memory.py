@@ -187,6 +187,15 @@ class MemoryStore(Store):
                 records.update(values)
             return taken
 
+    def replace_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        with self._lock:
+            self.stats.add()
+            records = self._controls[group]
+            missing = sorted(key for key in values if key not in records)
+            if not missing:
+                records.update(values)
+            return missing
+
     def controls(
         self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
     ) -> dict[str, str]:

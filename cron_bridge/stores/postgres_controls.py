@@ -145,6 +145,29 @@ class PostgresControls:
             self.stats.add()
             return taken.keys
 
+    def replace_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        if not values:
+            return []
+        keys, texts = list(values), list(values.values())
+        statement = self._sql(
+            "UPDATE {controls} SET value = t.v, updated_at = now()"
+            " FROM unnest(%s::text[], %s::text[]) AS t(k, v)"
+            " WHERE grp = %s AND key = t.k RETURNING key"
+        )
+
+        def work(conn: psycopg.Connection[Any]) -> list[str]:
+            rows = conn.execute(statement, (keys, texts, group)).fetchall()
+            made = {row[0] if isinstance(row[0], str) else bytes(row[0]).decode() for row in rows}
+            if len(made) < len(keys):
+                raise _Taken(sorted(set(keys) - made))  # _call's transaction rolls back
+            return []
+
+        try:
+            return self._call(work)
+        except _Taken as missing:
+            self.stats.add()
+            return missing.keys
+
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if not values:
             return
@@ -225,7 +248,8 @@ class PostgresControls:
 
 
 class _Taken(Exception):
-    """Ends ``add_controls``'s transaction (rolled back) when some keys exist."""
+    """Ends ``add_controls``'s transaction (rolled back) when some keys exist, or
+    ``replace_controls``'s when some do not."""
 
     def __init__(self, keys: list[str]) -> None:
         super().__init__(keys)

@@ -46,7 +46,7 @@ class RedisControls:
 
     def add_control(self, group: str, key: str, value: str) -> bool:
         if group in ORDERED_GROUPS:
-            return not self._put_ordered(group, {key: value}, (), add=True)
+            return not self._put_ordered(group, {key: value}, (), mode="add")
         name = self._key(f"controls:{group}")
         added = self._link.call(
             lambda client: int(client.hsetnx(name, key, value)),
@@ -92,7 +92,7 @@ class RedisControls:
         if not values:
             return []
         if group in ORDERED_GROUPS:
-            return self._put_ordered(group, values, (), add=True)
+            return self._put_ordered(group, values, (), mode="add")
         name = self._key(f"controls:{group}")
         flat = [item for pair in values.items() for item in pair]
         found = self._link.call(
@@ -117,25 +117,29 @@ class RedisControls:
             if not done:
                 raise self._refused_write(name)
 
+    def replace_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        return self._put_ordered(group, values, (), mode="replace") if values else []
+
     def _put_ordered(
         self,
         group: str,
         sets: Mapping[str, str],
         deletes: Sequence[str],
         *,
-        add: bool = False,
+        mode: str = "put",
     ) -> list[str]:
-        """Set and delete records of an ordered group with its index, in one script; with
-        ``add``, create them all or none. The keys that existed (``add``), sorted.
+        """Set and delete records of a group (and its index, when it is ordered) in one
+        script; ``add``: create them all or none, ``replace``: replace them all or none. The
+        keys that existed (``add``) or did not (``replace``), sorted.
 
         Raises:
             StoreUnavailable: the group's key holds another type (nothing written), or the
                 store could not be reached.
         """
-        existed = self._ordered(group, sets, deletes, add=add)
-        if existed is None:
+        found = self._ordered(group, sets, deletes, mode=mode)
+        if found is None:
             raise self._refused_write(self._key(f"controls:{group}"))
-        return existed
+        return found
 
     def _ordered(
         self,
@@ -143,14 +147,16 @@ class RedisControls:
         sets: Mapping[str, str],
         deletes: Sequence[str],
         *,
-        add: bool = False,
+        mode: str = "put",
     ) -> list[str] | None:
         """``_put_ordered``, None when the group's key holds another type."""
         flat = [item for pair in sets.items() for item in pair]
-        args = ["add" if add else "put", len(sets), *flat, *deletes]
-        keys = [self._key(f"controls:{group}"), self._order_key(group)]
+        args = [mode, len(sets), *flat, *deletes]
+        keys = [self._key(f"controls:{group}")]
+        if group in ORDERED_GROUPS:
+            keys.append(self._order_key(group))
         found = self._link.call(
-            lambda client: self._link.run_script(client, "put_ordered", keys, args)
+            lambda client: self._link.run_script(client, "write_group", keys, args)
         )
         if int(found[0]) == 0:
             return None

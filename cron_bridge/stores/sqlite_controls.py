@@ -142,6 +142,31 @@ class SQLiteControls:
 
         return self._run(work) if rows else []
 
+    def replace_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        rows = [(value, group, key) for key, value in values.items()]
+
+        def work(conn: sqlite3.Connection) -> list[str]:
+            # One write transaction (``_run`` with write): the check and the writes see the
+            # same records.
+            there: set[str] = set()
+            keys = list(values)
+            for start in range(0, len(keys), 500):  # within SQLite's bound on parameters
+                part = keys[start : start + 500]
+                there.update(
+                    row[0] if isinstance(row[0], str) else bytes(row[0]).decode(errors="replace")
+                    for row in conn.execute(
+                        f"SELECT key FROM controls WHERE grp = ? AND key IN "
+                        f"({', '.join('?' * len(part))})",
+                        (group, *part),
+                    ).fetchall()
+                )
+            missing = sorted(key for key in keys if key not in there)
+            if not missing:
+                conn.executemany("UPDATE controls SET value = ? WHERE grp = ? AND key = ?", rows)
+            return missing
+
+        return self._run(work) if rows else []
+
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if values:
             rows = [(group, key, value) for key, value in values.items()]

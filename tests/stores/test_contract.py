@@ -713,6 +713,23 @@ def test_a_pages_histories_are_read_at_once_as_one_by_one(kit: StoreKit) -> None
     assert store.histories([], 20) == {}
 
 
+def test_records_are_replaced_all_or_none(kit: StoreKit) -> None:
+    """``replace_controls``: every record when all of their keys exist; none, and the keys
+    that do not, when some do not; in an ordered group (the stored schedules) and another."""
+    store = kit.open()
+    for group in ("schedule", "other-group"):
+        store.put_controls(group, {"a": "1", "b": "2"})
+        assert store.replace_controls(group, {"a": "10", "b": "20"}) == []
+        assert store.controls(group) == {"a": "10", "b": "20"}
+        assert store.replace_controls(group, {"a": "x", "zz": "y", "c": "z"}) == ["c", "zz"]
+        assert store.controls(group) == {"a": "10", "b": "20"}
+        store.put_control(group, "b", None)
+        assert store.replace_controls(group, {"b": "back"}) == ["b"]
+        assert store.controls(group) == {"a": "10"}
+        assert store.replace_controls(group, {}) == []
+    assert store.first_control_keys("schedule", 5) == (["a"], 1)
+
+
 def test_a_batch_of_new_records_is_written_whole_or_not_at_all(kit: StoreKit) -> None:
     """``add_controls``: every record when none of their keys exists; none, and the keys that
     exist, when some do; and of batches racing over shared keys, each is written whole or
