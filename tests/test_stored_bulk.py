@@ -492,7 +492,7 @@ def test_a_schedule_removed_while_an_update_reads_it_is_not_brought_back(kit: St
         )
     assert refused.value.job == "tenant-5500.report" and refused.value.entry == 5500
     assert "removed since it was read" in str(refused.value)
-    assert f"{BULK} of 6000 schedule(s) updated before it" in str(refused.value)
+    assert f"{BULK} of 6000 schedule(s) updated before its batch" in str(refused.value)
     stored = StoredSchedules(store).list()
     assert "tenant-5500.report" not in stored and len(stored) == 5_999
     assert {stored[f"tenant-{n}.report"].queue for n in range(BULK)} == {"q"}

@@ -204,7 +204,8 @@ class StoredSchedules:
         round trip (``replace_controls``: one transaction on PostgreSQL and SQLite, one script
         on Redis; on NATS checked, then written record by record), its change logs in one more
         and its feed entries in one or two. A schedule removed by someone else since it was
-        read is not written again: its batch is refused whole (``ConfigError`` naming it).
+        read is not written again: its batch is refused whole (``ConfigError`` naming it; on
+        NATS, which has no transactions, the others of the batch may be written).
 
         Returns:
             The schedules as stored now, in the order given.
@@ -227,9 +228,9 @@ class StoredSchedules:
                 )
             if gone:
                 refused = ConfigError(
-                    f"no stored schedule of this name: removed since it was read; nothing of "
-                    f"its batch was written ({updated} of {len(checked)} schedule(s) updated "
-                    "before it)",
+                    f"no stored schedule of this name: removed since it was read, and not "
+                    f"written again ({updated} of {len(checked)} schedule(s) updated before "
+                    "its batch)",
                     job=gone[0],
                     option="name",
                     value=gone[0],

@@ -370,8 +370,9 @@ class Store(ABC):
         update never brings back a record deleted since it was read.
 
         Atomic where the store has transactions (memory, SQLite, PostgreSQL, Redis: one
-        script on one hash). This default, for a store without them, checks, then writes:
-        a record deleted between the two is written again.
+        script on one hash; NATS writes each on the revision it read, so a record deleted
+        meanwhile is not written, and the others are). This default, for a store without
+        either, checks, then writes: a record deleted between the two is written again.
 
         Raises:
             StoreUnavailable: the store could not be reached (on this default, some of the

@@ -377,6 +377,48 @@ class NatsStore(Store):
         if values:
             self._run(work, size=len(values))
 
+    def replace_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+
+        names = {key: f"ctl.{enc(group)}.{enc(key)}" for key in values}
+
+        async def revision(key: str) -> int | None:
+            try:
+                entry = await self._state.get(names[key])
+            except KeyNotFoundError:
+                return None
+            return None if entry.value is None else entry.revision
+
+        async def one(key: str, last: int) -> str | None:
+            """The key when it was deleted before it could be written; None once written."""
+            for _ in range(_RAISE_TRIES):  # each write conditional on the revision read
+                try:
+                    await self._state.update(names[key], values[key].encode(), last=last)
+                except KeyWrongLastSequenceError:
+                    read = await revision(key)  # changed meanwhile: deleted, or replaced
+                    if read is None:
+                        return key
+                    last = read
+                    continue
+                return None
+            return key
+
+        async def work() -> list[str]:
+            # No transactions: every key checked first (none written when one is missing),
+            # then each written on the revision read, so one deleted meanwhile is not
+            # written again (the others are).
+            keys = list(values)
+            read = await bounded(revision(key) for key in keys)
+            missing = [key for key, last in zip(keys, read, strict=True) if last is None]
+            if missing:
+                return sorted(missing)
+            lost = await bounded(
+                one(key, last) for key, last in zip(keys, read, strict=True) if last is not None
+            )
+            return sorted(key for key in lost if key is not None)
+
+        return self._run(work, size=len(values)) if values else []
+
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if not values:
             return
