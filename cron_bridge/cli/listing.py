@@ -149,6 +149,12 @@ def _names(
     # A page: the first names of the stored schedules in order, as many as the page reaches
     # (a name the merged list shows among its first ``first`` is among them), and how many.
     stored, stored_count = schedules.first_names(first)
+    if len(stored) < min(first, stored_count):
+        # The store left out names among the first that no reader takes (more than 1,000
+        # bytes, not UTF-8, written past it): their places would go to later names, and to
+        # declared ones out of order. Read whole, as a listing of every name does.
+        merged, count = _names(declared, store, None)
+        return merged[:first], count
     seen = set(stored)
     also_stored = schedules.stored_of([name for name in names if name not in seen])
     merged = sorted({*stored, *names})[:first]
