@@ -15,6 +15,7 @@ from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
     CONTROLS_MAX,
+    FIRST_KEYS_MAX,
     UNREADABLE,
     control_records,
 )
@@ -216,7 +217,8 @@ class PostgresControls:
             'SELECT key, count(*) OVER () FROM {controls} WHERE grp = %s ORDER BY key COLLATE "C"'
             " LIMIT %s"
         )
-        rows = self._call(lambda conn: fetch(conn, statement, (group, count)))
+        asked = min(count, FIRST_KEYS_MAX)
+        rows = self._call(lambda conn: fetch(conn, statement, (group, asked)))
         where = f"controls:{group}"
         keys = (inbound.text(row[0], where, row[0], max_bytes=CONTROL_KEY_MAX) for row in rows)
         return [key for key in keys if key is not None], int(rows[0][1]) if rows else 0

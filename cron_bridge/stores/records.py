@@ -23,6 +23,7 @@ __all__ = [
     "CONTROLS_BYTES",
     "CONTROLS_MAX",
     "CONTROL_KEY_MAX",
+    "FIRST_KEYS_MAX",
     "LONG_TEXT_MAX",
     "ORDERED_GROUPS",
     "PLAIN_TASK",
@@ -164,6 +165,10 @@ entries as the schedule feed keeps."""
 CONTROLS_BYTES = 16 * inbound.MAX_BYTES
 """Bytes of values of one control group a reader holds (10,000 catalog entries take 3 MB)."""
 CONTROL_KEY_MAX = 1000  # bytes of a control key: job names are 200 at most, replica ids 1,000
+FIRST_KEYS_MAX = 2**31 - 1
+"""The most keys ``first_control_keys`` is asked for, whatever its caller asks (a listing's
+``--offset`` far past any group): what every store's integers hold (SQL's 64 bits, a Redis
+script's numbers, doubles sent in exponent form from 1e17), and more than any group holds."""
 ORDERED_GROUPS = frozenset({"schedule"})
 """Control groups whose first keys in order are read as a page (``first_control_keys``: the
 stored schedules of a listing). A store that cannot read its records in order (Redis) keeps an

@@ -16,6 +16,7 @@ from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
     CONTROLS_MAX,
+    FIRST_KEYS_MAX,
     ORDERED_GROUPS,
     UNREADABLE,
     control_records,
@@ -209,7 +210,7 @@ class RedisControls:
             keys = self.control_keys(group, most=most)
             return keys[: max(count, 0)], len(keys)
         name = self._key(f"controls:{group}")
-        args = [max(count, 0), CONTROL_KEY_MAX, most]
+        args = [min(max(count, 0), FIRST_KEYS_MAX), CONTROL_KEY_MAX, most]
         found = self._link.call(
             lambda client: self._link.run_script(
                 client, "first_keys", [name, self._order_key(group)], args

@@ -14,6 +14,7 @@ from cron_bridge.stores.records import (
     CONTROL_KEY_MAX,
     CONTROLS_BYTES,
     CONTROLS_MAX,
+    FIRST_KEYS_MAX,
     UNREADABLE,
     control_records,
 )
@@ -213,7 +214,7 @@ class SQLiteControls:
         rows = self._run(
             lambda conn: conn.execute(
                 "SELECT key, count(*) OVER () FROM controls WHERE grp = ? ORDER BY key LIMIT ?",
-                (group, max(count, 1)),
+                (group, min(max(count, 1), FIRST_KEYS_MAX)),
             ).fetchall(),
             write=False,
         )

@@ -958,3 +958,14 @@ def test_a_listings_first_keys_outside_an_ordered_group_are_read_whole(kit: Stor
     store.put_controls("pause", dict.fromkeys(("c.job", "a.job", "b.job"), "{}"))
     assert store.first_control_keys("pause", 2) == (["a.job", "b.job"], 3)
     assert store.first_control_keys("nothing-here", 5) == ([], 0)
+
+
+def test_a_listings_first_keys_past_every_stores_integers_are_the_whole_group(
+    kit: StoreKit,
+) -> None:
+    """Asked for more keys than SQL's 64 bits or a Redis script's numbers hold (a listing's
+    ``--offset`` a user typed), a store gives the whole group, never an error."""
+    store = kit.open()
+    store.put_controls("schedule", dict.fromkeys(("c.job", "a.job", "b.job"), "{}"))
+    for count in (2**53, 10**17, 2**63, 10**30):
+        assert store.first_control_keys("schedule", count) == (["a.job", "b.job", "c.job"], 3)

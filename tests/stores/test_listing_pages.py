@@ -47,6 +47,25 @@ def test_every_page_of_a_listing_is_the_slice_of_the_whole_listing(stored: Store
             assert page == whole[offset : offset + limit], (limit, offset)
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--limit", str(10**20)],
+        ["--limit", "3", "--offset", str(10**20)],
+        ["--limit", str(2**63), "--offset", str(2**63)],
+    ],
+)
+def test_a_page_past_any_store_s_integers_is_listed_not_a_traceback(
+    stored: StoreKit, extra: list[str]
+) -> None:
+    """A limit or offset no store's integers hold (SQLite's and PostgreSQL's 64 bits, the
+    numbers of a Redis script) pages as any other: the listing's slice."""
+    whole = _listed(stored.url)
+    limit = int(extra[1])
+    offset = int(extra[3]) if len(extra) > 2 else 0
+    assert _listed(stored.url, *extra) == whole[offset : offset + limit]
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "redis", "postgres", "nats"])
 def test_a_name_no_store_can_read_costs_no_other_name_its_page(
     kind: str,
