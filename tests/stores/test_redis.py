@@ -316,3 +316,28 @@ def test_another_programs_values_are_judged_alike_by_the_script_and_the_steps(
         finally:
             store.close()
     assert answers["script"] == answers["steps"], (where, kind, value[:12], answers)
+
+
+def test_a_listings_index_that_names_a_key_the_group_lacks_is_made_again(
+    redis_server: RedisServer,
+) -> None:
+    """An older release's writer (or a hand-made change) that removes one schedule and adds
+    another leaves the index of the same size as the group, naming the removed one and not
+    the added one; an index whose scores are not all 0 gives ZRANGEBYLEX no order. A page
+    that meets either is read from the index made again, not shown wrong for good."""
+    prefix = f"drift-{uuid.uuid4().hex[:8]}:"
+    client = redis.Redis(port=redis_server.port, decode_responses=True)
+    store = RedisStore(client, prefix=prefix)
+    group, hash_name = "schedule", f"{prefix}controls:schedule"
+    index = order_key(prefix, group)
+    store.put_controls(group, {"a": "{}", "b": "{}", "m": "{}"})
+    client.hdel(hash_name, "b")  # an older release: one removed, one added, past the index
+    client.hset(hash_name, "c", "{}")
+    assert store.first_control_keys(group, 2) == (["a", "c"], 3)
+    store.put_control(group, "d", "{}")  # and the writers go on with the index made again
+    assert store.first_control_keys(group, 5) == (["a", "c", "d", "m"], 4)
+    assert client.zrange(index, 0, -1) == sorted(client.hkeys(hash_name))
+
+    client.zadd(index, {"m": 7, "a": 5})  # scores by hand: ZRANGEBYLEX has no order then
+    assert store.first_control_keys(group, 5) == (["a", "c", "d", "m"], 4)
+    assert client.zscore(index, "m") == 0
