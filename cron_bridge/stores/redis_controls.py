@@ -30,6 +30,13 @@ __all__ = ["RedisControls", "order_key"]
 
 _log = logging.getLogger(__name__)
 
+INDEX_MADE_MOST = 100_000
+"""The most names of a group whose ordered index a reader makes again (one script: Redis
+serves no one else meanwhile). 100,000 take about 0.2 s; a million took 4 to 5 s, past
+Redis's busy-script-time, so that every beat's claim was answered BUSY. A larger group
+without its index is read whole, as before the index, and its index is left to its
+writers."""
+
 
 class RedisControls:
     """The control records of a Redis store (a mixin: it uses the store's link, keys and last
@@ -210,7 +217,8 @@ class RedisControls:
             keys = self.control_keys(group, most=most)
             return keys[: max(count, 0)], len(keys)
         name = self._key(f"controls:{group}")
-        args = [min(max(count, 0), FIRST_KEYS_MAX), CONTROL_KEY_MAX, most]
+        made_most = min(most, INDEX_MADE_MOST)
+        args = [min(max(count, 0), FIRST_KEYS_MAX), CONTROL_KEY_MAX, made_most]
         found = self._link.call(
             lambda client: self._link.run_script(
                 client, "first_keys", [name, self._order_key(group)], args
@@ -222,7 +230,7 @@ class RedisControls:
             last = sorted(self._last_reads.get(group))
             return last[: max(count, 0)], len(last)
         if not isinstance(found, list) or len(found) != 3 or not isinstance(found[0], int):
-            # more than ``most`` fields without an index to read them by: read whole
+            # more than ``made_most`` fields without an index to read them by: read whole
             keys = self.control_keys(group, most=most)
             return keys[: max(count, 0)], len(keys)
         return _unpacked(found, f"controls:{group}"), max(found[0], 0)

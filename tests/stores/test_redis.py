@@ -16,7 +16,7 @@ from redis.crc import key_slot
 from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import NAME_PATTERN, Occurrence
 from cron_bridge.plumbing.keys import began_key, lock_key
-from cron_bridge.stores import Store, records, store_from_url
+from cron_bridge.stores import Store, records, redis_controls, store_from_url
 from cron_bridge.stores.base import done_key
 from cron_bridge.stores.redis import RedisStore, fence_key
 from cron_bridge.stores.redis_controls import order_key
@@ -341,3 +341,23 @@ def test_a_listings_index_that_names_a_key_the_group_lacks_is_made_again(
     client.zadd(index, {"m": 7, "a": 5})  # scores by hand: ZRANGEBYLEX has no order then
     assert store.first_control_keys(group, 5) == (["a", "c", "d", "m"], 4)
     assert client.zscore(index, "m") == 0
+
+
+def test_a_group_too_large_to_index_at_once_is_read_whole_not_indexed(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Making an index again is one script, during which Redis answers no beat: past
+    ``INDEX_MADE_MOST`` names (a million took 4 to 5 s, and every claim was answered BUSY)
+    a page reads the group whole, as before the index, and leaves the index to its writers."""
+    monkeypatch.setattr(redis_controls, "INDEX_MADE_MOST", 50)
+    prefix = f"large-{uuid.uuid4().hex[:8]}:"
+    client = redis.Redis(port=redis_server.port, decode_responses=True)
+    store = RedisStore(client, prefix=prefix)
+    names = {f"t-{n:03d}": "{}" for n in range(60)}
+    client.hset(f"{prefix}controls:schedule", mapping=names)  # written by an older release
+    assert store.first_control_keys("schedule", 3) == (["t-000", "t-001", "t-002"], 60)
+    assert not client.exists(order_key(prefix, "schedule"))
+    client.delete(f"{prefix}controls:schedule")
+    store.put_controls("schedule", names)  # written with its index from the first name on
+    assert store.first_control_keys("schedule", 3) == (["t-000", "t-001", "t-002"], 60)
+    assert client.zcard(order_key(prefix, "schedule")) == 60
