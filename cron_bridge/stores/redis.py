@@ -281,9 +281,9 @@ class RedisStore(RedisControls, Store):
     def put_control(self, group: str, key: str, value: str | None) -> None:
         if group in ORDERED_GROUPS:  # with its index, in one script
             if value is None:
-                self._put_ordered(group, {}, [key])
+                self._write_group(group, {}, [key])
             else:
-                self._put_ordered(group, {key: value}, [])
+                self._write_group(group, {key: value}, [])
             return
         name = self._key(f"controls:{group}")  # one hash per group
         if value is None:

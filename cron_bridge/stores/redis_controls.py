@@ -54,7 +54,7 @@ class RedisControls:
 
     def add_control(self, group: str, key: str, value: str) -> bool:
         if group in ORDERED_GROUPS:
-            return not self._put_ordered(group, {key: value}, (), mode="add")
+            return not self._write_group(group, {key: value}, (), mode="add")
         name = self._key(f"controls:{group}")
         added = self._link.call(
             lambda client: int(client.hsetnx(name, key, value)),
@@ -73,7 +73,7 @@ class RedisControls:
             sets = {k: v for k, v in values.items() if v is not None}
             deletes = [k for k, v in values.items() if v is None]
             if group in ORDERED_GROUPS and (sets or deletes):  # with its index: a script
-                if self._ordered(group, sets, deletes) is None:
+                if self._group_written(group, sets, deletes) is None:
                     refused.append(self._key(f"controls:{group}"))
             elif sets or deletes:
                 commands.append((self._key(f"controls:{group}"), sets, deletes))
@@ -100,7 +100,7 @@ class RedisControls:
         if not values:
             return []
         if group in ORDERED_GROUPS:
-            return self._put_ordered(group, values, (), mode="add")
+            return self._write_group(group, values, (), mode="add")
         name = self._key(f"controls:{group}")
         flat = [item for pair in values.items() for item in pair]
         found = self._link.call(
@@ -112,7 +112,7 @@ class RedisControls:
 
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if values and group in ORDERED_GROUPS:
-            self._put_ordered(group, values, ())
+            self._write_group(group, values, ())
         elif values:
             name = self._key(f"controls:{group}")
             mapping: Any = dict(values)  # redis-py's stubs want an invariant key type
@@ -126,9 +126,9 @@ class RedisControls:
                 raise self._refused_write(name)
 
     def replace_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
-        return self._put_ordered(group, values, (), mode="replace") if values else []
+        return self._write_group(group, values, (), mode="replace") if values else []
 
-    def _put_ordered(
+    def _write_group(
         self,
         group: str,
         sets: Mapping[str, str],
@@ -144,12 +144,12 @@ class RedisControls:
             StoreUnavailable: the group's key holds another type (nothing written), or the
                 store could not be reached.
         """
-        found = self._ordered(group, sets, deletes, mode=mode)
+        found = self._group_written(group, sets, deletes, mode=mode)
         if found is None:
             raise self._refused_write(self._key(f"controls:{group}"))
         return found
 
-    def _ordered(
+    def _group_written(
         self,
         group: str,
         sets: Mapping[str, str],
@@ -157,7 +157,7 @@ class RedisControls:
         *,
         mode: str = "put",
     ) -> list[str] | None:
-        """``_put_ordered``, None when the group's key holds another type."""
+        """``_write_group``, None when the group's key holds another type."""
         flat = [item for pair in sets.items() for item in pair]
         args = [mode, len(sets), *flat, *deletes]
         keys = [self._key(f"controls:{group}")]

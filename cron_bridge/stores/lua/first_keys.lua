@@ -1,5 +1,5 @@
 -- The first keys of a control group in byte order (a listing's first page), from the ordered
--- index kept beside it (put_ordered.lua): what the page shows, not the whole group. An index
+-- index kept beside it (write_group.lua): what the page shows, not the whole group. An index
 -- that is not the group's (missing, of another type, of another size, with a score but 0 that
 -- leaves its order unspecified, or naming a key the group lacks among the keys read: written
 -- past by a writer of an older release, or a hand-made change) is made again from the hash
