@@ -502,3 +502,56 @@ def test_a_schedule_removed_while_an_update_reads_it_is_not_brought_back(kit: St
     with pytest.raises(ConfigError, match="removed since it was read"):
         single.update("tenant-42.report", queue="other")
     assert StoredSchedules(store).get("tenant-42.report") is None
+
+
+@pytest.mark.nats
+def test_an_update_many_racing_a_remove_on_nats_says_and_announces_what_it_wrote(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """NATS has no transactions: a schedule removed after ``replace_controls`` read its
+    revision, but before its write, is not written again, while the others of its batch are.
+    Those are changed as any update changes them: announced to the replicas (within a
+    second, not at the next full read), logged, and counted in the error."""
+    import threading
+    import time
+
+    kit = make_kit("nats", request, tmp_path)
+    try:
+        store, other = kit.open(), kit.open()
+        count = BULK
+        StoredSchedules(store).add_many(_tenants(count))
+        sync = StoredSync(store)
+        polled(sync, 0.0)
+        last = f"tenant-{count - 1}.report"
+
+        def remove_once_the_batch_is_being_written() -> None:
+            # the first of the batch written: the last one, not yet written, is removed
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if json.loads(other.control(GROUP, "tenant-0.report") or "{}").get("queue"):
+                    break
+            StoredSchedules(other).remove(last, by="another operator")
+
+        remover = threading.Thread(target=remove_once_the_batch_is_being_written)
+        remover.start()
+        try:
+            with pytest.raises(ConfigError) as refused:
+                StoredSchedules(store).update_many(
+                    [{"name": f"tenant-{n}.report", "queue": "q"} for n in range(count)]
+                )
+        finally:
+            remover.join(60)
+        assert refused.value.job == last and refused.value.entry == count - 1
+        stored = StoredSchedules(store).list()
+        assert last not in stored  # not brought back
+        written = {name for name, spec in stored.items() if spec.queue == "q"}
+        assert written == set(stored) and len(written) == count - 1  # the rest of the batch
+        said = f"0 of {count} schedule(s) updated before its batch, {count - 1} of its batch"
+        assert said in str(refused.value)
+        changed, _ = sync.poll(1.0)  # type: ignore[misc]
+        assert written <= set(changed)  # followed within a second
+        for name in ("tenant-0.report", f"tenant-{count - 2}.report"):
+            logged = store.controls(control.CHANGES.format(job=name)).values()
+            assert any("schedule updated" in entry for entry in logged)
+    finally:
+        kit.close()

@@ -205,7 +205,8 @@ class StoredSchedules:
         on Redis; on NATS checked, then written record by record), its change logs in one more
         and its feed entries in one or two. A schedule removed by someone else since it was
         read is not written again: its batch is refused whole (``ConfigError`` naming it; on
-        NATS, which has no transactions, the others of the batch may be written).
+        NATS, which has no transactions, the others of the batch may be written: they are
+        announced and logged as any update, and the message counts them).
 
         Returns:
             The schedules as stored now, in the order given.
@@ -227,10 +228,11 @@ class StoredSchedules:
                     GROUP, {spec.name: raw for spec, raw, _ in batch}
                 )
             if gone:
+                written = self._written_of(batch, gone, by=by, done=updated, total=len(checked))
                 refused = ConfigError(
                     f"no stored schedule of this name: removed since it was read, and not "
                     f"written again ({updated} of {len(checked)} schedule(s) updated before "
-                    "its batch)",
+                    f"its batch{f', {written} of its batch' if written else ''})",
                     job=gone[0],
                     option="name",
                     value=gone[0],
@@ -243,6 +245,31 @@ class StoredSchedules:
                     {spec.name: said for spec, _, said in batch}, by=by, action="schedule updated"
                 )
         return [spec for spec, _, _ in checked]
+
+    def _written_of(
+        self,
+        batch: Sequence[tuple[ScheduleEntry, str, str]],
+        gone: Sequence[str],
+        *,
+        by: str,
+        done: int,
+        total: int,
+    ) -> int:
+        """Of a refused batch (``gone`` removed since read), how many were written all the
+        same, announced and logged as any update is: none where ``replace_controls`` is all or
+        none, the others of the batch on NATS, which has no transactions (each written there
+        holds what this update wrote; read back in one round trip)."""
+        lost = set(gone)
+        rest = [(spec, raw, said) for spec, raw, said in batch if spec.name not in lost]
+        if not rest:
+            return 0
+        with _counted(done, total, "updated"):
+            now = self.store.controls_of(GROUP, [spec.name for spec, _, _ in rest])
+        written = {spec.name: said for spec, raw, said in rest if now.get(spec.name) == raw}
+        if written:
+            with _counted(done + len(written), total, "updated"):
+                self._logged_and_announced(written, by=by, action="schedule updated")
+        return len(written)
 
     def remove_many(
         self, names: Iterable[str], *, by: str = "python"
