@@ -446,6 +446,7 @@ class NatsStore(Store):
             watcher = await self._state.watch(pattern)
             found: dict[bytes, bytes | None] = {}
             seen: set[str] = set()
+            removed: set[str] = set()  # keys whose last word is a delete or purge marker
             used = 0
             marked = False  # the watcher's own end marker: needed too, but not enough
             try:
@@ -457,6 +458,10 @@ class NatsStore(Store):
                         marked = True
                         continue
                     seen.add(entry.key)
+                    if entry.value is None or entry.operation is not None:
+                        removed.add(entry.key)
+                    else:
+                        removed.discard(entry.key)
                     name = dec(entry.key.rpartition(".")[2])
                     if name is None or len(name) > CONTROL_KEY_MAX:
                         continue
@@ -469,7 +474,8 @@ class NatsStore(Store):
                         found.pop(name, None)
             finally:
                 await watcher.stop()
-            return found, len(expected)
+            # The stream keeps a subject for each removed key (its marker): not a record.
+            return found, len(expected - removed)
 
         found, total = self._run(work)
         return control_records(found.items(), group, most=most, max_bytes=max_bytes, total=total)
