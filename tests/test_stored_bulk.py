@@ -486,13 +486,19 @@ def test_a_schedule_removed_while_an_update_reads_it_is_not_brought_back(kit: St
     store = kit.open()
     StoredSchedules(store).add_many(_tenants(6_000))
     racing = _RemovedWhileRead(store, "tenant-5500.report")
+    changes: list[dict[str, Any]] = [
+        {"name": f"tenant-{n}.report", "queue": "q"} for n in range(6_000)
+    ]
+    changes[5001] = {"name": "tenant-5001.report", "kwargs": {"t": 5001}}  # as it is stored
     with pytest.raises(ConfigError) as refused:
-        racing.update_many(
-            [{"name": f"tenant-{n}.report", "queue": "q"} for n in range(6_000)], by="ops"
-        )
+        racing.update_many(changes, by="ops")
     assert refused.value.job == "tenant-5500.report" and refused.value.entry == 5500
     assert "removed since it was read" in str(refused.value)
-    assert f"{BULK} of 6000 schedule(s) updated before its batch" in str(refused.value)
+    said = f"{BULK} of 6000 schedule(s) updated before its batch)"  # and none of it
+    assert said in str(refused.value)
+    # Nothing of the batch was written: one already as the update would write it is not
+    # said to be updated either.
+    assert [c.action for c in control.changes(store, "tenant-5001.report")] == ["schedule added"]
     stored = StoredSchedules(store).list()
     assert "tenant-5500.report" not in stored and len(stored) == 5_999
     assert {stored[f"tenant-{n}.report"].queue for n in range(BULK)} == {"q"}

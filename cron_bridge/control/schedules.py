@@ -256,12 +256,12 @@ class StoredSchedules:
         total: int,
     ) -> int:
         """Of a refused batch (``gone`` removed since read), how many were written all the
-        same, announced and logged as any update is: none where ``replace_controls`` is all or
-        none, the others of the batch on NATS, which has no transactions (each written there
-        holds what this update wrote; read back in one round trip)."""
+        same, announced and logged as any update is: none where the store writes a batch all
+        or none (``atomic_batches``); on NATS, which has no transactions, the others of the
+        batch that hold what this update wrote (read back in one round trip)."""
         lost = set(gone)
         rest = [(spec, raw, said) for spec, raw, said in batch if spec.name not in lost]
-        if not rest:
+        if not rest or self.store.atomic_batches:  # nothing of it was written
             return 0
         with _counted(done, total, "updated"):
             now = self.store.controls_of(GROUP, [spec.name for spec, _, _ in rest])

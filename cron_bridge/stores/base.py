@@ -126,6 +126,12 @@ class Store(ABC):
     distributed: ClassVar[bool] = True
     """Whether processes on different hosts share this store's state."""
 
+    atomic_batches: ClassVar[bool] = False
+    """Whether ``add_controls`` and ``replace_controls`` write a batch all or none, even when
+    another writer changes one of its records meanwhile (a transaction, or one script): then
+    a refused batch wrote nothing. Where not (NATS, and the defaults here), the others of a
+    refused batch may be written."""
+
     history_limit: int = 1000
     """Run records kept per job; older ones are dropped."""
 

@@ -38,6 +38,7 @@ class MemoryStore(Store):
     """
 
     distributed = False
+    atomic_batches = True
 
     def __init__(
         self,

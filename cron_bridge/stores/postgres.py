@@ -82,6 +82,8 @@ class PostgresStore(PostgresControls, Store):
         pool_size: connections in the pool built from a URL.
     """
 
+    atomic_batches = True  # one transaction
+
     def __init__(
         self,
         client_or_url: str | ConnectionPool[Any],

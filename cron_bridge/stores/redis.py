@@ -90,6 +90,8 @@ class RedisStore(RedisControls, Store):
             writes, and a cluster pipeline spreads them over many), or a bad Sentinel URL.
     """
 
+    atomic_batches = True  # one script on one hash
+
     def __init__(
         self,
         client_or_url: str | Client = "redis://localhost:6379/0",

@@ -116,6 +116,7 @@ class SQLiteStore(SQLiteControls, Store):
     """
 
     distributed = False
+    atomic_batches = True
 
     def __init__(
         self,
