@@ -373,6 +373,7 @@ def test_a_redis_store_lays_out_its_keys_as_every_version_reads_them(
         "controls:pause": "hash",
         f"controls:change:{JOB}": "hash",
         "controls:schedule": "hash",
+        f"controls-order:{{{prefix}controls:schedule}}": "zset",  # its names, in order
         "controls:schedule-feed": "hash",
         "controls:pause-feed": "hash",
         "controls:change:nightly-report": "hash",
@@ -394,6 +395,9 @@ def test_a_redis_store_lays_out_its_keys_as_every_version_reads_them(
     assert client.hgetall(f"{prefix}{{pending}}-owners") == {member: "beat-a"}
     assert client.zrange(f"{prefix}replicas", 0, -1) == ["beat-a"]
     assert client.get(f"{prefix}clock:beat-a") == "1.5"
+    stored = sorted(client.hkeys(f"{prefix}controls:schedule"))
+    order = f"{prefix}controls-order:{{{prefix}controls:schedule}}"
+    assert stored and client.zrange(order, 0, -1, withscores=True) == [(n, 0.0) for n in stored]
     [completed] = client.lrange(f"{prefix}runs:{JOB}", 0, -1)
     assert json.loads(completed) == {
         **RECORD_JSON,
