@@ -9,7 +9,8 @@ Keys live in JetStream key-value buckets, one set per ``prefix`` (the namespace)
   message); an expired key is taken over with a revision-checked update, so two takers never
   both win. The server also drops each key on its own after its lifetime (per-key TTL,
   rounded up to a second), so nothing piles up.
-- ``<prefix>-state``: the last claimed occurrence per job, the live replicas, control records.
+- ``<prefix>-state``: the last claimed occurrence per job, the live replicas, control records
+  (``nats_controls``).
 - the stream ``<prefix>-runs``: run records, the newest ``history_limit`` per job.
 
 nats-py is asyncio: the store's ``NatsLink`` (``nats_link``) runs one event loop in a thread
@@ -22,7 +23,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -31,18 +32,13 @@ from cron_bridge.errors import ConfigError
 from cron_bridge.jobs import CLAIM_TTL, Occurrence
 from cron_bridge.plumbing import inbound
 from cron_bridge.schedules import EPOCH
-from cron_bridge.stores import run_summary
 from cron_bridge.stores.base import PENDING_LEASE, TAKE_OVER_MOST, Store, ttl_ms
+from cron_bridge.stores.nats_controls import NatsControls
 from cron_bridge.stores.nats_link import NatsLink, bounded, dec, enc, expires
 from cron_bridge.stores.nats_pending import PendingSends
 from cron_bridge.stores.records import (
-    CONTROL_KEY_MAX,
-    CONTROLS_BYTES,
-    CONTROLS_MAX,
-    UNREADABLE,
     ReplicaInfo,
     RunRecord,
-    control_records,
     last_claimed_times,
     live_replica,
     readable,
@@ -54,10 +50,9 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 _ONE_MS = timedelta(milliseconds=1)
 _CLOCK_EVERY = 10.0  # seconds between measurements of the server's clock
-_RAISE_TRIES = 5  # a run summary raised by several writers at once: reads before it gives up
 
 
-class NatsStore(Store):
+class NatsStore(NatsControls, Store):
     """A store on NATS JetStream key-value buckets (nats-server 2.11 or later).
 
     Args:
@@ -322,179 +317,6 @@ class NatsStore(Store):
             return [owner if isinstance(owner, str) else None for owner in owners]
 
         return self._run(work, size=len(keys)) if keys else []
-
-    def put_control(self, group: str, key: str, value: str | None) -> None:
-        name = f"ctl.{enc(group)}.{enc(key)}"
-
-        async def work() -> None:
-            if value is None:
-                await self._state.delete(name)
-            else:
-                await self._state.put(name, value.encode())
-
-        self._run(work)
-
-    def add_control(self, group: str, key: str, value: str) -> bool:
-        from nats.js.errors import KeyWrongLastSequenceError
-
-        name = f"ctl.{enc(group)}.{enc(key)}"
-
-        async def work() -> bool:
-            try:  # create: refused by the server when the key holds a value
-                await self._state.create(name, value.encode())
-            except KeyWrongLastSequenceError:
-                return False
-            return True
-
-        return self._run(work)
-
-    def raise_controls(self, group: str, values: Mapping[str, str], *, ceiling_ms: int) -> None:
-        from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-
-        async def one(key: str, value: str) -> None:
-            name = f"ctl.{enc(group)}.{enc(key)}"
-            for _ in range(_RAISE_TRIES):  # each write conditional on the revision read
-                try:
-                    entry = await self._state.get(name)
-                except KeyNotFoundError:
-                    entry = None
-                held = None if entry is None or entry.value is None else entry.value
-                current = None if held is None else held.decode(errors="replace")
-                if not run_summary.raised(current, value, ceiling_ms):
-                    return
-                try:
-                    if entry is None or entry.revision is None:
-                        await self._state.create(name, value.encode())
-                    else:
-                        await self._state.update(name, value.encode(), last=entry.revision)
-                except KeyWrongLastSequenceError:
-                    continue  # another writer raised it meanwhile: read again
-                return
-
-        async def work() -> None:
-            await bounded(one(key, value) for key, value in values.items())
-
-        if values:
-            self._run(work, size=len(values))
-
-    def replace_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
-        from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-
-        names = {key: f"ctl.{enc(group)}.{enc(key)}" for key in values}
-
-        async def revision(key: str) -> int | None:
-            try:
-                entry = await self._state.get(names[key])
-            except KeyNotFoundError:
-                return None
-            return None if entry.value is None else entry.revision
-
-        async def one(key: str, last: int) -> str | None:
-            """The key when it was deleted before it could be written; None once written."""
-            for _ in range(_RAISE_TRIES):  # each write conditional on the revision read
-                try:
-                    await self._state.update(names[key], values[key].encode(), last=last)
-                except KeyWrongLastSequenceError:
-                    read = await revision(key)  # changed meanwhile: deleted, or replaced
-                    if read is None:
-                        return key
-                    last = read
-                    continue
-                return None
-            return key
-
-        async def work() -> list[str]:
-            # No transactions: every key checked first (none written when one is missing),
-            # then each written on the revision read, so one deleted meanwhile is not
-            # written again (the others are).
-            keys = list(values)
-            read = await bounded(revision(key) for key in keys)
-            missing = [key for key, last in zip(keys, read, strict=True) if last is None]
-            if missing:
-                return sorted(missing)
-            lost = await bounded(
-                one(key, last) for key, last in zip(keys, read, strict=True) if last is not None
-            )
-            return sorted(key for key in lost if key is not None)
-
-        return self._run(work, size=len(values)) if values else []
-
-    def put_controls(self, group: str, values: Mapping[str, str]) -> None:
-        if not values:
-            return
-        writes = {f"ctl.{enc(group)}.{enc(key)}": value.encode() for key, value in values.items()}
-
-        async def work() -> None:  # sent together, each acknowledged
-            await bounded(self._state.put(name, value) for name, value in writes.items())
-
-        self._run(work, size=len(writes))
-
-    def controls(
-        self, group: str, *, most: int = CONTROLS_MAX, max_bytes: int = CONTROLS_BYTES
-    ) -> dict[str, str]:
-        pattern = f"ctl.{enc(group)}.*"
-
-        async def work() -> tuple[dict[bytes, bytes | None], int]:
-            # The keys the bucket holds now, from the stream itself: nats-py's watcher can
-            # say "every current value delivered" before it delivered them (its marker races
-            # the first messages under load), so the watch is read until each key was seen.
-            kv: Any = self._state
-            info = await self._js.stream_info(kv._stream, subjects_filter=kv._pre + pattern)
-            expected = {subject[len(kv._pre) :] for subject in (info.state.subjects or {})}
-            if not expected:
-                return {}, 0
-            watcher = await self._state.watch(pattern)
-            found: dict[bytes, bytes | None] = {}
-            seen: set[str] = set()
-            removed: set[str] = set()  # keys whose last word is a delete or purge marker
-            used = 0
-            marked = False  # the watcher's own end marker: needed too, but not enough
-            try:
-                # Read until every key was seen, or the bounds are reached (what is left is
-                # never held here: the watch stops).
-                while not (marked and expected <= seen) and len(found) < most:
-                    entry = await watcher.updates(timeout=self._timeout)
-                    if entry is None:
-                        marked = True
-                        continue
-                    seen.add(entry.key)
-                    if entry.value is None or entry.operation is not None:
-                        removed.add(entry.key)
-                    else:
-                        removed.discard(entry.key)
-                    name = dec(entry.key.rpartition(".")[2])
-                    if name is None or len(name) > CONTROL_KEY_MAX:
-                        continue
-                    value = entry.value
-                    if value is not None and entry.operation is None:
-                        fits = used + len(value) <= max_bytes
-                        used += len(value) if fits else 0
-                        found[name] = value if fits else None
-                    else:  # deleted or purged since
-                        found.pop(name, None)
-            finally:
-                await watcher.stop()
-            # The stream keeps a subject for each removed key (its marker): not a record.
-            return found, len(expected - removed)
-
-        found, total = self._run(work)
-        return control_records(found.items(), group, most=most, max_bytes=max_bytes, total=total)
-
-    def control(self, group: str, key: str) -> str | None:
-        async def work() -> bytes | None:
-            from nats.js.errors import KeyNotFoundError
-
-            try:
-                entry = await self._state.get(f"ctl.{enc(group)}.{enc(key)}")
-            except KeyNotFoundError:
-                return None
-            return None if entry.value is None else entry.value
-
-        raw = self._run(work)
-        if raw is None:
-            return None
-        found = inbound.text(raw, f"controls:{group}", key)
-        return UNREADABLE if found is None else found
 
     def last_claimed(self, jobs: Sequence[str]) -> dict[str, datetime]:
         if not jobs:
