@@ -388,32 +388,8 @@ class PostgresStore(PostgresControls, Store):
         return stop.set
 
     def latest_runs(self, jobs: Sequence[str]) -> dict[str, RunRecord]:
-        wanted = list(dict.fromkeys(jobs))
-        if not wanted:
-            return {}
-
-        def work(conn: psycopg.Connection[Any]) -> tuple[tuple[str, ...], list[Any]]:
-            there = self._run_columns
-            # Each job's newest row by the (job, id) index, however long its history.
-            statement = sql.SQL(
-                "SELECT {columns} FROM unnest(%s::text[]) AS wanted(name)"
-                " CROSS JOIN LATERAL (SELECT * FROM {runs} WHERE job = wanted.name"
-                " ORDER BY id DESC LIMIT 1) newest"
-            ).format(
-                columns=sql.SQL(", ").join(
-                    sql.SQL("newest.{}").format(sql.Identifier(c)) for c in there
-                ),
-                runs=self._names["runs"],
-            )
-            return there, fetch(conn, statement, (wanted,))
-
-        there, rows = self._call(work)
-        found = {}
-        for row in rows:
-            read = readable([tuple(row)], lambda r: record_from_row(r, there), "latest runs")
-            if read:
-                found[read[0].job] = read[0]
-        return found
+        # Each job's newest row by the (job, id) index, however long its history.
+        return {job: runs[0] for job, runs in self.histories(jobs, 1).items() if runs}
 
     def holder(self, key: str) -> str | None:
         statement = self._sql("SELECT owner FROM {claims} WHERE key = %s AND expires_at > now()")

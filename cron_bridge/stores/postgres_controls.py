@@ -124,14 +124,27 @@ class PostgresControls:
         conn.execute(self._sql(RAISE), (group, keys, [values[key] for key in keys], ceiling_ms))
 
     def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
-        if not values:
-            return []
-        keys, texts = list(values), list(values.values())
         statement = self._sql(
             "INSERT INTO {controls} (grp, key, value) SELECT %s, k, v"
             " FROM unnest(%s::text[], %s::text[]) AS t(k, v)"
             " ON CONFLICT (grp, key) DO NOTHING RETURNING key"
         )
+        return self._all_or_none(statement, group, values)
+
+    def replace_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
+        statement = self._sql(
+            "UPDATE {controls} SET value = t.v, updated_at = now()"
+            " FROM (SELECT %s::text AS grp, k, v FROM unnest(%s::text[], %s::text[]) AS t(k, v)) t"
+            " WHERE {controls}.grp = t.grp AND key = t.k RETURNING key"
+        )
+        return self._all_or_none(statement, group, values)
+
+    def _all_or_none(self, statement: Any, group: str, values: Mapping[str, str]) -> list[str]:
+        """Write ``values`` with ``statement`` (of the group, the keys and the values) in one
+        transaction, rolled back when it wrote fewer than all: the keys it did not write."""
+        if not values:
+            return []
+        keys, texts = list(values), list(values.values())
 
         def work(conn: psycopg.Connection[Any]) -> list[str]:
             rows = conn.execute(statement, (group, keys, texts)).fetchall()
@@ -142,32 +155,9 @@ class PostgresControls:
 
         try:
             return self._call(work)
-        except _Taken as taken:
+        except _Taken as left:
             self.stats.add()
-            return taken.keys
-
-    def replace_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
-        if not values:
-            return []
-        keys, texts = list(values), list(values.values())
-        statement = self._sql(
-            "UPDATE {controls} SET value = t.v, updated_at = now()"
-            " FROM unnest(%s::text[], %s::text[]) AS t(k, v)"
-            " WHERE grp = %s AND key = t.k RETURNING key"
-        )
-
-        def work(conn: psycopg.Connection[Any]) -> list[str]:
-            rows = conn.execute(statement, (keys, texts, group)).fetchall()
-            made = {row[0] if isinstance(row[0], str) else bytes(row[0]).decode() for row in rows}
-            if len(made) < len(keys):
-                raise _Taken(sorted(set(keys) - made))  # _call's transaction rolls back
-            return []
-
-        try:
-            return self._call(work)
-        except _Taken as missing:
-            self.stats.add()
-            return missing.keys
+            return left.keys
 
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if not values:

@@ -97,18 +97,7 @@ class RedisControls:
             raise self._refused_write(refused[0])
 
     def add_controls(self, group: str, values: Mapping[str, str]) -> list[str]:
-        if not values:
-            return []
-        if group in ORDERED_GROUPS:
-            return self._write_group(group, values, (), mode="add")
-        name = self._key(f"controls:{group}")
-        flat = [item for pair in values.items() for item in pair]
-        found = self._link.call(
-            lambda client: self._link.run_script(client, "add_controls", [name], flat)
-        )
-        if int(found[0]) == 0:
-            raise self._refused_write(name)
-        return sorted(bytes(key).decode(errors="replace") for key in found[1:])
+        return self._write_group(group, values, (), mode="add") if values else []
 
     def put_controls(self, group: str, values: Mapping[str, str]) -> None:
         if values and group in ORDERED_GROUPS:
